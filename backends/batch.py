@@ -1,0 +1,44 @@
+"""The scheduler-neutral description of one batch job, filled in by hpcui, rendered here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """Everything a batch script needs; numbers are already resolved against the profile."""
+
+    folder: str  # absolute remote job folder (submitit's folder)
+    token: str  # client token: rides in the comment, makes submit idempotent
+    name: str
+    nodes: int = 1
+    tasks_per_node: int = 1
+    cpus_per_task: int = 1
+    gpus_per_node: int = 0
+    gpu_directive: str = "gres"  # "gres" -> --gres=gpu[:type]:N ; "gpus-per-node"
+    gpu_type: str | None = None
+    mem_mb: int | None = None
+    time_s: int | None = None
+    partition: str | None = None
+    qos: str | None = None
+    account: str | None = None
+    constraint: str | None = None
+    exclusive: bool = False
+    array_size: int | None = None  # None: a single job; N: array 0..N-1
+    array_parallelism: int | None = None
+    extra: tuple[str, ...] = ()
+    python: str = "python3"
+    setup: tuple[str, ...] = ()
+    pythonpath: tuple[str, ...] = ()  # e.g. the runtime bundle zip
+    env: dict[str, str] = field(default_factory=dict)
+    signal_delay_s: int = 90  # USR2 this long before the time limit: submitit checkpoints
+
+
+def format_duration(seconds: int) -> str:
+    """Slurm/PBS `[D-]HH:MM:SS`, rounded up to whole minutes as Slurm does anyway."""
+    minutes = -(-seconds // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    core = f"{hours:02d}:{mins:02d}:00"
+    return f"{days}-{core}" if days else core

@@ -1,0 +1,41 @@
+"""hpcui: drive Slurm and PBS supercomputers from your laptop.
+
+The public API is imported lazily so `import hpcui` (and `hpcui --help`) stay fast and
+pull in neither paramiko, textual nor torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "connect": "hpcui.api",
+    "submit": "hpcui.api",
+    "get_job": "hpcui.api",
+    "Cluster": "hpcui.cluster",
+    "Job": "hpcui.job",
+    "JobState": "backends.states",
+    "Resources": "hpcui.resources",
+    "HpcuiError": "hpcui.errors",
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from backends.states import JobState  # noqa: F401
+    from hpcui.api import connect, get_job, submit  # noqa: F401
+    from hpcui.cluster import Cluster  # noqa: F401
+    from hpcui.errors import HpcuiError  # noqa: F401
+    from hpcui.job import Job  # noqa: F401
+    from hpcui.resources import Resources  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hpcui' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

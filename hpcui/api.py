@@ -1,0 +1,42 @@
+"""The module-level API: `hpcui.connect`, `hpcui.submit`, `hpcui.get_job`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from hpcui.cluster import Cluster
+from hpcui.config import load_config
+from hpcui.job import Job
+
+_clusters: dict[str, Cluster] = {}
+_lock = threading.Lock()
+
+
+def connect(name: str | None = None, **kwargs: Any) -> Cluster:
+    """The cluster `name` from the config (default: the configured default, else `local`).
+
+    One Cluster (and so one SSH connection) per name per process; keyword arguments
+    (prompt=, on_unknown_host=) apply when it is first created.
+    """
+    cfg = load_config().cluster(name)
+    with _lock:
+        cluster = _clusters.get(cfg.name)
+        if cluster is None:
+            cluster = _clusters[cfg.name] = Cluster(cfg, **kwargs)
+        return cluster
+
+
+def submit(
+    fn: Callable[..., Any], *args: Any, cluster: str | Cluster | None = None, **kwargs: Any
+) -> Job:
+    """Submit `fn(*args)` to `cluster` (default: the configured default). See Cluster.submit."""
+    target = cluster if isinstance(cluster, Cluster) else connect(cluster)
+    return target.submit(fn, *args, **kwargs)
+
+
+def get_job(cluster: str | Cluster | None, job_id: str | int) -> Job:
+    """A job submitted earlier, from the local registry: works in a new process too."""
+    target = cluster if isinstance(cluster, Cluster) else connect(cluster)
+    return target.get_job(str(job_id))

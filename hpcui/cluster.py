@@ -1,0 +1,344 @@
+"""Cluster: one connected site = transport + scheduler + profile + registry + status."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from functools import cached_property
+from typing import Any
+
+from backends.batch import BatchSpec
+from backends.slurm_script import pickle_name
+from hpcui import submission
+from hpcui.config import ClusterConfig
+from hpcui.errors import ConnectionLost, RemotePythonError, SchedulerError, UsageError
+from hpcui.job import Job
+from hpcui.profiles import Profile, load_profile
+from hpcui.registry import JobRecord, Registry
+from hpcui.resources import Allocation, Resources, resolve
+from hpcui.runtime_bundle import build_bundle
+from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.status import StatusService
+from hpcui.transport.base import Command, CommandResult, Transport
+
+log = logging.getLogger(__name__)
+_quiet_submitit = threading.Lock()
+
+
+def _silence_submitit() -> None:
+    """submitit logs to stderr by default; that would corrupt the TUI. Route it to our logs."""
+    logger = logging.getLogger("submitit")
+    logger.handlers.clear()
+    logger.propagate = True
+
+
+class Cluster:
+    """Everything hpcui does on one site goes through here; faces never reach below."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        transport: Transport | None = None,
+        registry: Registry | None = None,
+        prompt: Callable[..., list[str]] | None = None,
+        on_unknown_host: Callable[[str, str, str], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self._transport = transport
+        self._registry = registry
+        self._prompt = prompt
+        self._on_unknown_host = on_unknown_host
+        self._remote: submission.RemoteInfo | None = None
+        self._lock = threading.Lock()
+        _silence_submitit()
+
+    def __repr__(self) -> str:
+        return f"Cluster({self.name!r}, {self.transport.description})"
+
+    # -- parts -----------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            if self.config.is_local:
+                from hpcui.transport.local import LocalTransport
+
+                self._transport = LocalTransport()
+            else:
+                from hpcui.transport.ssh import SshTransport
+
+                c = self.config
+                self._transport = SshTransport.from_config(
+                    c.host or "",
+                    ssh_config=c.ssh_config,
+                    user=c.user,
+                    port=c.port,
+                    identity_file=c.identity_file,
+                    known_hosts=c.known_hosts,
+                    proxy_jump=c.proxy_jump,
+                    prompt=self._prompt,
+                    on_unknown_host=self._on_unknown_host,
+                    login_shell=c.login_shell,
+                )
+        return self._transport
+
+    @cached_property
+    def profile(self) -> Profile:
+        default = "local" if self.config.is_local else "generic"
+        return load_profile(self.config.profile or default)
+
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        kind = self.config.scheduler
+        if kind == "auto":
+            kind = self.profile.scheduler
+            if kind == "local" and shutil.which("sbatch"):
+                kind = "slurm"
+        if kind == "slurm":
+            from hpcui.schedulers.slurm import SlurmScheduler
+
+            return SlurmScheduler(self.transport)
+        if kind == "local":
+            from hpcui.schedulers.local import LocalScheduler
+
+            return LocalScheduler(self.transport, lambda: f"{self.remote_info().base}/local")
+        raise UsageError(f"Scheduler {kind!r} of cluster {self.name!r} is not supported yet.")
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = Registry()
+        return self._registry
+
+    @cached_property
+    def status(self) -> StatusService:
+        return StatusService(
+            self.scheduler,
+            on_update=lambda changed: self.registry.update_states(
+                self.name, {j: (s.state, s.state_raw) for j, s in changed.items()}
+            ),
+            resolve_vanished=self._resolve_vanished,
+        )
+
+    def run(self, cmd: Command, *, timeout: float | None = None) -> CommandResult:
+        """Run a command on the login node (a list is quoted word by word)."""
+        return self.transport.run(cmd, timeout=timeout)
+
+    def close(self) -> None:
+        if "status" in self.__dict__:
+            self.status.close()
+        if self._transport is not None:
+            self._transport.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- remote environment ----------------------------------------------------------------
+
+    def remote_info(self, *, local_version: tuple[int, int] | None = None) -> submission.RemoteInfo:
+        """Home, job base and Python of the cluster, probed once in one round trip.
+
+        Refuses when the remote Python's minor version differs from ours: cloudpickle
+        cannot carry a function across it.
+        """
+        with self._lock:
+            if self._remote is None:
+                self._remote = submission.probe_remote(self.transport, self.config)
+            info = self._remote
+        want = local_version or sys.version_info[:2]
+        if info.python_version is None:
+            raise RemotePythonError(
+                f"No usable Python on {self.name}: `{self.config.python}` failed "
+                f"({info.python_error.strip() or 'no output'}). Set `python = ...` (and `setup` "
+                "lines such as `module load python/3.X`) in this cluster's config."
+            )
+        if info.python_version[:2] != tuple(want):
+            have = ".".join(map(str, info.python_version[:2]))
+            local = ".".join(map(str, want))
+            raise RemotePythonError(
+                f"{self.name}'s Python is {have} (`{self.config.python}`), this machine runs "
+                f"{local}: cloudpickle cannot carry functions across minor versions. Load a "
+                f'Python {local} on the cluster (e.g. setup = ["module load python/{local}"] and '
+                f'python = "python3", or a venv\'s python), or run hpcui locally with Python {have}.'
+            )
+        return info
+
+    def _ensure_bundle(self, info: submission.RemoteInfo) -> str:
+        digest, data = build_bundle()
+        path = f"{info.base}/runtime/{digest}.zip"
+        if digest not in info.bundles:
+            self.transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
+            tmp = f"{path}.part"
+            self.transport.write_file(tmp, data, mode=0o644)
+            self.transport.run(["mv", "-f", tmp, path]).check("installing the runtime bundle")
+            info.bundles.add(digest)
+        return path
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def submit(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        kwargs: dict[str, Any] | None = None,
+        resources: Resources | None = None,
+        **resource_kwargs: Any,
+    ) -> Job:
+        """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...)."""
+        return self._submit(fn, [(args, dict(kwargs or {}))], resources, resource_kwargs, False)[0]
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        *iterables: Iterable[Any],
+        resources: Resources | None = None,
+        **resource_kwargs: Any,
+    ) -> list[Job]:
+        """`fn` over the zipped iterables as ONE job array (one sbatch call)."""
+        calls = [(tuple(items), {}) for items in zip(*iterables)]
+        if not calls:
+            return []
+        return self._submit(fn, calls, resources, resource_kwargs, True)
+
+    def plan(
+        self, resources: Resources | None = None, name: str = "hpcui", **resource_kwargs: Any
+    ) -> Allocation:
+        """Validate a request against the profile without touching the network."""
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return resolve(req.merged(self.config.defaults), self.profile, default_name=name)
+
+    def _submit(
+        self,
+        fn: Callable[..., Any],
+        calls: list[tuple[tuple, dict]],
+        resources: Resources | None,
+        resource_kwargs: dict[str, Any],
+        is_array: bool,
+    ) -> list[Job]:
+        if not callable(fn):
+            raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
+        alloc = self.plan(resources, name=getattr(fn, "__name__", "hpcui"), **resource_kwargs)
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        pickles = submission.pickle_calls(fn, calls)  # fails early on unpicklable input
+        info = self.remote_info()
+        bundle = self._ensure_bundle(info)
+        token = uuid.uuid4().hex[:16]
+        folder = f"{info.base}/jobs/{token}"
+        spec = BatchSpec(
+            folder=folder,
+            token=token,
+            name=alloc.name,
+            nodes=alloc.nodes,
+            tasks_per_node=alloc.tasks_per_node,
+            cpus_per_task=alloc.cpus_per_task,
+            gpus_per_node=alloc.gpus_per_node,
+            gpu_directive=alloc.gpu_directive,
+            gpu_type=alloc.gpu_type,
+            mem_mb=alloc.mem_mb,
+            time_s=alloc.time_s,
+            partition=alloc.partition,
+            qos=alloc.qos,
+            account=alloc.account,
+            constraint=alloc.constraint,
+            exclusive=alloc.exclusive,
+            array_size=len(calls) if is_array else None,
+            array_parallelism=req.array_parallelism,
+            extra=alloc.extra,
+            python=self.config.python,
+            setup=tuple(self.config.setup),
+            pythonpath=(bundle,),
+        )
+        script = self.scheduler.render_script(spec)
+        files = {"submission.sh": script.encode()}
+        if is_array:
+            files.update({pickle_name(i): p for i, p in enumerate(pickles)})
+        else:
+            files[pickle_name()] = pickles[0]
+        records = [
+            JobRecord(
+                cluster=self.name,
+                token=token,
+                array_index=i if is_array else -1,
+                name=alloc.name,
+                folder=folder,
+                num_tasks=alloc.num_tasks,
+                meta={"script": script} if i == 0 else {},
+            )
+            for i in range(len(calls))
+        ]
+        self.registry.add(records)  # before sbatch: a crash leaves a findable record
+        try:
+            base_id = self._submit_idempotent(folder, token, files)
+        except Exception:
+            if not self.registry.by_token(self.name, token)[0].job_id:
+                self.registry.remove_token(self.name, token)
+            raise
+        self.registry.set_job_ids(self.name, token, base_id, is_array)
+        ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
+        self.status.track(ids)
+        return [Job(self, jid, folder, num_tasks=alloc.num_tasks, name=alloc.name) for jid in ids]
+
+    def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
+        """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
+        sched = self.scheduler
+        submit = submission.guarded_submit_command(
+            folder, sched.submit_command(f"{folder}/submission.sh")
+        )
+        try:
+            res = self.transport.put_files(folder, files, then=submit)
+        except ConnectionLost as exc:
+            log.warning("connection dropped during submit of %s; recovering", token)
+            job_id = self._recover_submit(folder, token)
+            if job_id is not None:
+                return job_id
+            log.warning("token %s not found on %s: submitting again", token, self.name)
+            try:
+                res = self.transport.put_files(folder, files, then=submit)
+            except ConnectionLost:
+                raise exc from None
+        if not res.ok:
+            raise SchedulerError(
+                f"{self.name} rejected the job: {(res.stderr or res.stdout).strip()}. Fix the "
+                "request (partition, qos, account, time) and submit again."
+            )
+        return sched.parse_submit(res.stdout)
+
+    def _recover_submit(self, folder: str, token: str) -> str | None:
+        res = self.transport.run(submission.recover_command(folder))
+        if res.ok and res.stdout.strip():
+            return self.scheduler.parse_submit(res.stdout)
+        return self.scheduler.find_token(token)
+
+    # -- existing jobs ---------------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> Job:
+        """A job submitted earlier (maybe by another process), found in the local registry."""
+        rec = self.registry.get(self.name, str(job_id))
+        if rec is None:
+            raise UsageError(
+                f"No job {job_id} of cluster {self.name!r} in the registry "
+                f"({self.registry.path}). `hpcui jobs --cluster {self.name}` lists known jobs."
+            )
+        self.status.track([rec.job_id or ""], rec.state)
+        return Job(self, rec.job_id or "", rec.folder, num_tasks=rec.num_tasks, name=rec.name)
+
+    def _resolve_vanished(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """Jobs the scheduler forgot (no accounting): judge them by their result files."""
+        by_folder: dict[str, list[str]] = {}
+        for jid in job_ids:
+            rec = self.registry.get(self.name, jid)
+            if rec is not None:
+                by_folder.setdefault(rec.folder, []).append(jid)
+        if not by_folder:
+            return {}
+        found = submission.list_results(self.transport, list(by_folder))
+        return submission.judge_vanished(job_ids, found)

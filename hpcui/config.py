@@ -1,0 +1,104 @@
+"""User configuration: which clusters exist and how to reach them (TOML)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hpcui.errors import ConfigError
+
+LOCAL = "local"
+
+
+class ClusterConfig(BaseModel):
+    """One `[clusters.NAME]` table. No `host` means this machine (no SSH)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    host: str | None = None
+    ssh_config: str | None = None
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    proxy_jump: str | None = None
+    login_shell: bool = True
+    profile: str | None = None
+    scheduler: Literal["auto", "slurm", "local"] = "auto"
+    python: str = "python3"
+    setup: list[str] = Field(default_factory=list)
+    remote_base: str = "~/.hpcui"
+    defaults: dict[str, str | int | bool] = Field(default_factory=dict)
+
+    @property
+    def is_local(self) -> bool:
+        return self.host is None
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default: str | None = None
+    clusters: dict[str, ClusterConfig] = Field(default_factory=dict)
+    path: str | None = None
+
+    def cluster(self, name: str | None) -> ClusterConfig:
+        name = name or self.default or LOCAL
+        try:
+            return self.clusters[name]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters)) or "none"
+            where = self.path or "the built-in defaults"
+            raise ConfigError(
+                f"No cluster named {name!r} in {where} (known: {known}). Add a "
+                f'[clusters.{name}] table with at least `host = "..."`, or pick a known one.'
+            ) from None
+
+
+def config_path() -> Path:
+    env = os.environ.get("HPCUI_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("hpcui")) / "config.toml"
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read the config; a missing default file gives only the embedded `local` cluster."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    p = Path(path).expanduser() if path else config_path()
+    data: dict = {}
+    if p.exists():
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p} is not valid TOML: {exc}. Fix the file.") from exc
+    elif path or os.environ.get("HPCUI_CONFIG"):
+        raise ConfigError(f"Config file {p} does not exist: check HPCUI_CONFIG or the path given.")
+    clusters = data.get("clusters", {})
+    if not isinstance(clusters, dict):
+        raise ConfigError(f"{p}: `clusters` must be a table of [clusters.NAME] tables.")
+    clusters.setdefault(LOCAL, {"profile": LOCAL})
+    try:
+        for name, table in clusters.items():
+            if isinstance(table, dict):
+                table["name"] = name
+        cfg = Config(default=data.get("default"), clusters=clusters, path=str(p))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"{p}: {loc}: {first['msg']}. Fix that entry.") from exc
+    if cfg.default and cfg.default not in cfg.clusters:
+        raise ConfigError(
+            f"{p}: default = {cfg.default!r} names no [clusters.{cfg.default}] table."
+        )
+    return cfg

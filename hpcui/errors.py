@@ -1,0 +1,107 @@
+"""One exception hierarchy: every message says what happened and what to do next."""
+
+from __future__ import annotations
+
+
+class HpcuiError(Exception):
+    """Base of every error hpcui raises on purpose."""
+
+    #: Exit code the CLI uses for this family of errors.
+    exit_code = 1
+
+
+class UsageError(HpcuiError):
+    """The caller asked for something invalid (bad resource, unknown cluster)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """The configuration file is missing, unreadable or inconsistent."""
+
+
+class ClusterConnectionError(HpcuiError):
+    """Reaching or authenticating to a login node failed."""
+
+    exit_code = 3
+
+
+class HostKeyError(ClusterConnectionError):
+    """The server's host key is unknown or differs from known_hosts."""
+
+    def __init__(self, message: str, *, host: str, fingerprint: str, key_type: str) -> None:
+        super().__init__(message)
+        self.host = host
+        self.fingerprint = fingerprint
+        self.key_type = key_type
+
+
+class AuthenticationError(ClusterConnectionError):
+    """The server refused every credential we offered."""
+
+
+class ConnectionLost(ClusterConnectionError):
+    """The connection dropped while a command was in flight; it may or may not have run."""
+
+
+class CommandTimeout(HpcuiError):
+    """A remote command did not finish within its timeout."""
+
+    exit_code = 3
+
+
+class RemoteCommandError(HpcuiError):
+    """A remote command exited non-zero where success was required."""
+
+    def __init__(self, message: str, *, exit_status: int, stdout: str, stderr: str) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+class SchedulerError(HpcuiError):
+    """The scheduler rejected a request (sbatch/qsub/scancel said no)."""
+
+    exit_code = 4
+
+
+class RemotePythonError(HpcuiError):
+    """The cluster's Python cannot run what we pickle (missing or wrong version)."""
+
+    exit_code = 4
+
+
+class JobError(HpcuiError):
+    """A job failed, was cancelled or ended without a result."""
+
+    exit_code = 5
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str = "",
+        remote_traceback: str | None = None,
+        stderr_tail: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.remote_traceback = remote_traceback
+        self.stderr_tail = stderr_tail
+
+
+class JobFailedError(JobError):
+    """The function raised on the cluster; carries the remote traceback."""
+
+
+class JobCancelledError(JobError):
+    """The job was cancelled (by the user or an administrator)."""
+
+
+class JobLostError(JobError):
+    """The job ended without writing a result (killed, node failure, out of memory)."""
+
+
+class JobTimeoutError(JobError):
+    """Waiting for the job took longer than the caller allowed."""

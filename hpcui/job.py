@@ -1,0 +1,138 @@
+"""A handle on one scheduler job (or one element of an array): state, result, logs."""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any
+
+from backends.states import JobState
+from hpcui.errors import (
+    JobCancelledError,
+    JobFailedError,
+    JobLostError,
+    JobTimeoutError,
+)
+
+if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
+
+STDERR_TAIL = 4000
+
+
+class Job:
+    """Created by `Cluster.submit`/`map`, or found again with `hpcui.get_job`."""
+
+    def __init__(
+        self, cluster: Cluster, job_id: str, folder: str, *, num_tasks: int = 1, name: str = ""
+    ) -> None:
+        self.cluster = cluster
+        self.job_id = job_id
+        self.folder = folder
+        self.num_tasks = num_tasks
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Job({self.cluster.name}:{self.job_id}, {self.state.value})"
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> JobState:
+        status = self.cluster.status.get(self.job_id)
+        if status is None:
+            self.cluster.status.track([self.job_id])
+            self.cluster.status.poll_once()
+            status = self.cluster.status.get(self.job_id)
+        return status.state if status else JobState.UNKNOWN
+
+    def done(self) -> bool:
+        return self.state.is_final
+
+    def wait(self, timeout: float | None = None) -> JobState:
+        """Block until the job ends; raises JobTimeoutError if it takes longer than `timeout`."""
+        states = self.cluster.status.wait([self.job_id], timeout=timeout)
+        state = states[self.job_id].state
+        if not state.is_final:
+            raise JobTimeoutError(
+                f"Job {self.job_id} on {self.cluster.name} is still {state.value} after {timeout} s. "
+                "Call wait()/result() again later, or cancel() it.",
+                job_id=self.job_id,
+            )
+        return state
+
+    def cancel(self) -> None:
+        self.cluster.scheduler.cancel([self.job_id])
+        self.cluster.status.track([self.job_id])
+        self.cluster.status.interval = self.cluster.status.fast_s
+
+    # -- results ---------------------------------------------------------------------------
+
+    def _path(self, task: int, suffix: str) -> str:
+        return f"{self.folder}/{self.job_id}_{task}_{suffix}"
+
+    def _outcome(self, task: int) -> tuple[str, Any] | None:
+        t = self.cluster.transport
+        path = self._path(task, "result.pkl")
+        if t.stat_size(path) is None:
+            return None
+        return pickle.loads(t.read_file(path))
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The function's return value (task 0). Raises a JobError subclass on failure."""
+        return self._result(0, timeout)
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """One return value per task (rank), for multi-task jobs such as DDP."""
+        self.wait(timeout)
+        return [self._result(task, None) for task in range(self.num_tasks)]
+
+    def exception(self, timeout: float | None = None) -> Exception | None:
+        """The error the job ended with, or None when it succeeded."""
+        try:
+            self.results(timeout)
+        except (JobFailedError, JobCancelledError, JobLostError) as exc:
+            return exc
+        return None
+
+    def _result(self, task: int, timeout: float | None) -> Any:
+        state = self.wait(timeout)
+        outcome = self._outcome(task)
+        if outcome is not None:
+            kind, value = outcome
+            if kind == "success":
+                return value
+            raise JobFailedError(
+                f"Job {self.job_id} (task {task}) on {self.cluster.name} raised on the cluster:\n"
+                f"{value}",
+                job_id=self.job_id,
+                remote_traceback=value,
+            )
+        tail = self.stderr(task)[-STDERR_TAIL:]
+        if state is JobState.CANCELLED:
+            raise JobCancelledError(
+                f"Job {self.job_id} on {self.cluster.name} was cancelled before it produced a "
+                "result. Resubmit it if that was not intended.",
+                job_id=self.job_id,
+                stderr_tail=tail,
+            )
+        raise JobLostError(
+            f"Job {self.job_id} on {self.cluster.name} ended {state.value} without a result "
+            f"(killed, out of memory, time limit or node failure). Last lines of its stderr:\n"
+            f"{tail or '(empty)'}",
+            job_id=self.job_id,
+            stderr_tail=tail,
+        )
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def _log(self, task: int, suffix: str) -> str:
+        path = self._path(task, suffix)
+        if self.cluster.transport.stat_size(path) is None:
+            return ""
+        return self.cluster.transport.read_file(path).decode("utf-8", "replace")
+
+    def stdout(self, task: int = 0) -> str:
+        return self._log(task, "log.out")
+
+    def stderr(self, task: int = 0) -> str:
+        return self._log(task, "log.err")

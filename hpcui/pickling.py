@@ -1,0 +1,67 @@
+"""Pickle a call for a machine that does not have the caller's source files."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+_INSTALLED_ROOTS = tuple(
+    str(Path(p).resolve())
+    for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (p := sysconfig.get_paths().get(key))
+)
+_SHIPPED = {"hpcui", "backends", "submitit", "cloudpickle"}
+
+
+def _user_package(fn: Callable[..., Any]) -> ModuleType | None:
+    """The top-level package of `fn` when it is the user's own code (not installed, not stdlib).
+
+    The cluster has the same site-packages story only by luck, and never the user's
+    working copy: such code travels by value, as cloudpickle does for `__main__`.
+    """
+    name = getattr(fn, "__module__", None) or ""
+    module = sys.modules.get(name)
+    if module is None or name == "__main__":
+        return None
+    top = name.split(".")[0]
+    if top in _SHIPPED or top in sys.stdlib_module_names:
+        return None
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = str(Path(file).resolve())
+    if any(path.startswith(root + "/") for root in _INSTALLED_ROOTS) or "site-packages" in path:
+        return None
+    return sys.modules.get(top)
+
+
+@contextlib.contextmanager
+def by_value(fn: Callable[..., Any]) -> Iterator[None]:
+    import cloudpickle
+
+    pkg = _user_package(fn)
+    if pkg is None:
+        yield
+        return
+    already = pkg.__name__ in cloudpickle.list_registry_pickle_by_value()
+    if not already:
+        cloudpickle.register_pickle_by_value(pkg)
+    try:
+        yield
+    finally:
+        if not already:
+            cloudpickle.unregister_pickle_by_value(pkg)
+
+
+def pickle_calls(fn: Callable[..., Any], calls: list[tuple[tuple, dict]]) -> list[bytes]:
+    """One submitit DelayedSubmission pickle per (args, kwargs)."""
+    import cloudpickle
+    from submitit.core.utils import DelayedSubmission
+
+    with by_value(fn):
+        return [cloudpickle.dumps(DelayedSubmission(fn, *a, **kw)) for a, kw in calls]

@@ -1,0 +1,161 @@
+"""The local job registry (SQLite): jobs outlive the Python process and the laptop's reboot.
+
+A submission is recorded before sbatch runs (state SUBMITTING, keyed by its client
+token) and completed with the job id after; a crash in between leaves a record that
+the token lookup can finish, never a lost job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from backends.states import JobState
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    cluster     TEXT NOT NULL,
+    token       TEXT NOT NULL,
+    job_id      TEXT,
+    array_index INTEGER,
+    name        TEXT NOT NULL DEFAULT '',
+    folder      TEXT NOT NULL,
+    num_tasks   INTEGER NOT NULL DEFAULT 1,
+    state       TEXT NOT NULL,
+    state_raw   TEXT NOT NULL DEFAULT '',
+    submitted_at REAL NOT NULL,
+    updated_at  REAL NOT NULL,
+    meta        TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (cluster, token, array_index)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_id ON jobs(cluster, job_id);
+"""
+
+
+class JobRecord(BaseModel):
+    cluster: str
+    token: str
+    job_id: str | None = None
+    array_index: int = -1  # -1: not an array element
+    name: str = ""
+    folder: str
+    num_tasks: int = 1
+    state: JobState = JobState.SUBMITTING
+    state_raw: str = ""
+    submitted_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+    meta: dict = Field(default_factory=dict)
+
+
+def default_path() -> Path:
+    env = os.environ.get("HPCUI_DATA_DIR")
+    if env:
+        base = Path(env).expanduser()
+    else:
+        from platformdirs import user_data_dir
+
+        base = Path(user_data_dir("hpcui"))
+    return base / "registry.sqlite"
+
+
+class Registry:
+    """Thread-safe; one connection per process, WAL so several processes can share it."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+
+    def add(self, records: list[JobRecord]) -> None:
+        with self._lock, self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [_row(r) for r in records],
+            )
+
+    def set_job_ids(self, cluster: str, token: str, base_id: str, is_array: bool) -> None:
+        """Complete a submission: give every record of `token` its scheduler id."""
+        now = time.time()
+        with self._lock, self._db:
+            if is_array:
+                self._db.execute(
+                    "UPDATE jobs SET job_id = ? || '_' || array_index, state=?, updated_at=? "
+                    "WHERE cluster=? AND token=?",
+                    (base_id, JobState.PENDING.value, now, cluster, token),
+                )
+            else:
+                self._db.execute(
+                    "UPDATE jobs SET job_id=?, state=?, updated_at=? WHERE cluster=? AND token=?",
+                    (base_id, JobState.PENDING.value, now, cluster, token),
+                )
+
+    def update_states(self, cluster: str, states: dict[str, tuple[JobState, str]]) -> None:
+        now = time.time()
+        with self._lock, self._db:
+            self._db.executemany(
+                "UPDATE jobs SET state=?, state_raw=?, updated_at=? WHERE cluster=? AND job_id=? "
+                "AND (state != ? OR state_raw != ?)",
+                [
+                    (s.value, raw, now, cluster, jid, s.value, raw)
+                    for jid, (s, raw) in states.items()
+                ],
+            )
+
+    def remove_token(self, cluster: str, token: str) -> None:
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM jobs WHERE cluster=? AND token=?", (cluster, token))
+
+    def get(self, cluster: str, job_id: str) -> JobRecord | None:
+        rows = self._query("WHERE cluster=? AND job_id=?", (cluster, job_id))
+        return rows[0] if rows else None
+
+    def by_token(self, cluster: str, token: str) -> list[JobRecord]:
+        return self._query("WHERE cluster=? AND token=? ORDER BY array_index", (cluster, token))
+
+    def list(self, cluster: str | None = None, limit: int = 1000) -> list[JobRecord]:
+        if cluster is None:
+            return self._query("ORDER BY submitted_at DESC LIMIT ?", (limit,))
+        return self._query("WHERE cluster=? ORDER BY submitted_at DESC LIMIT ?", (cluster, limit))
+
+    def _query(self, where: str, args: tuple) -> list[JobRecord]:
+        with self._lock:
+            cur = self._db.execute(f"SELECT * FROM jobs {where}", args)
+            cols = [c[0] for c in cur.description]
+            rows = cur.fetchall()
+        out = []
+        for row in rows:
+            data = dict(zip(cols, row))
+            data["meta"] = json.loads(data["meta"] or "{}")
+            out.append(JobRecord(**data))
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _row(r: JobRecord) -> tuple:
+    return (
+        r.cluster,
+        r.token,
+        r.job_id,
+        r.array_index,
+        r.name,
+        r.folder,
+        r.num_tasks,
+        r.state.value,
+        r.state_raw,
+        r.submitted_at,
+        r.updated_at,
+        json.dumps(r.meta),
+    )

@@ -1,0 +1,50 @@
+"""The runtime bundle: what the compute node imports, shipped once per version.
+
+A zip of submitit, cloudpickle, typing_extensions and hpcui's own pure-Python packages,
+put on PYTHONPATH by the batch script. The cluster needs only a Python interpreter of
+the same minor version: no pip, no internet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import os
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+#: Top-level modules/packages the compute side imports.
+BUNDLED = ("submitit", "cloudpickle", "typing_extensions", "hpcui", "backends")
+_SKIP_DIRS = {"__pycache__", "tui", "tests"}
+
+
+def _sources(name: str) -> list[tuple[Path, str]]:
+    mod = importlib.import_module(name)
+    origin = Path(mod.__file__ or "")
+    if origin.name != "__init__.py":  # a single-file module
+        return [(origin, origin.name)]
+    root = origin.parent
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for fn in sorted(filenames):
+            if fn.endswith((".py", ".toml")) and not fn.startswith("test_"):
+                path = Path(dirpath) / fn
+                out.append((path, f"{name}/{path.relative_to(root).as_posix()}"))
+    return out
+
+
+@lru_cache(maxsize=1)
+def build_bundle() -> tuple[str, bytes]:
+    """(content hash, zip bytes). Deterministic: same sources give the same hash."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in BUNDLED:
+            for path, arcname in _sources(name):
+                info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, path.read_bytes())
+    data = buf.getvalue()
+    return hashlib.sha256(data).hexdigest()[:16], data

@@ -1,0 +1,1 @@
+"""Adapters that join a scheduler dialect (pure, in backends/) to a transport."""

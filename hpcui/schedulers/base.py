@@ -1,0 +1,50 @@
+"""What the core needs from a scheduler, whatever its dialect."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backends.batch import BatchSpec
+from backends.states import JobState
+from hpcui.transport.base import Command, Transport
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    state_raw: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+
+
+class Scheduler(abc.ABC):
+    """One scheduler dialect on one transport. Every method is one round trip at most."""
+
+    name: str = ""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.calls = 0  # scheduler queries made (status benchmarks read it)
+
+    @abc.abstractmethod
+    def render_script(self, spec: BatchSpec) -> str: ...
+
+    @abc.abstractmethod
+    def submit_command(self, script_path: str) -> Command: ...
+
+    @abc.abstractmethod
+    def parse_submit(self, stdout: str) -> str:
+        """Job id (array: the base id) from the submit command's stdout."""
+
+    @abc.abstractmethod
+    def find_token(self, token: str) -> str | None:
+        """After a dropped connection: the id of the job carrying `token`, if it exists."""
+
+    @abc.abstractmethod
+    def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """States of many jobs with ONE scheduler call. Unknown ids are left out."""
+
+    @abc.abstractmethod
+    def cancel(self, job_ids: Sequence[str]) -> None: ...

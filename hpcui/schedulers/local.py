@@ -1,0 +1,47 @@
+"""Local processes as a scheduler (the embedded `local` cluster without Slurm)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from backends import local_script
+from backends.batch import BatchSpec
+from hpcui.errors import SchedulerError
+from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.transport.base import Command, Transport
+
+
+class LocalScheduler(Scheduler):
+    name = "local"
+
+    def __init__(self, transport: Transport, state_dir: Callable[[], str]) -> None:
+        super().__init__(transport)
+        self._state_dir = state_dir
+
+    def render_script(self, spec: BatchSpec) -> str:
+        return local_script.render_script(spec, self._state_dir())
+
+    def submit_command(self, script_path: str) -> Command:
+        return local_script.submit_command(script_path)
+
+    def parse_submit(self, stdout: str) -> str:
+        pid = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+        if not pid.isdigit():
+            raise SchedulerError(f"local launcher printed no pid: {stdout!r}")
+        return pid
+
+    def find_token(self, token: str) -> str | None:
+        return None  # the local launcher cannot be half-submitted: the job_id file decides
+
+    def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        if not job_ids:
+            return {}
+        self.calls += 1
+        res = self.transport.run(local_script.status_command(job_ids, self._state_dir()))
+        return {
+            j: JobStatus(s, raw, rc)
+            for j, (s, raw, rc) in local_script.parse_status(res.stdout).items()
+        }
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        self.transport.run(local_script.cancel_command(job_ids, self._state_dir()))

@@ -1,0 +1,85 @@
+"""Slurm through any transport: sbatch, sacct (squeue/scontrol when accounting is off)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from backends import slurm_jobids, slurm_queue, slurm_script
+from backends.batch import BatchSpec
+from backends.states import JobState
+from hpcui.errors import SchedulerError
+from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.transport.base import Command
+
+log = logging.getLogger(__name__)
+
+#: After sacct fails (no slurmdbd), use squeue this long before trying sacct again.
+ACCOUNTING_RETRY_S = 60.0
+
+
+class SlurmScheduler(Scheduler):
+    name = "slurm"
+
+    def __init__(self, transport) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(transport)
+        self._accounting_off_until = 0.0
+
+    @property
+    def accounting_off(self) -> bool:
+        return time.monotonic() < self._accounting_off_until
+
+    def render_script(self, spec: BatchSpec) -> str:
+        return slurm_script.render_script(spec)
+
+    def submit_command(self, script_path: str) -> Command:
+        return slurm_script.sbatch_command(script_path)
+
+    def parse_submit(self, stdout: str) -> str:
+        try:
+            return slurm_jobids.parse_sbatch_parsable(stdout)[0]
+        except ValueError as exc:
+            raise SchedulerError(
+                f"sbatch printed no job id ({exc}); output was: {stdout!r}"
+            ) from exc
+
+    def find_token(self, token: str) -> str | None:
+        self.calls += 1
+        res = self.transport.run(slurm_script.find_token_command()).check("squeue (token lookup)")
+        return slurm_script.parse_find_token(res.stdout, token)
+
+    def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        if not job_ids:
+            return {}
+        if not self.accounting_off:
+            bases = sorted({slurm_jobids.base_job_id(j) for j in job_ids})
+            self.calls += 1
+            res = self.transport.run(slurm_queue.sacct_command(bases))
+            if res.ok:
+                return {
+                    e.job_id: JobStatus(e.state, e.state_raw, e.exit_code)
+                    for e in slurm_queue.parse_sacct(res.stdout)
+                }
+            log.info(
+                "sacct failed (%s); using squeue for %.0f s", res.stderr.strip(), ACCOUNTING_RETRY_S
+            )
+            self._accounting_off_until = time.monotonic() + ACCOUNTING_RETRY_S
+        self.calls += 1
+        res = self.transport.run(slurm_queue.squeue_command(None, me=True)).check("squeue")
+        out: dict[str, JobStatus] = {}
+        for e in slurm_queue.parse_squeue(res.stdout):
+            status = JobStatus(e.state, e.state_raw, None, e.reason or "")
+            for jid in slurm_jobids.expand_array_ids(e.job_id):
+                out[jid] = status
+        return out
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            self.transport.run(slurm_script.scancel_command(list(job_ids))).check("scancel")
+
+    def final_from_result(self, has_result: bool, has_error: bool) -> JobStatus:
+        """A job squeue no longer lists, judged by what its runner left behind."""
+        if has_result and not has_error:
+            return JobStatus(JobState.COMPLETED, "COMPLETED (from result file)")
+        return JobStatus(JobState.FAILED, "FAILED (vanished from squeue)")

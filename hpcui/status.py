@@ -1,0 +1,150 @@
+"""One status service per cluster: ONE batched scheduler call per poll for all tracked jobs.
+
+Polls fast right after a submit or a change and backs off while nothing changes (and
+when the controller is slow), like Dolphie's refresh loop. Waiters block on a condition
+instead of polling themselves, so N waiting jobs cost one scheduler call per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from backends.states import JobState
+from hpcui.errors import HpcuiError
+from hpcui.schedulers.base import JobStatus, Scheduler
+
+log = logging.getLogger(__name__)
+
+FAST_S = 0.25
+SLOW_S = 30.0
+BACKOFF = 1.5
+#: A job the scheduler stopped listing is resolved from its job folder after this long.
+VANISHED_S = 5.0
+
+
+class StatusService:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        on_update: Callable[[dict[str, JobStatus]], None] | None = None,
+        resolve_vanished: Callable[[list[str]], dict[str, JobStatus]] | None = None,
+        fast_s: float = FAST_S,
+        slow_s: float = SLOW_S,
+    ) -> None:
+        self.scheduler = scheduler
+        self.on_update = on_update
+        self.resolve_vanished = resolve_vanished
+        self.fast_s, self.slow_s = fast_s, slow_s
+        self.interval = fast_s
+        self.polls = 0
+        self._states: dict[str, JobStatus] = {}
+        self._tracked: dict[str, float] = {}  # job id -> time it was last seen by the scheduler
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self._kick = threading.Event()
+        self.last_error: HpcuiError | None = None
+
+    # -- public ----------------------------------------------------------------------------
+
+    def track(self, job_ids: Iterable[str], state: JobState = JobState.PENDING) -> None:
+        now = time.monotonic()
+        with self._cond:
+            for jid in job_ids:
+                self._states.setdefault(jid, JobStatus(state))
+                self._tracked.setdefault(jid, now)
+        self.interval = self.fast_s
+        self._ensure_thread()
+        self._kick.set()
+
+    def get(self, job_id: str) -> JobStatus | None:
+        with self._cond:
+            return self._states.get(job_id)
+
+    def wait(self, job_ids: list[str], timeout: float | None = None) -> dict[str, JobStatus]:
+        """Block until every job is in a final state (or timeout); returns their states."""
+        self.track(job_ids)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                states = {j: self._states[j] for j in job_ids}
+                if all(s.state.is_final for s in states.values()):
+                    return states
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return states
+                self._cond.wait(timeout=1.0 if left is None else min(left, 1.0))
+
+    def poll_once(self) -> dict[str, JobStatus]:
+        """One scheduler call for every tracked, unfinished job. Returns what changed."""
+        with self._cond:
+            pending = [j for j, s in self._states.items() if not s.state.is_final]
+        if not pending:
+            return {}
+        started = time.monotonic()
+        found = self.scheduler.status(pending)
+        self.polls += 1
+        took = time.monotonic() - started
+        now = time.monotonic()
+        gone = []
+        with self._cond:
+            for jid in pending:
+                if jid in found:
+                    self._tracked[jid] = now
+                elif now - self._tracked.get(jid, now) > VANISHED_S:
+                    gone.append(jid)
+        if gone and self.resolve_vanished is not None:
+            found = {**found, **self.resolve_vanished(gone)}
+        changed: dict[str, JobStatus] = {}
+        with self._cond:
+            for jid in pending:
+                new = found.get(jid)
+                if new is not None and new != self._states.get(jid):
+                    self._states[jid] = new
+                    changed[jid] = new
+            self._cond.notify_all()
+        if changed and self.on_update is not None:
+            self.on_update(changed)
+        # Adaptive interval: fast while things change, slower while idle or when slow.
+        if changed:
+            self.interval = self.fast_s
+        else:
+            self.interval = min(self.slow_s, self.interval * BACKOFF)
+        self.interval = max(self.interval, 5 * took)
+        return changed
+
+    def close(self) -> None:
+        self._stop = True
+        self._kick.set()
+
+    # -- loop ------------------------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop = False
+            self._thread = threading.Thread(target=self._loop, name="hpcui-status", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            self._kick.wait(timeout=self.interval)
+            self._kick.clear()
+            if self._stop:
+                return
+            try:
+                self.poll_once()
+                self.last_error = None
+            except HpcuiError as exc:
+                self.last_error = exc
+                log.warning("status poll failed: %s", exc)
+                self.interval = min(self.slow_s, max(self.interval * 2, 2.0))
+            except Exception:  # keep the loop alive; report through logs
+                log.exception("status poll crashed")
+                self.interval = min(self.slow_s, max(self.interval * 2, 2.0))
+            with self._cond:
+                if all(s.state.is_final for s in self._states.values()):
+                    self._cond.notify_all()

@@ -1,0 +1,134 @@
+"""The remote side of a submission: probing the cluster, guarded sbatch, finding results.
+
+Everything here is one shell command through the persistent channel; the command
+lines for the scheduler itself come from backends/.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from backends.states import JobState
+from hpcui.config import ClusterConfig
+from hpcui.errors import ConfigError
+from hpcui.pickling import pickle_calls
+from hpcui.schedulers.base import JobStatus
+from hpcui.transport.base import Command, Transport
+from hpcui.transport.quoting import quote, to_command
+
+__all__ = ["RemoteInfo", "pickle_calls", "probe_remote"]
+
+_BASE_OK = re.compile(r"^[A-Za-z0-9_./~${}-]+$")
+_PY = "import sys; print('PY=%d.%d.%d' % sys.version_info[:3])"
+
+
+@dataclass
+class RemoteInfo:
+    home: str
+    base: str
+    python_version: tuple[int, int, int] | None
+    python_error: str = ""
+    bundles: set[str] = field(default_factory=set)
+
+
+def base_word(remote_base: str) -> str:
+    """The configured job base as a shell word: `~` and `$VAR` expand, nothing else runs."""
+    if not _BASE_OK.match(remote_base):
+        raise ConfigError(
+            f"remote_base {remote_base!r} may only use letters, digits, `_./-~` and $VARIABLES."
+        )
+    if remote_base == "~" or remote_base.startswith("~/"):
+        remote_base = "$HOME" + remote_base[1:]
+    return f'"{remote_base}"'
+
+
+def probe_command(cfg: ClusterConfig) -> str:
+    setup = "; ".join(cfg.setup)
+    py = f"{quote(cfg.python).decode()} -c {quote(_PY).decode()}"
+    return (
+        f'b={base_word(cfg.remote_base)}; mkdir -p "$b/jobs" "$b/runtime" && '
+        'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
+        'for f in "$b"/runtime/*.zip; do [ -e "$f" ] && printf \'BUNDLE=%s\\n\' "${f##*/}"; done; '
+        f"( {setup + '; ' if setup else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
+    )
+
+
+def probe_remote(transport: Transport, cfg: ClusterConfig) -> RemoteInfo:
+    res = transport.run(probe_command(cfg)).check(f"probing {cfg.name}")
+    values: dict[str, str] = {}
+    bundles, pyout = set(), []
+    for line in res.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key == "BUNDLE":
+            bundles.add(value.removesuffix(".zip"))
+        elif key == "PYOUT":
+            pyout.append(value)
+        else:
+            values[key] = value
+    version = None
+    for line in pyout:
+        m = re.fullmatch(r"PY=(\d+)\.(\d+)\.(\d+)", line.strip())
+        if m:
+            version = tuple(int(x) for x in m.groups())
+    return RemoteInfo(
+        home=values.get("HOME", ""),
+        base=values.get("BASE", ""),
+        python_version=version,  # type: ignore[arg-type]
+        python_error="\n".join(pyout) if version is None else "",
+        bundles=bundles,
+    )
+
+
+def guarded_submit_command(folder: str, submit: Command) -> bytes:
+    """Run the submit command at most once per job folder.
+
+    It holds a lock on the folder, ignores SIGHUP (a dropped SSH connection must not
+    kill sbatch half way), and records the scheduler's answer in `job_id`; a retry
+    waits on the same lock and reads that file instead of submitting again.
+    """
+    inner = (
+        b"trap '' HUP; if [ -s job_id ]; then cat job_id; else "
+        + to_command(submit)
+        + b" > job_id.tmp && mv job_id.tmp job_id && cat job_id; fi"
+    )
+    return b"cd " + quote(folder) + b" && flock .lock sh -c " + quote(inner)
+
+
+def recover_command(folder: str) -> bytes:
+    """After a drop: wait for an in-flight submit of this folder, then print its job id."""
+    return b"cd " + quote(folder) + b" 2>/dev/null && flock .lock cat job_id 2>/dev/null; true"
+
+
+def list_results(transport: Transport, folders: list[str]) -> dict[str, bool]:
+    """Result pickles in the given job folders -> whether each holds a success (one command).
+
+    submitit writes ("success", value) or ("error", traceback); the tag sits in the
+    first bytes of the pickle, so `head -c 64` tells them apart without a download.
+    """
+    res = transport.run(
+        b"for d in "
+        + b" ".join(quote(f) for f in folders)
+        + b'; do for f in "$d"/*_result.pkl; do [ -e "$f" ] || continue; '
+        b'if head -c 64 "$f" | grep -q success; then s=1; else s=0; fi; '
+        b'printf \'%s %s\\n\' "${f##*/}" "$s"; done; done; true'
+    )
+    out = {}
+    for line in res.stdout.splitlines():
+        name, _, ok = line.rpartition(" ")
+        out[name] = ok == "1"
+    return out
+
+
+def judge_vanished(job_ids: list[str], results: dict[str, bool]) -> dict[str, JobStatus]:
+    """A job the scheduler no longer lists, judged by the result its task 0 left (if any)."""
+    out = {}
+    for jid in job_ids:
+        ok = results.get(f"{jid}_0_result.pkl")
+        if ok is None:
+            out[jid] = JobStatus(JobState.FAILED, "FAILED (vanished without a result)")
+        elif ok:
+            out[jid] = JobStatus(JobState.COMPLETED, "COMPLETED (from its result file)")
+        else:
+            out[jid] = JobStatus(JobState.FAILED, "FAILED (from its result file)")
+    return out

@@ -1,0 +1,109 @@
+"""The transport interface everything above it uses."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from hpcui.errors import RemoteCommandError
+from hpcui.transport.quoting import Arg
+
+Command = str | bytes | Iterable[Arg]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command printed and how it exited. Bytes are decoded leniently."""
+
+    exit_status: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    command: str = ""
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    def check(self, what: str = "") -> CommandResult:
+        """Raise RemoteCommandError with the command's stderr unless it exited 0."""
+        if self.exit_status != 0:
+            label = what or self.command
+            detail = (self.stderr.strip() or self.stdout.strip())[-2000:]
+            raise RemoteCommandError(
+                f"{label} failed with exit status {self.exit_status}: {detail or '(no output)'}",
+                exit_status=self.exit_status,
+                stdout=self.stdout,
+                stderr=self.stderr,
+            )
+        return self
+
+
+class Transport(abc.ABC):
+    """Runs commands and moves files on one login node (or this machine)."""
+
+    #: Short human name ("ssh hpcuser@127.0.0.1:2222", "local").
+    description: str = ""
+
+    @abc.abstractmethod
+    def run(
+        self, cmd: Command, *, timeout: float | None = None, stdin: bytes | None = None
+    ) -> CommandResult:
+        """Run a command. A list is quoted word by word; a string is shell code."""
+
+    @abc.abstractmethod
+    def put_files(
+        self,
+        directory: str,
+        files: dict[str, bytes],
+        *,
+        mode: int = 0o600,
+        then: Command | None = None,
+    ) -> CommandResult:
+        """Write small files (name -> content) into `directory` in one round trip.
+
+        `then` runs right after, in the same round trip, once the files are in place;
+        the result is that command's (or the write's, when there is none).
+        """
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes | Iterable[bytes], *, mode: int = 0o600) -> int:
+        """Write one (possibly large) file; returns bytes written."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        """Read a file, or a range of it (resumable log reads)."""
+
+    @abc.abstractmethod
+    def stat_size(self, path: str) -> int | None:
+        """Size of a file, None when it does not exist."""
+
+    def iter_read(self, path: str, *, offset: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """Read a large file chunk by chunk."""
+        while True:
+            data = self.read_file(path, offset=offset, length=chunk)
+            if not data:
+                return
+            offset += len(data)
+            yield data
+
+    def home(self) -> str:
+        """The remote user's home directory (cached by implementations)."""
+        return self.run(["sh", "-c", 'printf %s "$HOME"']).check("reading $HOME").stdout
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; the next call reconnects."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

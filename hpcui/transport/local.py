@@ -1,0 +1,81 @@
+"""Local transport: the same interface on this machine, through subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+
+from hpcui.errors import CommandTimeout
+from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.quoting import to_command
+
+
+class LocalTransport(Transport):
+    """Runs commands with /bin/sh on this machine; files are plain files."""
+
+    description = "local"
+
+    def run(
+        self, cmd: Command, *, timeout: float | None = None, stdin: bytes | None = None
+    ) -> CommandResult:
+        raw = to_command(cmd)
+        try:
+            proc = subprocess.run(
+                raw,
+                shell=True,
+                input=stdin if stdin is not None else b"",
+                capture_output=True,
+                timeout=timeout,
+                executable="/bin/sh",
+            )
+        except subprocess.TimeoutExpired:
+            raise CommandTimeout(
+                f"`{raw[:200].decode(errors='replace')}` did not finish within {timeout} s."
+            ) from None
+        return CommandResult(
+            proc.returncode, proc.stdout, proc.stderr, raw.decode("utf-8", "replace")
+        )
+
+    def put_files(
+        self,
+        directory: str,
+        files: dict[str, bytes],
+        *,
+        mode: int = 0o600,
+        then: Command | None = None,
+    ) -> CommandResult:
+        for name, content in files.items():
+            if name.startswith("/") or ".." in name.split("/"):
+                raise ValueError(f"put_files needs relative names inside the folder, got {name!r}")
+            self.write_file(os.path.join(directory, name), content, mode=mode)
+        if then is not None:
+            return self.run(then)
+        return CommandResult(0, b"", b"", "put_files")
+
+    def write_file(self, path: str, data: bytes | Iterable[bytes], *, mode: int = 0o600) -> int:
+        path = os.path.expanduser(path)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        written = 0
+        tmp = f"{path}.tmp{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in [data] if isinstance(data, bytes) else data:
+                fh.write(chunk)
+                written += len(chunk)
+        os.replace(tmp, path)
+        return written
+
+    def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        with open(os.path.expanduser(path), "rb") as fh:
+            fh.seek(offset)
+            return fh.read() if length is None else fh.read(length)
+
+    def stat_size(self, path: str) -> int | None:
+        try:
+            return os.stat(os.path.expanduser(path)).st_size
+        except FileNotFoundError:
+            return None
+
+    def home(self) -> str:
+        return os.path.expanduser("~")

@@ -1,0 +1,1 @@
+"""The Textual app (a face: it shows what Cluster gives it, nothing more)."""

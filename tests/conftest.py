@@ -1,0 +1,75 @@
+"""Shared fixtures. Integration tests use the real dev cluster (scripts/devcluster up)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEVCLUSTER = ROOT / ".devcluster"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TEST_USER_HOME = Path("/home/hpcuser")
+
+
+def fixture_text(rel: str) -> str:
+    return (FIXTURES / rel).read_text(encoding="utf-8")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Each test gets its own registry: tests never touch the user's real one."""
+    monkeypatch.setenv("HPCUI_DATA_DIR", str(tmp_path_factory.mktemp("hpcui-data")))
+
+
+@pytest.fixture(scope="session")
+def devcluster() -> Path:
+    """The running dev cluster's config; fails (not skips) when it is not up or not isolated."""
+    cfg = DEVCLUSTER / "hpcui.toml"
+    if not cfg.exists():
+        pytest.fail("dev cluster not up: run `scripts/devcluster up` (scripts/test does it)")
+    status = subprocess.run(
+        [str(ROOT / "scripts" / "devcluster"), "status"], capture_output=True, text=True
+    )
+    if status.returncode != 0:
+        pytest.fail(f"dev cluster not healthy:\n{status.stdout}{status.stderr}")
+    if (TEST_USER_HOME / ".ssh").exists() and os.environ.get("HPCUI_ALLOW_VISIBLE_HOME") != "1":
+        pytest.fail(
+            "the test user's home is visible: integration tests must run the client where the "
+            "cluster's files are hidden (scripts/test runs pytest in a private mount namespace)"
+        )
+    return cfg
+
+
+@pytest.fixture
+def dev_env(devcluster: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HPCUI_CONFIG", str(devcluster))
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    return devcluster
+
+
+@pytest.fixture
+def dev(dev_env: Path):
+    from hpcui.api import connect
+
+    cluster = connect("dev")
+    yield cluster
+    cluster.close()
+
+
+def sshd_pid(name: str) -> int:
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "devcluster"), "sshd-pids"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for line in out.splitlines():
+        n, _, pid = line.partition(" ")
+        if n == name:
+            return int(pid)
+    raise AssertionError(f"no sshd {name!r} in: {out}")

@@ -1,0 +1,242 @@
+"""Remote submission to the dev cluster's real Slurm, over SSH, client isolated from its files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from backends.states import JobState
+from hpcui.errors import (
+    JobCancelledError,
+    JobFailedError,
+    JobLostError,
+    RemotePythonError,
+    SchedulerError,
+    UsageError,
+)
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.devcluster
+
+
+def add(a, b):
+    return a + b
+
+
+def boom(x):
+    raise ValueError(f"remote boom {x}")
+
+
+def slow(seconds):
+    import time as _t
+
+    _t.sleep(seconds)
+    return seconds
+
+
+def suicide():
+    import os as _os
+    import signal as _signal
+    import sys as _sys
+
+    print("about to die", file=_sys.stderr, flush=True)
+    _os.kill(_os.getpid(), _signal.SIGKILL)
+
+
+def whoami_and_env():
+    import os as _os
+    import socket
+
+    return {
+        "user": _os.environ.get("USER"),
+        "host": socket.gethostname(),
+        "gpus": _os.environ.get("SLURM_GPUS_ON_NODE") or _os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "qos": _os.environ.get("SLURM_JOB_QOS"),
+        "partition": _os.environ.get("SLURM_JOB_PARTITION"),
+        "ntasks": _os.environ.get("SLURM_NTASKS"),
+        "rank": _os.environ.get("SLURM_PROCID"),
+    }
+
+
+def test_add_round_trip(dev):
+    job = dev.submit(add, 1, 2, time="5m")
+    assert job.result(timeout=120) == 3
+    assert job.state is JobState.COMPLETED
+    assert job.job_id.isdigit()
+
+
+def test_function_keyword_arguments_do_not_collide_with_resources(dev):
+    def f(gpus, name):
+        return (gpus, name)
+
+    job = dev.submit(f, kwargs={"gpus": 7, "name": "x"}, gpus=1, name="kwtest")
+    assert job.result(timeout=120) == (7, "x")
+    with pytest.raises(UsageError, match="kwargs="):
+        dev.submit(f, gpus=1, learning_rate=0.1)
+
+
+def test_resources_reach_slurm(dev):
+    job = dev.submit(whoami_and_env, gpus=2, qos="debug", account="hpcacct", time="10m")
+    env = job.result(timeout=120)
+    assert env["user"] == "hpcuser"
+    assert env["partition"] == "gpu" and env["qos"] == "debug"
+    assert env["ntasks"] == "2"  # one task per GPU
+    assert len(job.results()) == 2  # one result per rank
+
+
+def test_scheduler_rejection_is_clear(dev):
+    with pytest.raises(SchedulerError, match="rejected the job"):
+        dev.submit(add, 1, 2, qos="no-such-qos")
+
+
+def test_bad_request_fails_before_network(dev):
+    with pytest.raises(UsageError, match="Ask for 4 or 8 GPUs"):
+        dev.submit(add, 1, 2, gpus=6)
+    with pytest.raises(UsageError, match="time"):
+        dev.submit(add, 1, 2, time="soon")
+    assert dev._transport is None or dev.transport.connects <= 1
+
+
+def test_raising_function_surfaces_remote_traceback(dev):
+    job = dev.submit(boom, 41)
+    with pytest.raises(JobFailedError) as err:
+        job.result(timeout=120)
+    assert "ValueError: remote boom 41" in str(err.value)
+    assert "in boom" in err.value.remote_traceback
+    assert job.state is JobState.FAILED
+    assert isinstance(job.exception(), JobFailedError)
+
+
+def test_map_100_in_order_one_sbatch(dev):
+    sched = dev.scheduler
+    job_ids_before = dev.run("squeue -h --me -o %F | sort -u | wc -l").stdout
+    jobs = dev.map(add, range(100), range(100, 200), time="5m")
+    assert len({j.job_id.split("_")[0] for j in jobs}) == 1  # one array: one sbatch
+    assert [j.job_id.split("_")[1] for j in jobs] == [str(i) for i in range(100)]
+    results = [j.result(timeout=300) for j in jobs]
+    assert results == [a + b for a, b in zip(range(100), range(100, 200))]
+    assert sched.calls < 400  # polling is batched, not per job
+    assert job_ids_before is not None
+
+
+def test_cancel_gives_cancelled_and_result_raises(dev):
+    job = dev.submit(slow, 300)
+    deadline = time.time() + 60
+    while job.state is not JobState.RUNNING and time.time() < deadline:
+        time.sleep(0.2)
+    job.cancel()
+    assert job.wait(timeout=60) is JobState.CANCELLED
+    with pytest.raises(JobCancelledError):
+        job.result()
+
+
+def test_sigkilled_job_reports_failed_with_stderr_tail(dev):
+    job = dev.submit(suicide)
+    with pytest.raises(JobLostError) as err:
+        job.result(timeout=120)
+    assert job.state in (JobState.FAILED, JobState.CANCELLED)
+    assert job.state is JobState.FAILED
+    assert "about to die" in err.value.stderr_tail
+
+
+def test_get_job_from_a_fresh_process(dev, tmp_path):
+    job = dev.submit(add, 20, 22)
+    job.wait(timeout=120)
+    code = textwrap.dedent(f"""
+        import hpcui
+        job = hpcui.get_job("dev", {job.job_id!r})
+        print(job.result(timeout=60))
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "42"
+
+
+def test_python_version_mismatch_refused_before_submitting(dev):
+    before = dev.run("ls ~/.hpcui/jobs | wc -l").stdout
+    with pytest.raises(RemotePythonError, match="cloudpickle cannot carry"):
+        dev.remote_info(local_version=(3, 9))
+    assert dev.run("ls ~/.hpcui/jobs | wc -l").stdout == before
+
+
+def test_missing_remote_python_refused(dev_env):
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    cfg = load_config().cluster("dev").model_copy(update={"python": "/nonexistent/python9"})
+    with Cluster(cfg) as c, pytest.raises(RemotePythonError, match="No usable Python"):
+        c.submit(add, 1, 2)
+
+
+def test_submitit_logging_stays_off_the_terminal(dev, capfd):
+    dev.submit(add, 2, 3).result(timeout=120)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def _kill_session_sshd(cluster) -> None:
+    session = int(cluster.run("echo $PPID").stdout.strip())
+    subprocess.run(["kill", "-9", str(session)], check=False)
+
+
+SLOW_SBATCH = """#!/bin/sh
+# test wrapper: delays sbatch for jobs named slowsubmit* so a test can cut the link mid-submit
+for last; do :; done
+if grep -q '^#SBATCH --job-name=slowsubmit' "$last" 2>/dev/null; then sleep 2; fi
+exec /usr/bin/sbatch "$@"
+"""
+
+
+def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
+    from hpcui.api import connect
+
+    setup = connect("dev")
+    setup.transport.write_file(
+        "/home/hpcuser/bin/sbatch.tmp", SLOW_SBATCH.encode(), mode=0o755
+    ) if setup.run("mkdir -p ~/bin").ok else None
+    setup.run("mv -f ~/bin/sbatch.tmp ~/bin/sbatch").check()
+    setup.close()  # a new login shell puts ~/bin first in PATH
+    dev = connect("dev")
+    assert dev.run("command -v sbatch").stdout.strip() == "/home/hpcuser/bin/sbatch"
+    dev._ensure_bundle(dev.remote_info())
+    connects = dev.transport.connects
+    session = int(dev.run("echo $PPID").stdout.strip())
+    name = f"slowsubmit{int(time.time() * 1000)}"
+    killer = threading.Timer(1.0, lambda: subprocess.run(["kill", "-9", str(session)]))
+    killer.start()
+    job = dev.submit(add, 5, 6, name=name)
+    killer.join()
+    assert dev.transport.connects == connects + 1  # it really lost and regained the link
+    assert job.result(timeout=120) == 11
+    squeued = dev.run(["squeue", "-h", "--states=all", "-o", "%i", "--name", name]).stdout.split()
+    assert squeued == [job.job_id]
+
+
+@pytest.mark.xdist_group("slurmdbd")
+def test_tracks_state_with_accounting_disabled(dev):
+    subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-stop"], check=True, timeout=60)
+    try:
+        assert not dev.run(["sacct", "-X", "-n"]).ok
+        ok = dev.submit(add, 1, 1)
+        bad = dev.submit(boom, 1)
+        assert ok.result(timeout=120) == 2
+        assert ok.state is JobState.COMPLETED
+        with pytest.raises(JobFailedError):
+            bad.result(timeout=120)
+        assert bad.state is JobState.FAILED
+        assert dev.scheduler.accounting_off
+    finally:
+        subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-start"], check=True, timeout=120)

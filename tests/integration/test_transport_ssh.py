@@ -1,0 +1,221 @@
+"""The SSH transport against the dev cluster's real sshd instances."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from hpcui.errors import AuthenticationError, ConnectionLost, HostKeyError
+from hpcui.transport.ssh import SshTransport
+from tests.conftest import DEVCLUSTER
+
+pytestmark = pytest.mark.devcluster
+SSH_CONFIG = str(DEVCLUSTER / "ssh" / "config")
+
+
+def _transport(host: str = "hpcui-dev", **kw) -> SshTransport:
+    return SshTransport.from_config(host, ssh_config=SSH_CONFIG, **kw)
+
+
+def _server_fingerprint(name: str) -> str:
+    pub = DEVCLUSTER / "ssh" / f"host_{name}_ed25519.pub"
+    out = subprocess.run(
+        ["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()[1]
+
+
+def test_run_separates_streams_and_exit_status(devcluster):
+    with _transport() as t:
+        res = t.run("echo out; echo err >&2; exit 7")
+        assert (res.exit_status, res.stdout, res.stderr) == (7, "out\n", "err\n")
+        assert t.run(["whoami"]).stdout.strip() == "hpcuser"
+        # A syntax error or `exit` in one command does not kill the persistent shell.
+        assert t.run("if then fi").exit_status != 0
+        assert t.run("cd /tmp; exit 0").ok
+        assert t.run("pwd").stdout.strip() == "/home/hpcuser"
+        assert t.connects == 1
+
+
+def test_large_output_on_both_streams_does_not_deadlock(devcluster):
+    with _transport() as t:
+        res = t.run(
+            "head -c 30000000 /dev/zero | tr '\\0' o & head -c 20000000 /dev/zero | tr '\\0' e >&2; wait",
+            timeout=120,
+        )
+        assert res.ok
+        assert len(res.stdout_bytes) == 30_000_000 and set(res.stdout_bytes) == {ord("o")}
+        assert len(res.stderr_bytes) == 20_000_000 and set(res.stderr_bytes) == {ord("e")}
+
+
+HOSTILE = [
+    "it's",
+    'say "hi"',
+    "a;touch /tmp/hpcui-pwned",
+    "$(touch /tmp/hpcui-pwned)",
+    "`touch /tmp/hpcui-pwned`",
+    "line1\nline2\n",
+    "*",
+    "-n",
+    "--",
+    "$HOME",
+    "\\",
+    "",
+    " lead and trail ",
+    "tab\there",
+    "||",
+    "&&",
+    b"\xff\xfe not utf-8 \x80",
+    "ünïcödé ☃",
+    "a'\"'\"'b",
+]
+
+
+def test_hostile_arguments_arrive_verbatim_and_run_nothing(devcluster):
+    with _transport() as t:
+        t.run(["rm", "-f", "/tmp/hpcui-pwned"]).check()
+        res = t.run(["printf", "%s\\0", *HOSTILE]).check()
+        got = res.stdout_bytes.split(b"\0")[:-1]
+        want = [h if isinstance(h, bytes) else h.encode() for h in HOSTILE]
+        assert got == want
+        assert t.run(["test", "-e", "/tmp/hpcui-pwned"]).exit_status == 1
+        # The same strings as file names through SFTP and through the one-stream upload.
+        for i, h in enumerate(x for x in HOSTILE if isinstance(x, str) and "/" not in x and x):
+            assert t.run(["sh", "-c", 'printf %s "$1" > "/tmp/hpcui-h-$2"', "sh", h, str(i)]).ok
+            assert t.read_file(f"/tmp/hpcui-h-{i}") == h.encode()
+
+
+def test_files_sftp_offsets_and_one_stream_upload(devcluster):
+    data = bytes(range(256)) * 20000  # ~5 MB
+    with _transport() as t:
+        base = t.run("mktemp -d").check().stdout.strip()
+        assert t.write_file(f"{base}/blob", data) == len(data)
+        assert t.stat_size(f"{base}/blob") == len(data)
+        assert t.read_file(f"{base}/blob") == data
+        assert t.read_file(f"{base}/blob", offset=4_000_000) == data[4_000_000:]
+        assert t.read_file(f"{base}/blob", offset=10, length=5) == data[10:15]
+        assert t.stat_size(f"{base}/missing") is None
+        files = {f"d/f{i}.txt": f"content {i}".encode() for i in range(50)}
+        res = t.put_files(base, files, then=["cat", f"{base}/d/f49.txt"])
+        assert res.stdout == "content 49"
+        assert t.run(["sh", "-c", f"ls {base}/d | wc -l"]).stdout.strip() == "50"
+        t.run(["rm", "-rf", base]).check()
+
+
+def test_unknown_host_key_is_refused_with_fingerprint(devcluster, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    t = _transport(known_hosts=str(empty))
+    with pytest.raises(HostKeyError) as err:
+        t.run("true")
+    fp = _server_fingerprint("main")
+    assert err.value.fingerprint == fp
+    assert fp in str(err.value) and "[127.0.0.1]:2222" in str(err.value)
+    assert "hpcui trust" in str(err.value)
+    assert empty.read_text() == ""  # never auto-added
+
+
+def test_unknown_host_key_accepted_by_callback_is_written(devcluster, tmp_path):
+    kh = tmp_path / "known_hosts"
+    seen = []
+    t = _transport(known_hosts=str(kh), on_unknown_host=lambda *a: seen.append(a) or True)
+    assert t.run("echo ok").stdout == "ok\n"
+    assert seen == [("[127.0.0.1]:2222", "ssh-ed25519", _server_fingerprint("main"))]
+    assert kh.read_text().startswith("[127.0.0.1]:2222 ssh-ed25519 ")
+    t.close()
+    # From now on it is known: no callback needed.
+    with _transport(known_hosts=str(kh)) as t2:
+        assert t2.run("echo again").ok
+
+
+def test_changed_host_key_is_refused(devcluster, tmp_path):
+    other = (DEVCLUSTER / "ssh" / "host_jump_ed25519.pub").read_text().split()
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:2222 {other[0]} {other[1]}\n")
+    with pytest.raises(HostKeyError, match="HOST KEY CHANGED") as err:
+        _transport(known_hosts=str(kh)).run("true")
+    assert "ssh-keygen -R" in str(err.value)
+
+
+def test_wrong_key_is_refused_clearly(devcluster):
+    t = _transport(identity_file=str(DEVCLUSTER / "ssh" / "wrong_ed25519"))
+    with pytest.raises(AuthenticationError, match="refused our credentials") as err:
+        t.run("true")
+    assert "wrong_ed25519" in str(err.value)
+
+
+def _totp() -> str:
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+    return subprocess.run(
+        ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_two_factor_keyboard_interactive_prompt(devcluster):
+    prompts = []
+
+    def answer(title, instructions, questions):
+        prompts.append([q for q, _echo in questions])
+        return [_totp() for _ in questions]
+
+    with _transport("hpcui-2fa", prompt=answer) as t:
+        assert t.run("whoami").stdout.strip() == "hpcuser"
+    assert prompts and "code" in prompts[0][0].lower()
+
+
+def test_two_factor_without_prompt_fails_clearly(devcluster):
+    with pytest.raises(AuthenticationError, match="cannot prompt"):
+        _transport("hpcui-2fa").run("true")
+
+
+def test_two_factor_wrong_code_fails_clearly(devcluster):
+    with pytest.raises(AuthenticationError):
+        _transport("hpcui-2fa", prompt=lambda t, i, qs: ["000000" for _ in qs]).run("true")
+
+
+def test_proxyjump_through_second_sshd(devcluster):
+    with _transport("hpcui-via-jump") as t:
+        assert t.run("echo $SSH_CONNECTION").ok
+        assert t._jump is not None and t._jump.target.port == 2223
+        assert t._jump._conn is not None and t._jump._conn.is_active()
+        # The target saw the connection come from the jump host's tunnel.
+        conn = t.run("echo $SSH_CONNECTION").stdout.split()
+        assert conn[2:] == ["127.0.0.1", "2222"]
+
+
+def _kill_session_sshd(t: SshTransport) -> None:
+    """SIGKILL the per-connection sshd serving `t` (the parent of its session shell)."""
+    ppid = int(t.run("ps -o ppid= -p $PPID").stdout.strip() or 0)  # our shell's sshd
+    session = int(t.run("echo $PPID").stdout.strip())
+    for pid in {session, ppid}:
+        subprocess.run(["kill", "-9", str(pid)], check=False)
+
+
+def test_killed_connection_reconnects_on_next_call(devcluster):
+    with _transport() as t:
+        assert t.run("echo one").ok
+        _kill_session_sshd(t)
+        time.sleep(0.3)
+        deadline = time.monotonic() + 20
+        while True:  # the first call may still see the dying connection
+            try:
+                assert t.run("echo two").stdout == "two\n"
+                break
+            except ConnectionLost:
+                assert time.monotonic() < deadline
+        assert t.connects == 2
+
+
+def test_command_interrupted_by_drop_raises_connection_lost(devcluster):
+    with _transport() as t:
+        assert t.run("true").ok
+        session = int(t.run("echo $PPID").stdout.strip())
+        killer = threading.Timer(1.0, lambda: subprocess.run(["kill", "-9", str(session)]))
+        killer.start()
+        with pytest.raises(ConnectionLost, match="may or may not have run"):
+            t.run("sleep 20")
+        killer.join()
+        assert t.run("echo back").stdout == "back\n"
