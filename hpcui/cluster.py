@@ -209,12 +209,12 @@ class Cluster:
             return []
         return self._submit(fn, calls, resources, resource_kwargs, True)
 
-    def plan(
-        self, resources: Resources | None = None, name: str = "hpcui", **resource_kwargs: Any
-    ) -> Allocation:
+    def plan(self, resources: Resources | None = None, **resource_kwargs: Any) -> Allocation:
         """Validate a request against the profile without touching the network."""
-        req = resources or Resources.from_kwargs(**resource_kwargs)
-        return resolve(req.merged(self.config.defaults), self.profile, default_name=name)
+        return self._plan(resources or Resources.from_kwargs(**resource_kwargs), "hpcui")
+
+    def _plan(self, req: Resources, default_name: str) -> Allocation:
+        return resolve(req.merged(self.config.defaults), self.profile, default_name=default_name)
 
     def _submit(
         self,
@@ -226,8 +226,8 @@ class Cluster:
     ) -> list[Job]:
         if not callable(fn):
             raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
-        alloc = self.plan(resources, name=getattr(fn, "__name__", "hpcui"), **resource_kwargs)
         req = resources or Resources.from_kwargs(**resource_kwargs)
+        alloc = self._plan(req, getattr(fn, "__name__", "hpcui"))
         pickles = submission.pickle_calls(fn, calls)  # fails early on unpicklable input
         info = self.remote_info()
         bundle = self._ensure_bundle(info)

@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 FAST_S = 0.25
 SLOW_S = 30.0
 BACKOFF = 1.5
-#: A job the scheduler stopped listing is resolved from its job folder after this long.
+#: A job the scheduler stopped listing is judged by its job folder after this long: done
+#: when it left a result, lost only after LOST_S (accounting can lag behind the job).
 VANISHED_S = 5.0
+LOST_S = 60.0
 
 
 class StatusService:
@@ -86,7 +88,7 @@ class StatusService:
         if not pending:
             return {}
         started = time.monotonic()
-        found = self.scheduler.status(pending)
+        found = dict(self.scheduler.status(pending))
         self.polls += 1
         took = time.monotonic() - started
         now = time.monotonic()
@@ -98,7 +100,10 @@ class StatusService:
                 elif now - self._tracked.get(jid, now) > VANISHED_S:
                     gone.append(jid)
         if gone and self.resolve_vanished is not None:
-            found = {**found, **self.resolve_vanished(gone)}
+            judged = self.resolve_vanished(gone)
+            for jid, status in judged.items():
+                if status.reason == "result" or now - self._tracked.get(jid, now) > LOST_S:
+                    found[jid] = status
         changed: dict[str, JobStatus] = {}
         with self._cond:
             for jid in pending:

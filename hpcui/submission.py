@@ -128,7 +128,9 @@ def judge_vanished(job_ids: list[str], results: dict[str, bool]) -> dict[str, Jo
         if ok is None:
             out[jid] = JobStatus(JobState.FAILED, "FAILED (vanished without a result)")
         elif ok:
-            out[jid] = JobStatus(JobState.COMPLETED, "COMPLETED (from its result file)")
+            out[jid] = JobStatus(
+                JobState.COMPLETED, "COMPLETED (from its result file)", reason="result"
+            )
         else:
-            out[jid] = JobStatus(JobState.FAILED, "FAILED (from its result file)")
+            out[jid] = JobStatus(JobState.FAILED, "FAILED (from its result file)", reason="result")
     return out

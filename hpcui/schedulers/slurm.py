@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from backends import slurm_jobids, slurm_queue, slurm_script
 from backends.batch import BatchSpec
-from backends.states import JobState
 from hpcui.errors import SchedulerError
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.transport.base import Command
@@ -38,7 +37,7 @@ class SlurmScheduler(Scheduler):
 
     def parse_submit(self, stdout: str) -> str:
         try:
-            return slurm_jobids.parse_sbatch_parsable(stdout)[0]
+            return slurm_jobids.parse_sbatch_parsable(stdout).job_id
         except ValueError as exc:
             raise SchedulerError(
                 f"sbatch printed no job id ({exc}); output was: {stdout!r}"
@@ -53,13 +52,14 @@ class SlurmScheduler(Scheduler):
         if not job_ids:
             return {}
         if not self.accounting_off:
-            bases = sorted({slurm_jobids.base_job_id(j) for j in job_ids})
+            bases = sorted({str(slurm_jobids.parse_job_id(j).job) for j in job_ids})
             self.calls += 1
             res = self.transport.run(slurm_queue.sacct_command(bases))
             if res.ok:
                 return {
-                    e.job_id: JobStatus(e.state, e.state_raw, e.exit_code)
+                    jid: JobStatus(e.state, e.state_raw, e.exit_code)
                     for e in slurm_queue.parse_sacct(res.stdout)
+                    for jid in _expand(e.job_id)
                 }
             log.info(
                 "sacct failed (%s); using squeue for %.0f s", res.stderr.strip(), ACCOUNTING_RETRY_S
@@ -70,7 +70,7 @@ class SlurmScheduler(Scheduler):
         out: dict[str, JobStatus] = {}
         for e in slurm_queue.parse_squeue(res.stdout):
             status = JobStatus(e.state, e.state_raw, None, e.reason or "")
-            for jid in slurm_jobids.expand_array_ids(e.job_id):
+            for jid in _expand(e.job_id):
                 out[jid] = status
         return out
 
@@ -78,8 +78,18 @@ class SlurmScheduler(Scheduler):
         if job_ids:
             self.transport.run(slurm_script.scancel_command(list(job_ids))).check("scancel")
 
-    def final_from_result(self, has_result: bool, has_error: bool) -> JobStatus:
-        """A job squeue no longer lists, judged by what its runner left behind."""
-        if has_result and not has_error:
-            return JobStatus(JobState.COMPLETED, "COMPLETED (from result file)")
-        return JobStatus(JobState.FAILED, "FAILED (vanished from squeue)")
+
+def _expand(job_id: str) -> list[str]:
+    """`123_[1-3,7%2]` (pending array elements) -> 123_1 123_2 123_3 123_7; others as they are."""
+    parsed = slurm_jobids.parse_job_id(job_id)
+    if parsed.array_spec is None:
+        return [parsed.base]
+    out = []
+    for part in parsed.array_spec.split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        step = 1
+        if ":" in hi:
+            hi, st = hi.split(":")
+            step = int(st)
+        out += [f"{parsed.job}_{i}" for i in range(int(lo), int(hi or lo) + 1, step)]
+    return out

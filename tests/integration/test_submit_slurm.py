@@ -85,7 +85,10 @@ def test_resources_reach_slurm(dev):
     job = dev.submit(whoami_and_env, gpus=2, qos="debug", account="hpcacct", time="10m")
     env = job.result(timeout=120)
     assert env["user"] == "hpcuser"
-    assert env["partition"] == "gpu" and env["qos"] == "debug"
+    assert env["partition"] == "gpu"
+    acct = dev.run(["sacct", "-X", "-n", "-P", "-o", "QOS,Account,AllocTRES", "-j", job.job_id])
+    qos, account, tres = acct.stdout.strip().split("|")
+    assert (qos, account) == ("debug", "hpcacct") and "gres/gpu=2" in tres
     assert env["ntasks"] == "2"  # one task per GPU
     assert len(job.results()) == 2  # one result per rank
 

@@ -1,0 +1,302 @@
+"""Environment modules (Lmod and Tcl Environment Modules): commands and their outputs.
+
+``module`` is a shell function that exists only in a login shell, so every command is
+built as ``bash -lc '...'``. Both implementations write to stderr by default; the
+builders move the output to stdout (Lmod ``--redirect``, Environment Modules ``2>&1``)
+and prefer the machine-readable modes: Lmod ``-t`` and ``spider-json``, Environment
+Modules (4.5+) ``-j``. The parsers take that text and return :class:`Module` objects.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "Module",
+    "ModuleLoadFailure",
+    "ModuleState",
+    "ModuleSystem",
+    "avail_command",
+    "detect_module_system",
+    "keyword_command",
+    "list_command",
+    "module_state",
+    "parse_avail",
+    "parse_envmodules_json",
+    "parse_list",
+    "parse_lmod_keyword",
+    "parse_lmod_spider_json",
+    "parse_load_error",
+    "spider_command",
+    "version_command",
+]
+
+ModuleSystem = Literal["lmod", "envmodules"]
+
+
+class Module(BaseModel):
+    """One modulefile; ``full_name`` is what ``module load`` takes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: str | None = None
+    full_name: str
+    default: bool = False
+    loaded: bool = False
+    sticky: bool = False
+    hidden: bool = False
+    description: str | None = None
+
+
+class ModuleState(BaseModel):
+    """What is loaded now and what could be loaded, as one site snapshot."""
+
+    loaded: list[Module]
+    available: list[Module]
+
+
+class ModuleLoadFailure(BaseModel):
+    """Why ``module load`` failed, worded for the user, with the names it rejected."""
+
+    modules: list[str]
+    message: str
+
+
+# --- detection and commands -----------------------------------------------------------
+
+
+def detect_module_system(
+    version_text: str = "", env: Mapping[str, str] | None = None
+) -> ModuleSystem | None:
+    """Lmod or Environment Modules, from ``module --version`` text or the login env.
+
+    Lmod prints "Modules based on Lua: Version 8.6.19", Environment Modules
+    "Modules Release 5.2.0"; Lmod exports LMOD_VERSION/LMOD_CMD, Environment Modules
+    MODULES_CMD (modulecmd.tcl). None when neither is recognised.
+    """
+    if "Modules based on Lua" in version_text:
+        return "lmod"
+    if re.search(r"Modules Release \d", version_text):
+        return "envmodules"
+    env = env or {}
+    if env.get("LMOD_VERSION") or env.get("LMOD_CMD"):
+        return "lmod"
+    if env.get("MODULES_CMD"):
+        return "envmodules"
+    return None
+
+
+def _login_shell(inner: str) -> str:
+    return "bash -lc " + shlex.quote(inner)
+
+
+def _module(system: ModuleSystem, args: str) -> str:
+    if system == "lmod":
+        return _login_shell(f"module --redirect {args}")
+    return _login_shell(f"module {args} 2>&1")
+
+
+def version_command() -> str:
+    """``module --version`` (both tools print it on stderr); feed it to detect_module_system."""
+    return _login_shell("module --version 2>&1")
+
+
+def list_command(system: ModuleSystem) -> str:
+    """Loaded modules: Lmod terse list, Environment Modules JSON."""
+    return _module(system, "-t list" if system == "lmod" else "-j list")
+
+
+def avail_command(system: ModuleSystem) -> str:
+    """Loadable modules: Lmod terse avail, Environment Modules JSON."""
+    return _module(system, "-t avail" if system == "lmod" else "-j avail")
+
+
+def spider_command() -> str:
+    """Lmod only: the whole module tree (also modules behind a hierarchy) as JSON."""
+    return _login_shell('"$LMOD_DIR/spider" -o spider-json "$MODULEPATH"')
+
+
+def keyword_command(system: ModuleSystem, word: str) -> str:
+    """Search: Lmod ``keyword`` (names, descriptions); Environment Modules name match."""
+    if system == "lmod":
+        return _module(system, f"keyword {shlex.quote(word)}")
+    return _module(system, f"-j avail --contains {shlex.quote(word)}")
+
+
+# --- parsers --------------------------------------------------------------------------
+
+_EMPTY = re.compile(r"No modules loaded|No Modulefiles Currently Loaded", re.I)
+_MARKS = re.compile(r"\(([^()]*)\)|<([^<>]*)>")
+_NUMBERED = re.compile(r"\d+\)\s+(\S+)")
+
+
+def _module_from(full_name: str, marks: AbstractSet[str] = frozenset(), **extra: Any) -> Module:
+    name, _, version = full_name.rpartition("/")
+    return Module(
+        name=name or full_name,
+        version=version if name else None,
+        full_name=full_name,
+        default=bool(marks & {"D", "default"}),
+        loaded=bool(marks & {"L", "loaded", "aL", "auto-loaded"}),
+        sticky=bool(marks & {"S", "sticky", "sS", "super-sticky"}),
+        hidden=bool(marks & {"H", "hidden", "hidden-loaded"}),
+        **extra,
+    )
+
+
+def _terse_line(line: str) -> Module | None:
+    """One terse line: "gcc/12.2.0", "gcc/12.2.0(default)", "cuda/12.2 <L>", "gcc/12.2.0 (L,D)".
+
+    Skips modulepath headers ("/opt/modules/mf/Core:"), directory entries ("gcc/")
+    and the titles both tools print above a list.
+    """
+    line = line.strip()
+    if not line or line.endswith(":") or line.startswith("-") or _EMPTY.search(line):
+        return None
+    full = re.split(r"[\s(<]", line, maxsplit=1)[0]
+    if not full or full.endswith(("/", ":")):  # directory entry or legend ("S:  Sticky")
+        return None
+    marks = {m for a, b in _MARKS.findall(line[len(full) :]) for m in re.split(r"[,:]", a or b)}
+    return _module_from(full, {m.strip() for m in marks})
+
+
+def parse_avail(text: str) -> list[Module]:
+    """Terse ``avail``/``spider`` of Lmod or Environment Modules (markers read if shown)."""
+    return [m for line in text.splitlines() if (m := _terse_line(line))]
+
+
+def parse_list(text: str) -> list[Module]:
+    """``list`` of either tool, terse or numbered ("1) gcc/12.2.0   2) cuda/12.2").
+
+    Every module here is loaded; "No modules loaded" gives an empty list.
+    """
+    out = []
+    for line in text.splitlines():
+        numbered = _NUMBERED.findall(line)
+        for module in (_terse_line(n) for n in numbered) if numbered else [_terse_line(line)]:
+            if module is not None:
+                out.append(module.model_copy(update={"loaded": True}))
+    return out
+
+
+def _json_object(text: str) -> Any:
+    """The JSON object in ``text``; warnings merged in by 2>&1 may surround it."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("no JSON object in module output")
+    return json.loads(text[start : end + 1])
+
+
+def parse_envmodules_json(text: str) -> list[Module]:
+    """Environment Modules ``-j list`` ({name: info}) or ``-j avail`` ({modulepath: ...}).
+
+    ``tags`` carry loaded/sticky/hidden, ``symbols`` the "default" symbolic version;
+    everything in a list output is loaded even when its tags are empty.
+    """
+    data = _json_object(text)
+    is_list = all(isinstance(v, dict) and "name" in v for v in data.values())
+    entries = data.values() if is_list else [e for d in data.values() for e in d.values()]
+    out = []
+    for entry in entries:
+        marks = set(entry.get("tags", [])) | set(entry.get("symbols", []))
+        module = _module_from(entry["name"], marks)
+        out.append(module.model_copy(update={"loaded": True}) if is_list else module)
+    return out
+
+
+def _lmod_marked_default(weight: str) -> bool:
+    """Lmod's isMarked(): a marked default's version weight starts with '^', 's' or 'u'."""
+    return weight.rsplit("/", 1)[-1][:1] >= "^"
+
+
+def parse_lmod_spider_json(text: str) -> list[Module]:
+    """Lmod ``spider -o spider-json``: {package: {modulefile path: info}}.
+
+    The default is the marked one, else the highest version, as Lmod resolves it.
+    """
+    out = []
+    for versions in _json_object(text).values():
+        infos = sorted(versions.values(), key=lambda i: i.get("pV", ""))
+        marked = [i for i in infos if _lmod_marked_default(i.get("wV", ""))]
+        default = (marked or infos)[-1]
+        for info in infos:
+            full, version = info["fullName"], info.get("Version")
+            name = full.removesuffix(f"/{version}") if version else full
+            out.append(
+                Module(
+                    name=name,
+                    version=version if name != full else None,
+                    full_name=full,
+                    default=info is default,
+                    hidden=bool(info.get("hidden")),
+                    description=info.get("Description"),
+                )
+            )
+    return out
+
+
+def parse_lmod_keyword(text: str) -> list[Module]:
+    """Lmod ``keyword``: "  cuda: cuda/12.2" lines, each followed by its description."""
+    out: list[Module] = []
+    names: list[str] = []
+    description: list[str] = []
+
+    def flush() -> None:
+        joined = " ".join(description) or None
+        out.extend(_module_from(n, description=joined) for n in names)
+        names.clear()
+        description.clear()
+
+    for line in text.splitlines():
+        if m := re.match(r"^  (\S+): (\S.*)$", line):
+            flush()
+            names.extend(n.strip() for n in m[2].split(","))
+        elif names and line.startswith("    ") and line.strip():
+            description.append(line.strip())
+        elif names and (not line.strip() or line.startswith("-")):
+            flush()
+    flush()
+    return out
+
+
+_LMOD_UNKNOWN = re.compile(r"module\(s\) are unknown:\s*((?:\"[^\"]+\"\s*)+)", re.S)
+_ENV_UNKNOWN = re.compile(r"Unable to locate a modulefile for '([^']+)'")
+_LMOD_ERROR = re.compile(r"Lmod has detected the following error:\s*(.+)")
+_ENV_ERROR = re.compile(r"^ERROR:\s*(.+)$", re.M)
+
+
+def parse_load_error(text: str) -> ModuleLoadFailure | None:
+    """The reason a ``module load`` failed, from its stderr; None when nothing failed."""
+    if m := _LMOD_UNKNOWN.search(text):
+        names = re.findall(r"\"([^\"]+)\"", m[1])
+    else:
+        names = _ENV_UNKNOWN.findall(text)
+    if names:
+        listed = ", ".join(names)
+        return ModuleLoadFailure(
+            modules=names,
+            message=f"Unknown module: {listed}. Check the name and version with "
+            f"'module avail' or 'module spider'.",
+        )
+    if m := _LMOD_ERROR.search(text) or _ENV_ERROR.search(text):
+        return ModuleLoadFailure(modules=[], message=m[1].strip())
+    return None
+
+
+def module_state(loaded: list[Module], available: list[Module]) -> ModuleState:
+    """Pair a list and an avail output; marks as loaded what avail alone cannot show."""
+    names = {m.full_name for m in loaded}
+    return ModuleState(
+        loaded=loaded,
+        available=[
+            m.model_copy(update={"loaded": m.loaded or m.full_name in names}) for m in available
+        ],
+    )

@@ -1,0 +1,579 @@
+"""Slurm queue, accounting and partition state: the command lines and their parsers.
+
+Each command line is built here, next to the parser of its output, and both read the
+same field tuple (``SQUEUE_FIELDS``, ``SACCT_FIELDS``, ``SINFO_FIELDS``), so they cannot
+drift apart. The parsers take the tuple as an argument too, which is how the verbatim
+captures in tests/fixtures (taken with other field lists) are read.
+
+Why ``squeue -O 'Field:|,...'``: ``squeue --json`` changed shape in 21.08/22.05, 23.02
+and 23.11 and ignored filters before 23.02, while the ``-O`` names have held from 20.11
+to 25.x (matched case-insensitively). ``Field:|`` means width 0 (printed in full, never
+truncated) with ``|`` appended, so every line ends in ``|``. ``-O`` and not ``-o``
+because only ``-O`` has ``tres-alloc`` and ``tres-per-job``, needed to count GPUs
+however they were requested. ``--array`` prints one line per array task (no
+``123_[4-99]`` ranges, no truncated task lists); ``--states=all`` keeps recently ended
+jobs, the fallback where accounting is off. Comment is last: a ``|`` in it stays in it.
+
+Why sacct without ``-X``: MaxRSS and TotalCPU are measured per step; the allocation's
+own line has no MaxRSS, and whether its TotalCPU includes the steps' is not something to
+rely on. One call returns the allocation and its steps, and ``parse_sacct`` folds the
+steps into one AccountingEntry (largest MaxRSS; the larger of the line's TotalCPU and
+the steps' sum).
+
+Timestamps: commands run under ``env SLURM_TIME_FORMAT=standard`` because a user's own
+setting (``relative``, a strftime format) would change them. They are the cluster's
+local time and are returned naive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .slurm_jobids import parse_job_id
+from .states import JobState
+
+_ENV = ("env", "SLURM_TIME_FORMAT=standard")
+_SEP = "|"
+
+# Slurm's field name -> record key. The keys of each dict, in order, are the field list.
+_SQUEUE = {
+    "JobID": "job",
+    "ArrayJobID": "array_job",
+    "ArrayTaskID": "array_task",
+    "HetJobID": "het_job",
+    "HetJobOffset": "het_offset",
+    "Name": "name",
+    "UserName": "user",
+    "State": "state",
+    "Reason": "reason",
+    "Partition": "partition",
+    "QOS": "qos",
+    "Account": "account",
+    "NumNodes": "nodes",
+    "NodeList": "nodelist",
+    "tres-alloc": "tres",  # allocated TRES, or the requested ones while pending
+    "tres-per-node": "tres_per_node",  # --gres / --gpus-per-node
+    "tres-per-job": "tres_per_job",  # --gpus
+    "TimeUsed": "elapsed",
+    "TimeLimit": "time_limit",
+    "SubmitTime": "submit_time",
+    "StartTime": "start_time",  # expected start while pending
+    "Comment": "comment",
+}
+_SACCT = {
+    "JobID": "job",
+    "JobName": "name",
+    "User": "user",
+    "Account": "account",
+    "Partition": "partition",
+    "QOS": "qos",
+    "State": "state",
+    "ExitCode": "exit_code",
+    "Elapsed": "elapsed",
+    "Timelimit": "time_limit",
+    "Submit": "submit_time",
+    "Start": "start_time",
+    "End": "end_time",
+    "NNodes": "nodes",
+    "NodeList": "nodelist",
+    "AllocTRES": "tres",
+    "TotalCPU": "cpu_time",
+    "MaxRSS": "max_rss",
+    "Comment": "comment",
+}
+_SCONTROL = {
+    "JobId": "job",
+    "ArrayJobId": "array_job",
+    "ArrayTaskId": "array_task",
+    "HetJobId": "het_job",
+    "HetJobOffset": "het_offset",
+    "JobName": "name",
+    "UserId": "user",
+    "JobState": "state",
+    "Reason": "reason",
+    "Partition": "partition",
+    "QOS": "qos",
+    "Account": "account",
+    "NumNodes": "nodes",
+    "NodeList": "nodelist",
+    "TRES": "tres",
+    "TresPerNode": "tres_per_node",
+    "TresPerJob": "tres_per_job",
+    "RunTime": "elapsed",
+    "TimeLimit": "time_limit",
+    "SubmitTime": "submit_time",
+    "StartTime": "start_time",
+    "EndTime": "end_time",
+    "ExitCode": "exit_code",
+    "Comment": "comment",
+}
+SQUEUE_FIELDS: tuple[str, ...] = tuple(_SQUEUE)
+SACCT_FIELDS: tuple[str, ...] = tuple(_SACCT)
+# partition, avail, time limit, nodes A/I/O/T, CPUs A/I/O/T, gres, nodelist
+SINFO_FIELDS: tuple[str, ...] = ("%P", "%a", "%l", "%F", "%C", "%G", "%N")
+
+# ---------------------------------------------------------------------------- states
+
+_JS = JobState
+_STATES: dict[str, JobState] = {
+    **dict.fromkeys(("PENDING", "PD"), _JS.PENDING),
+    **dict.fromkeys(("RUNNING", "R"), _JS.RUNNING),
+    **dict.fromkeys(("SUSPENDED", "S"), _JS.SUSPENDED),
+    **dict.fromkeys(("COMPLETED", "CD"), _JS.COMPLETED),
+    **dict.fromkeys(("CANCELLED", "CA"), _JS.CANCELLED),
+    **dict.fromkeys(("FAILED", "F"), _JS.FAILED),
+    **dict.fromkeys(("TIMEOUT", "TO"), _JS.TIMEOUT),
+    **dict.fromkeys(("NODE_FAIL", "NF"), _JS.NODE_FAIL),
+    **dict.fromkeys(("PREEMPTED", "PR"), _JS.PREEMPTED),
+    **dict.fromkeys(("OUT_OF_MEMORY", "OOM"), _JS.OUT_OF_MEMORY),
+    **dict.fromkeys(("COMPLETING", "CG"), _JS.COMPLETING),
+    **dict.fromkeys(("REQUEUED", "RQ"), _JS.REQUEUED),
+    # The rest have no word of their own in hpcui; each maps to what it means for the user.
+    **dict.fromkeys(("BOOT_FAIL", "BF"), _JS.NODE_FAIL),  # nodes failed to boot
+    **dict.fromkeys(("DEADLINE", "DL"), _JS.TIMEOUT),  # killed at its --deadline
+    **dict.fromkeys(("CONFIGURING", "CF"), _JS.RUNNING),  # allocated, nodes booting
+    **dict.fromkeys(("RESIZING", "RS"), _JS.RUNNING),
+    **dict.fromkeys(("SIGNALING", "SI"), _JS.RUNNING),
+    **dict.fromkeys(("STAGE_OUT", "SO"), _JS.COMPLETING),  # burst buffer stage-out
+    **dict.fromkeys(("STOPPED", "ST"), _JS.SUSPENDED),  # SIGSTOP, keeps its nodes
+    **dict.fromkeys(("REQUEUE_FED", "RF"), _JS.REQUEUED),
+    **dict.fromkeys(("REQUEUE_HOLD", "RH"), _JS.REQUEUED),
+    **dict.fromkeys(("SPECIAL_EXIT", "SE"), _JS.REQUEUED),  # requeued and held
+    **dict.fromkeys(("RESV_DEL_HOLD", "RD"), _JS.PENDING),  # held: reservation deleted
+    **dict.fromkeys(("REVOKED", "RV"), _JS.CANCELLED),  # federation: runs elsewhere
+}
+
+
+def slurm_state(word: str) -> JobState:
+    """hpcui's state for a Slurm state word or abbreviation; unknown words -> UNKNOWN.
+
+    Only the first word counts (``CANCELLED by 1234``); a trailing ``+`` (sacct's mark
+    for a truncated column) is ignored.
+    """
+    first = word.strip().split(" ", 1)[0].rstrip("+").upper()
+    return _STATES.get(first, JobState.UNKNOWN)
+
+
+# ------------------------------------------------------------------- scalar values
+
+_NO_DURATION = {"", "UNLIMITED", "INFINITE", "INVALID", "PARTITION_LIMIT", "NOT_SET", "N/A"}
+_NO_TIME = {"", "N/A", "UNKNOWN", "NONE", "(NULL)"}
+_NO_TEXT = {"", "N/A", "n/a", "(null)", "None", "None assigned"}
+_DURATION = re.compile(
+    r"(?:(?P<d>\d+)-(?=\d+:\d+:))?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)"
+)
+_MEM = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a duration as Slurm prints it: ``[D-][H]H:MM:SS``, ``M:SS``, ``MM:SS.mmm``.
+
+    None for the words that mean "no limit" or "no value" (UNLIMITED, infinite,
+    INVALID, Partition_Limit, NOT_SET, N/A, empty).
+    """
+    t = text.strip()
+    if t.upper() in _NO_DURATION:
+        return None
+    m = _DURATION.fullmatch(t)
+    if m is None:
+        raise ValueError(f"not a Slurm duration: {text!r} (expected e.g. 1-02:03:04 or 03:04)")
+    days, hours = int(m["d"] or 0), int(m["h"] or 0)
+    return days * 86400 + hours * 3600 + int(m["m"]) * 60 + float(m["s"])
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """A naive local datetime from ``YYYY-MM-DDTHH:MM:SS``; None for N/A, Unknown, None."""
+    t = text.strip()
+    if t.upper() in _NO_TIME:
+        return None
+    try:
+        return datetime.strptime(t, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        raise ValueError(
+            f"not a Slurm timestamp: {text!r} "
+            "(expected YYYY-MM-DDTHH:MM:SS, as printed under SLURM_TIME_FORMAT=standard)"
+        ) from None
+
+
+def parse_mem(text: str) -> int | None:
+    """Bytes in a Slurm size (``123K``, ``4.5G``; 1024-based; a bare number is bytes).
+
+    Empty -> None: sacct leaves MaxRSS empty where nothing was measured.
+    """
+    t = text.strip()
+    if not t:
+        return None
+    m = _MEM.fullmatch(t)
+    if m is None:
+        raise ValueError(f"not a Slurm memory size: {text!r} (expected e.g. 0, 512K or 4.5G)")
+    return round(float(m["n"]) * 1024 ** " KMGTP".index(m["unit"].upper() or " "))
+
+
+def parse_exit_code(text: str) -> tuple[int | None, int | None]:
+    """``code:signal`` -> (code, signal): ``0:9`` was killed by SIGKILL. Empty -> (None, None)."""
+    t = text.strip()
+    if not t:
+        return None, None
+    m = re.fullmatch(r"(\d+):(\d+)", t)
+    if m is None:
+        raise ValueError(f"not a Slurm exit code: {text!r} (expected CODE:SIGNAL, e.g. 0:9)")
+    return int(m[1]), int(m[2])
+
+
+def _text(value: str) -> str:
+    value = value.strip()
+    return "" if value in _NO_TEXT else value
+
+
+def _leading_int(text: str) -> int | None:
+    m = re.match(r"\d+", text.strip())  # NumNodes=1-1 while pending
+    return int(m[0]) if m else None
+
+
+def _seconds(text: str) -> int | None:
+    value = parse_duration(text)
+    return None if value is None else int(value)
+
+
+def _tres(text: str) -> dict[str, str]:
+    """``cpu=4,mem=16G,gres/gpu=4`` -> {"cpu": "4", "mem": "16G", "gres/gpu": "4"}."""
+    return dict(item.split("=", 1) for item in _text(text).split(",") if "=" in item)
+
+
+def _gres_gpus(text: str) -> int:
+    """GPUs in a gres list: ``gres:gpu:4``, ``gres/gpu:a100:2``, ``gpu:h100:4(S:0-1)``."""
+    total = 0
+    for item in _text(text).split(","):
+        parts = re.sub(r"\(.*?\)", "", item).replace("gres/", "gres:").split(":")
+        if parts[0] == "gres":
+            parts = parts[1:]
+        if parts and parts[0] == "gpu":
+            total += int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
+    return total
+
+
+def _gpus(tres: Mapping[str, str], per_job: str, per_node: str, nodes: int) -> int | None:
+    """GPUs of the whole job. TRES first (exact, but only where the site tracks gres/gpu),
+    then the request; 0 when TRES is known and shows none, None when nothing is known."""
+    if "gres/gpu" in tres:
+        return int(tres["gres/gpu"])
+    typed = [int(n) for key, n in tres.items() if key.startswith("gres/gpu:")]
+    if typed:
+        return sum(typed)
+    if n := _gres_gpus(per_job):
+        return n
+    if n := _gres_gpus(per_node):
+        return n * max(nodes, 1)
+    return 0 if tres else None
+
+
+# ------------------------------------------------------------------------- records
+
+
+class QueueEntry(BaseModel):
+    """One job as the scheduler sees it now; ``state_raw`` keeps Slurm's own words."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str  # "123", "123_7", "123_[8-9]", "123+1"
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    name: str = ""
+    user: str = ""
+    state: JobState
+    state_raw: str = ""
+    reason: str = ""
+    partition: str = ""
+    qos: str = ""
+    account: str = ""
+    nodes: int = 0
+    nodelist: str = ""
+    gpus: int | None = None
+    elapsed_s: int | None = None
+    time_limit_s: int | None = None  # None: UNLIMITED or not set
+    submit_time: datetime | None = None
+    start_time: datetime | None = None  # expected start while pending
+    comment: str = ""
+
+
+class AccountingEntry(QueueEntry):
+    """A job with its outcome and usage: from sacct, or from scontrol where accounting is off
+    (then the usage fields stay None). Efficiencies are None until the job has ended:
+    sacct adds a step's usage only when the step ends."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    end_time: datetime | None = None
+    cpus: int | None = None
+    mem_bytes: int | None = None  # allocated, all nodes
+    cpu_time_s: float | None = None
+    max_rss_bytes: int | None = None  # the largest task's peak
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cpu_efficiency(self) -> float | None:
+        """CPU time used / CPU time allocated (elapsed x CPUs), like seff."""
+        if not self.state.is_final or self.cpu_time_s is None or not (self.elapsed_s and self.cpus):
+            return None
+        return self.cpu_time_s / (self.elapsed_s * self.cpus)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mem_efficiency(self) -> float | None:
+        """Largest task's peak RSS / memory allocated per node: exact for one task per
+        node, a lower bound when several tasks share a node."""
+        if not self.state.is_final or self.max_rss_bytes is None or not self.mem_bytes:
+            return None
+        return self.max_rss_bytes / (self.mem_bytes / max(self.nodes, 1))
+
+
+class PartitionInfo(BaseModel):
+    """One ``sinfo`` line: a partition, or the part of one whose nodes look alike."""
+
+    model_config = ConfigDict(frozen=True)
+
+    partition: str
+    is_default: bool
+    avail: str  # up, down, drain, inact
+    time_limit_s: int | None
+    nodes_alloc: int
+    nodes_idle: int
+    nodes_other: int
+    nodes_total: int
+    cpus_alloc: int
+    cpus_idle: int
+    cpus_other: int
+    cpus_total: int
+    gres: str
+    gpus_per_node: int | None
+    nodelist: str
+
+
+def _compose_job_id(v: Mapping[str, str]) -> str:
+    """The id as squeue's %i prints it, from the raw id, array and het columns."""
+    task, het = _text(v["array_task"]), _text(v["het_offset"])
+    if task:
+        return f"{v['array_job']}_{task}" if task.isdigit() else f"{v['array_job']}_[{task}]"
+    if het:
+        return f"{v['het_job']}+{het}"
+    return v["job"]
+
+
+def _queue_fields(row: Mapping[str, str]) -> dict[str, Any]:
+    v = defaultdict(str, row)
+    job_id = _compose_job_id(v)
+    jid = parse_job_id(job_id)
+    nodes = _leading_int(v["nodes"]) or 0
+    return {
+        "job_id": job_id,
+        "array_job_id": str(jid.job) if jid.is_array else None,
+        "array_task_id": jid.array_task,
+        "name": v["name"],
+        "user": re.sub(r"\(\d+\)$", "", v["user"]),  # scontrol: alice(1000)
+        "state": slurm_state(v["state"]),
+        "state_raw": v["state"],
+        "reason": _text(v["reason"]),
+        "partition": _text(v["partition"]),
+        "qos": _text(v["qos"]),
+        "account": _text(v["account"]),
+        "nodes": nodes,
+        "nodelist": _text(v["nodelist"]),
+        "gpus": _gpus(_tres(v["tres"]), v["tres_per_job"], v["tres_per_node"], nodes),
+        "elapsed_s": _seconds(v["elapsed"]),
+        "time_limit_s": _seconds(v["time_limit"]),
+        "submit_time": parse_timestamp(v["submit_time"]),
+        "start_time": parse_timestamp(v["start_time"]),
+        "comment": _text(v["comment"]),
+    }
+
+
+def _accounting(row: Mapping[str, str], steps: Sequence[Mapping[str, str]]) -> AccountingEntry:
+    """One AccountingEntry from the allocation's row and its steps' rows."""
+    v = defaultdict(str, row)
+    code, signal = parse_exit_code(v["exit_code"])
+    tres = _tres(v["tres"])
+    job_cpu = parse_duration(v["cpu_time"])
+    step_cpu = [c for s in steps if (c := parse_duration(s.get("cpu_time", ""))) is not None]
+    rss = [r for s in (row, *steps) if (r := parse_mem(s.get("max_rss", ""))) is not None]
+    return AccountingEntry(
+        **_queue_fields(row),
+        exit_code=code,
+        signal=signal,
+        end_time=parse_timestamp(v["end_time"]),
+        cpus=_leading_int(tres.get("cpu", "")),
+        mem_bytes=parse_mem(tres.get("mem", "")),
+        # The allocation line may or may not already hold its steps' sum: take the larger.
+        cpu_time_s=None if job_cpu is None and not step_cpu else max(job_cpu or 0, sum(step_cpu)),
+        max_rss_bytes=max(rss, default=None),
+    )
+
+
+# ------------------------------------------------------------------- command lines
+
+
+def _selectors(job_ids: Sequence[str]) -> str:
+    """The ``--jobs`` value: allocations only (steps dropped), ``123_[1-5]`` as ``123``."""
+    if isinstance(job_ids, str):
+        job_ids = [job_ids]
+    if not job_ids:
+        raise ValueError("no job ids given; pass None to ask about all your jobs")
+    ids = [parse_job_id(text) for text in job_ids]
+    return ",".join(dict.fromkeys(str(j.job) if j.array_spec else j.base for j in ids))
+
+
+def squeue_command(job_ids: Sequence[str] | None = None, me: bool = True) -> list[str]:
+    """``squeue`` for ``parse_squeue``: your jobs (``me``), optionally only ``job_ids``.
+
+    Asked about one id it no longer knows, squeue exits 1 with "Invalid job id
+    specified"; several ids just omit the unknown ones.
+    """
+    fmt = ",".join(f"{field}:{_SEP}" for field in SQUEUE_FIELDS)
+    argv = [*_ENV, "squeue", "--noheader", "--array", "--states=all", f"--Format={fmt}"]
+    if me:
+        argv.append("--me")
+    if job_ids is not None:
+        argv.append(f"--jobs={_selectors(job_ids)}")
+    return argv
+
+
+def sacct_command(job_ids: Sequence[str] | None = None, since: str | None = None) -> list[str]:
+    """``sacct`` for ``parse_sacct``: allocations and their steps.
+
+    ``since`` is passed to ``--starttime`` (e.g. ``2024-01-01T00:00:00``). Without it
+    sacct starts at midnight today, or at the epoch when ``job_ids`` are given.
+    """
+    argv = [*_ENV, "sacct", "--parsable2", "--noheader", f"--format={','.join(SACCT_FIELDS)}"]
+    if job_ids is not None:
+        argv.append(f"--jobs={_selectors(job_ids)}")
+    if since is not None:
+        argv.append(f"--starttime={since}")
+    return argv
+
+
+def scontrol_show_job_command(job_id: str) -> list[str]:
+    """``scontrol show job`` on one line per job, for ``parse_scontrol_show_job``."""
+    return [*_ENV, "scontrol", "--oneliner", "show", "job", _selectors([job_id])]
+
+
+def sinfo_command() -> list[str]:
+    """``sinfo`` for ``parse_sinfo``: one line per partition (per kind of node in it)."""
+    return ["sinfo", "--noheader", f"--format={_SEP.join(SINFO_FIELDS)}"]
+
+
+# ------------------------------------------------------------------------- parsers
+
+
+def _split(text: str, count: int, *, suffixed: bool) -> Iterator[list[str]]:
+    """Fields of each non-blank line; the last field keeps any further ``|``."""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if suffixed and line.endswith(_SEP):  # squeue -O puts the suffix after the last field too
+            line = line[: -len(_SEP)]
+        parts = line.split(_SEP, count - 1)
+        if len(parts) != count:
+            raise ValueError(
+                f"expected {count} '{_SEP}'-separated fields, got {len(parts)} in {line!r}; "
+                "was the command built with the same field list?"
+            )
+        yield [part.strip() for part in parts]
+
+
+def _rows(
+    text: str, fields: Sequence[str], keys: Mapping[str, str], *, suffixed: bool
+) -> Iterator[dict[str, str]]:
+    """Each line as {record key: value}; fields the parser has no use for are dropped."""
+    lowered = {field.lower(): key for field, key in keys.items()}
+    names = [lowered.get(field.lower()) for field in fields]
+    for parts in _split(text, len(fields), suffixed=suffixed):
+        yield {name: part for name, part in zip(names, parts) if name}
+
+
+def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[QueueEntry]:
+    """Parse ``squeue_command`` output (``fields`` in the order they were asked for)."""
+    return [QueueEntry(**_queue_fields(row)) for row in _rows(text, fields, _SQUEUE, suffixed=True)]
+
+
+def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[AccountingEntry]:
+    """Parse ``sacct_command`` output: one entry per allocation, its steps folded in
+    (largest MaxRSS, summed TotalCPU)."""
+    jobs: dict[str, dict[str, str]] = {}
+    steps: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for row in _rows(text, fields, _SACCT, suffixed=False):
+        jid = parse_job_id(row.get("job", ""))
+        if jid.step is None:
+            jobs[jid.base] = row
+        else:
+            steps[jid.base].append(row)
+    return [_accounting(row, steps[base]) for base, row in jobs.items()]
+
+
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][\w:/()-]*)=", re.MULTILINE)
+
+
+def parse_scontrol_show_job(text: str) -> list[dict[str, str]]:
+    """One dict per job from ``scontrol show job``, one-line (``-o``) or multi-line.
+
+    A job starts at each ``JobId=``; a value runs to the next ``Key=`` that follows
+    whitespace, so values may hold ``=`` or ``:`` (``TRES=cpu=1,mem=4G``) but a value
+    containing `` word=`` would be split there.
+    """
+    jobs: list[dict[str, str]] = []
+    keys = list(_KEY.finditer(text))
+    for m, nxt in zip(keys, [*keys[1:], None]):
+        if m[1] == "JobId":
+            jobs.append({})
+        if jobs:
+            jobs[-1][m[1]] = text[m.end() : nxt.start() if nxt else len(text)].strip()
+    return jobs
+
+
+def scontrol_entry(job: Mapping[str, str]) -> AccountingEntry:
+    """The typed view of one ``parse_scontrol_show_job`` dict: state, exit code, reason, ...
+
+    The fallback where accounting is off; scontrol knows no usage, so those stay None.
+    """
+    return _accounting({_SCONTROL[k]: v for k, v in job.items() if k in _SCONTROL}, [])
+
+
+def _counts(text: str) -> list[int]:
+    parts = text.split("/")
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"expected allocated/idle/other/total counts, got {text!r}")
+    return [int(p) for p in parts]
+
+
+def parse_sinfo(text: str) -> list[PartitionInfo]:
+    """Parse ``sinfo_command`` output."""
+    result = []
+    for name, avail, limit, nodes, cpus, gres, nodelist in _split(
+        text, len(SINFO_FIELDS), suffixed=False
+    ):
+        na, ni, no, nt = _counts(nodes)
+        ca, ci, co, ct = _counts(cpus)
+        result.append(
+            PartitionInfo(
+                partition=name.rstrip("*"),
+                is_default=name.endswith("*"),
+                avail=avail,
+                time_limit_s=_seconds(limit),
+                nodes_alloc=na,
+                nodes_idle=ni,
+                nodes_other=no,
+                nodes_total=nt,
+                cpus_alloc=ca,
+                cpus_idle=ci,
+                cpus_other=co,
+                cpus_total=ct,
+                gres=_text(gres),
+                gpus_per_node=_gres_gpus(gres) if _text(gres) else None,
+                nodelist=nodelist,
+            )
+        )
+    return result
