@@ -33,7 +33,6 @@ def render_script(spec: BatchSpec, state_dir: str) -> str:
     lines += [
         f"mkdir -p {state}",
         "pid=$$",
-        f"trap 'for j in $ids; do echo CANCELLED > {state}/$j.rc; done; kill 0' TERM INT",
         "run_one() {  # $1: job id, $2: pickle name",
         f'  ln -sf "$2" {folder}/"$1"_submitted.pkl',
         "  local k rc=0 pids=()",
@@ -96,6 +95,18 @@ def parse_status(text: str) -> dict[str, tuple[JobState, str, int | None]]:
 
 
 def cancel_command(job_ids: Sequence[str], state_dir: str) -> str:
+    """Mark unfinished jobs CANCELLED, then kill their launcher's process group.
+
+    The job id carries the launcher's pid, so this works even before the launcher has
+    written anything. SIGKILL, because submitit's runner ignores SIGTERM (Slurm's
+    pre-kill warning). A launcher runs a whole array: cancelling one element ends all.
+    """
     d = quote(state_dir)
-    pids = " ".join(f"$(cat {d}/{quote(j)}.pid 2>/dev/null)" for j in job_ids)
-    return f'for p in {pids}; do kill -TERM -- -"$p" 2>/dev/null; done; true'
+    ids = " ".join(quote(j) for j in job_ids)
+    return (
+        f"mkdir -p {d} && cd {d} && for j in {ids}; do p=${{j%%_*}}; "
+        '[ -e "$j.rc" ] || echo CANCELLED > "$j.rc"; '
+        'for f in "$p".pid "$p"_*.pid; do [ -e "$f" ] || continue; k=${f%.pid}; '
+        '[ -e "$k.rc" ] || echo CANCELLED > "$k.rc"; done; '
+        'kill -KILL -- -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done; true'
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -22,6 +23,28 @@ def fixture_text(rel: str) -> str:
 def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """Each test gets its own registry: tests never touch the user's real one."""
     monkeypatch.setenv("HPCUI_DATA_DIR", str(tmp_path_factory.mktemp("hpcui-data")))
+
+
+@pytest.fixture(autouse=True)
+def _cluster_lock(request: pytest.FixtureRequest):
+    """Dev-cluster tests share the cluster; a test that stops part of it takes it alone.
+
+    A shared flock per test, an exclusive one for `exclusive_cluster` users: parallel
+    xdist workers never see slurmdbd vanish under them.
+    """
+    if request.node.get_closest_marker("devcluster") is None:
+        yield
+        return
+    DEVCLUSTER.mkdir(exist_ok=True)
+    with open(DEVCLUSTER / "tests.lock", "w") as fh:
+        exclusive = "exclusive_cluster" in request.fixturenames
+        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+
+
+@pytest.fixture
+def exclusive_cluster() -> None:
+    """Marker fixture: this test stops or restarts dev-cluster parts (see _cluster_lock)."""
 
 
 @pytest.fixture(scope="session")

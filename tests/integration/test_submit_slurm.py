@@ -228,8 +228,7 @@ def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
     assert squeued == [job.job_id]
 
 
-@pytest.mark.xdist_group("slurmdbd")
-def test_tracks_state_with_accounting_disabled(dev):
+def test_tracks_state_with_accounting_disabled(dev, exclusive_cluster):
     subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-stop"], check=True, timeout=60)
     try:
         assert not dev.run(["sacct", "-X", "-n"]).ok
