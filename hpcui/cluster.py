@@ -290,9 +290,7 @@ class Cluster:
     def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
-        submit = submission.guarded_submit_command(
-            folder, sched.submit_command(f"{folder}/submission.sh")
-        )
+        submit = submission.guarded_submit_command(sched.submit_command("submission.sh"))
         try:
             res = self.transport.put_files(folder, files, then=submit)
         except ConnectionLost as exc:

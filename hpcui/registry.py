@@ -74,6 +74,9 @@ class Registry:
         self._lock = threading.Lock()
         with self._lock, self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: a commit survives a crash of this process (what the record
+            # before sbatch is for) without an fsync per submit.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
 
     def add(self, records: list[JobRecord]) -> None:

@@ -47,7 +47,7 @@ def probe_command(cfg: ClusterConfig) -> str:
     setup = "; ".join(cfg.setup)
     py = f"{quote(cfg.python).decode()} -c {quote(_PY).decode()}"
     return (
-        f'b={base_word(cfg.remote_base)}; mkdir -p "$b/jobs" "$b/runtime" && '
+        f'b={base_word(cfg.remote_base)}; mkdir -p "$b/jobs" "$b/runtime" && chmod 700 "$b" && '
         'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
         'for f in "$b"/runtime/*.zip; do [ -e "$f" ] && printf \'BUNDLE=%s\\n\' "${f##*/}"; done; '
         f"( {setup + '; ' if setup else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
@@ -80,24 +80,29 @@ def probe_remote(transport: Transport, cfg: ClusterConfig) -> RemoteInfo:
     )
 
 
-def guarded_submit_command(folder: str, submit: Command) -> bytes:
-    """Run the submit command at most once per job folder.
+def guarded_submit_command(submit: Command) -> bytes:
+    """Run the submit command (in the job folder) so a dropped link never causes a second job.
 
-    It holds a lock on the folder, ignores SIGHUP (a dropped SSH connection must not
-    kill sbatch half way), and records the scheduler's answer in `job_id`; a retry
-    waits on the same lock and reads that file instead of submitting again.
+    The submitting shell records its pid in `.submitting` and ignores SIGHUP (a dropped
+    SSH link must not kill sbatch half way); the scheduler's answer lands in `job_id`.
+    `recover_command` waits for that pid and reads the answer instead of resubmitting.
+    Builtins only, so the guard costs no extra process on the hot path.
     """
-    inner = (
-        b"trap '' HUP; if [ -s job_id ]; then cat job_id; else "
+    return (
+        b"echo \"${BASHPID:-$$}\" > .submitting && trap '' HUP && { "
         + to_command(submit)
-        + b" > job_id.tmp && mv job_id.tmp job_id && cat job_id; fi"
+        + b'; } > job_id && while read -r l; do echo "$l"; done < job_id'
     )
-    return b"cd " + quote(folder) + b" && flock .lock sh -c " + quote(inner)
 
 
-def recover_command(folder: str) -> bytes:
-    """After a drop: wait for an in-flight submit of this folder, then print its job id."""
-    return b"cd " + quote(folder) + b" 2>/dev/null && flock .lock cat job_id 2>/dev/null; true"
+def recover_command(folder: str, wait_s: int = 60) -> bytes:
+    """After a drop: wait while the submitting shell lives, then print the job id it got."""
+    return (
+        b"cd " + quote(folder) + b" 2>/dev/null && [ -e .submitting ] || exit 0; "
+        b'p=$(cat .submitting); n=0; while [ ! -s job_id ] && kill -0 "$p" 2>/dev/null '
+        + f"&& [ $n -lt {wait_s * 10} ]".encode()
+        + b"; do sleep 0.1; n=$((n+1)); done; cat job_id 2>/dev/null; true"
+    )
 
 
 def list_results(transport: Transport, folders: list[str]) -> dict[str, bool]:

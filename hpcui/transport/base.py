@@ -65,18 +65,19 @@ class Transport(abc.ABC):
         directory: str,
         files: dict[str, bytes],
         *,
-        mode: int = 0o600,
         then: Command | None = None,
     ) -> CommandResult:
         """Write small files (name -> content) into `directory` in one round trip.
 
-        `then` runs right after, in the same round trip, once the files are in place;
+        `then` runs right after inside `directory`, in the same round trip;
         the result is that command's (or the write's, when there is none).
         """
 
     @abc.abstractmethod
-    def write_file(self, path: str, data: bytes | Iterable[bytes], *, mode: int = 0o600) -> int:
-        """Write one (possibly large) file; returns bytes written."""
+    def write_file(
+        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+    ) -> int:
+        """Write one (possibly large) file; returns bytes written. mode=None: server default."""
 
     @abc.abstractmethod
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:

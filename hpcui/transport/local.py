@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from hpcui.errors import CommandTimeout
 from hpcui.transport.base import Command, CommandResult, Transport
-from hpcui.transport.quoting import to_command
+from hpcui.transport.quoting import quote, to_command
 
 
 class LocalTransport(Transport):
@@ -42,23 +42,24 @@ class LocalTransport(Transport):
         directory: str,
         files: dict[str, bytes],
         *,
-        mode: int = 0o600,
         then: Command | None = None,
     ) -> CommandResult:
         for name, content in files.items():
             if name.startswith("/") or ".." in name.split("/"):
                 raise ValueError(f"put_files needs relative names inside the folder, got {name!r}")
-            self.write_file(os.path.join(directory, name), content, mode=mode)
+            self.write_file(os.path.join(directory, name), content)
         if then is not None:
-            return self.run(then)
+            return self.run(b"cd " + quote(directory) + b" && " + to_command(then))
         return CommandResult(0, b"", b"", "put_files")
 
-    def write_file(self, path: str, data: bytes | Iterable[bytes], *, mode: int = 0o600) -> int:
+    def write_file(
+        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+    ) -> int:
         path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         written = 0
         tmp = f"{path}.tmp{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
         with os.fdopen(fd, "wb") as fh:
             for chunk in [data] if isinstance(data, bytes) else data:
                 fh.write(chunk)
