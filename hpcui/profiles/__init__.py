@@ -42,6 +42,8 @@ class Profile(BaseModel):
     gpu_partition: str | None = None
     requires_account: bool = False
     interconnect_suffix: str = ""
+    #: the site's quota tool (e.g. "bsc_quota"); None: try the known tools in order
+    quota_command: str | None = None
 
     def partition(self, name: str | None) -> Partition | None:
         for p in self.partitions:
