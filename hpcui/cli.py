@@ -89,18 +89,31 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "trust":
         return _trust(args.name, args.yes)
     if args.command == "run":
-        from hpcui.api import connect
-
-        res = connect(args.cluster).run(args.cmd)
+        res = _connect(args.cluster).run(args.cmd)
         sys.stdout.write(res.stdout)
         sys.stderr.write(res.stderr)
         return res.exit_status
     raise AssertionError(args.command)
 
 
-def _trust(name: str, yes: bool) -> int:
+def _terminal_prompt(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+    """Keyboard-interactive (2FA) answers from the terminal; nothing is echoed or kept."""
+    import getpass
+
+    if instructions.strip():
+        print(instructions.strip(), file=sys.stderr)
+    return [input(q) if echo else getpass.getpass(q) for q, echo in prompts]
+
+
+def _connect(name: str | None, **kwargs: object):  # type: ignore[no-untyped-def]
+    """A cluster that can ask 2FA questions when a person is at the terminal, else fails clearly."""
     from hpcui.api import connect
 
+    prompt = _terminal_prompt if sys.stdin.isatty() else None
+    return connect(name, prompt=prompt, **kwargs)
+
+
+def _trust(name: str, yes: bool) -> int:
     def ask(host: str, key_type: str, fingerprint: str) -> bool:
         print(f"{host} offers {key_type} key {fingerprint}")
         if yes:
@@ -113,7 +126,7 @@ def _trust(name: str, yes: bool) -> int:
             return False
         return input("Is this the fingerprint your site publishes? [y/N] ").strip().lower() == "y"
 
-    connect(name, on_unknown_host=ask).run("true").check("connection test")
+    _connect(name, on_unknown_host=ask).run("true").check("connection test")
     print(f"{name}: host key trusted, connection works")
     return 0
 

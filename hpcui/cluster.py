@@ -85,6 +85,7 @@ class Cluster:
                     prompt=self._prompt,
                     on_unknown_host=self._on_unknown_host,
                     login_shell=c.login_shell,
+                    trust_name=self.name,
                 )
         return self._transport
 

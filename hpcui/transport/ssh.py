@@ -142,8 +142,10 @@ class SshTransport(Transport):
         reconnect_attempts: int = 3,
         command_timeout: float | None = 600.0,
         max_shells: int = 3,
+        trust_name: str | None = None,
     ) -> None:
         self.target = target
+        self.trust_name = trust_name or target.alias  # what `hpcui trust NAME` needs
         self.description = f"ssh {target.label}"
         self.prompt = prompt
         self.on_unknown_host = on_unknown_host
@@ -307,7 +309,7 @@ class SshTransport(Transport):
         raise HostKeyError(
             f"Unknown host key for {name}: the server offers {ktype} {fp}, and it is not in "
             f"known_hosts ({', '.join(self.target.known_hosts)}). Compare the fingerprint with the "
-            f"one your site publishes; to accept it run `hpcui trust {self.target.alias}` or "
+            f"one your site publishes; to accept it run `hpcui trust {self.trust_name}` or "
             f"`ssh {self.target.alias}` once and answer yes.",
             host=name,
             fingerprint=fp,
