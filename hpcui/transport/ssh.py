@@ -85,10 +85,10 @@ class _Shell:
         )
         self.chan.sendall(script)
         out, err = bytearray(), bytearray()
-        out_end = err_end = -1
+        out_end = err_end = rc_end = -1
         deadline = None if timeout is None else time.monotonic() + timeout
         chan = self.chan
-        while out_end < 0 or err_end < 0:
+        while rc_end < 0 or err_end < 0:
             got = False
             while chan.recv_stderr_ready():
                 start = max(0, len(err) - len(mark))
@@ -104,6 +104,8 @@ class _Shell:
                 out += data
                 if out_end < 0:
                     out_end = out.find(mark, start)
+                if out_end >= 0 and rc_end < 0:  # the exit status may arrive in a later packet
+                    rc_end = out.find(b"\n", out_end + len(mark))
                 got = True
             if got:
                 continue
@@ -114,8 +116,8 @@ class _Shell:
                 raise TimeoutError
             select.select([chan], [], [], min(wait, 1.0))
         # stdout tail is "<mark> <rc>\n"; anything after the stderr marker is not ours.
-        rc_line = out[out_end + len(mark) :].strip()
-        return int(rc_line or b"-1"), bytes(out[:out_end]), bytes(err[:err_end])
+        rc_line = out[out_end + len(mark) : rc_end].strip()
+        return int(rc_line), bytes(out[:out_end]), bytes(err[:err_end])
 
     @property
     def alive(self) -> bool:
