@@ -16,7 +16,7 @@ class BatchSpec:
     tasks_per_node: int = 1
     cpus_per_task: int = 1
     gpus_per_node: int = 0
-    gpu_directive: str = "gres"  # "gres" -> --gres=gpu[:type]:N ; "gpus-per-node"
+    gpu_directive: str = "gres"  # "gres" -> --gres=gpu[:type]:N ; "gpus-per-node" ; PBS "ngpus"
     gpu_type: str | None = None
     mem_mb: int | None = None
     time_s: int | None = None
@@ -33,6 +33,13 @@ class BatchSpec:
     pythonpath: tuple[str, ...] = ()  # e.g. the runtime bundle zip
     env: dict[str, str] = field(default_factory=dict)
     signal_delay_s: int = 90  # USR2 this long before the time limit: submitit checkpoints
+    launcher: str = "submitit"  # "torchrun": one torchrun per node starts a rank per GPU
+    max_restarts: int = 0  # torchrun --max-restarts
+
+
+def format_mem(mb: int) -> str:
+    """`480G` when whole gigabytes, else `1500M`: as the sites' example scripts write --mem."""
+    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
 
 
 def format_duration(seconds: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backends.batch import BatchSpec, format_duration
+from backends.batch import BatchSpec, format_duration, format_mem
 from backends.shell import quote
 
 TOKEN_PREFIX = "hpcui:"
@@ -43,7 +43,7 @@ def directives(spec: BatchSpec) -> list[str]:
             typed = f"{spec.gpu_type}:" if spec.gpu_type else ""
             d.append(f"--gres=gpu:{typed}{spec.gpus_per_node}")
     if spec.mem_mb is not None:
-        d.append(f"--mem={spec.mem_mb}M")
+        d.append(f"--mem={format_mem(spec.mem_mb)}")
     if spec.time_s is not None:
         d.append(f"--time={format_duration(spec.time_s)}")
     for flag, value in (
@@ -88,12 +88,19 @@ def render_script(spec: BatchSpec) -> str:
         out = "%A_%a_%t_log"
     else:
         job, pkl, out = '"${SLURM_JOB_ID}"', quote(pickle_name()), "%j_%t_log"
+    entry, srun_extra = "submitit.core._submit", ""
+    if spec.launcher == "torchrun":  # hpcui/torchrun.py; each rank writes <id>_<rank>_log.*
+        entry, srun_extra = "hpcui.torchrun agent", "--open-mode=append "
+        out = out.replace("%t", "0")  # the per-node agents log with rank 0
+        nproc = max(spec.gpus_per_node, 1)
+        lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
     lines += [
         'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun 22.05+ does not inherit it',
+        f"export HPCUI_JOB_FOLDER={folder} HPCUI_JOB_ID={job}  # hpcui.distributed: stop file",
         f"ln -sf {pkl} {folder}/{job}_submitted.pkl",
-        f"srun --unbuffered --output={quote(spec.folder + '/' + out + '.out')} "
+        f"srun --unbuffered {srun_extra}--output={quote(spec.folder + '/' + out + '.out')} "
         f"--error={quote(spec.folder + '/' + out + '.err')} "
-        f"{quote(spec.python)} -u -m submitit.core._submit {folder}",
+        f"{quote(spec.python)} -u -m {entry} {folder}",
         "",
     ]
     return "\n".join(lines)

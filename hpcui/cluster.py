@@ -7,19 +7,20 @@ import shutil
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from backends.batch import BatchSpec
 from backends.slurm_script import pickle_name
-from hpcui import submission
+from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
+from hpcui import site, submission
 from hpcui.config import ClusterConfig
-from hpcui.errors import ConnectionLost, RemotePythonError, SchedulerError, UsageError
+from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
 from hpcui.job import Job
 from hpcui.profiles import Profile, load_profile
 from hpcui.registry import JobRecord, Registry
-from hpcui.resources import Allocation, Resources, resolve
+from hpcui.resources import Allocation, Resources, batch_spec, resolve
 from hpcui.runtime_bundle import build_bundle
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.status import StatusService
@@ -92,7 +93,7 @@ class Cluster:
     @cached_property
     def profile(self) -> Profile:
         default = "local" if self.config.is_local else "generic"
-        return load_profile(self.config.profile or default)
+        return load_profile(self.config.profile or default, self.config.profile_overrides or None)
 
     @cached_property
     def scheduler(self) -> Scheduler:
@@ -109,6 +110,10 @@ class Cluster:
             from hpcui.schedulers.local import LocalScheduler
 
             return LocalScheduler(self.transport, lambda: f"{self.remote_info().base}/local")
+        if kind == "pbs":
+            from hpcui.schedulers.pbs import PbsScheduler
+
+            return PbsScheduler(self.transport)
         raise UsageError(f"Scheduler {kind!r} of cluster {self.name!r} is not supported yet.")
 
     @property
@@ -134,6 +139,8 @@ class Cluster:
     def close(self) -> None:
         if "status" in self.__dict__:
             self.status.close()
+        if "queue_watcher" in self.__dict__:
+            self.queue_watcher.close()
         if self._transport is not None:
             self._transport.close()
 
@@ -234,28 +241,13 @@ class Cluster:
         bundle = self._ensure_bundle(info)
         token = uuid.uuid4().hex[:16]
         folder = f"{info.base}/jobs/{token}"
-        spec = BatchSpec(
+        spec = batch_spec(
+            alloc,
             folder=folder,
             token=token,
-            name=alloc.name,
-            nodes=alloc.nodes,
-            tasks_per_node=alloc.tasks_per_node,
-            cpus_per_task=alloc.cpus_per_task,
-            gpus_per_node=alloc.gpus_per_node,
-            gpu_directive=alloc.gpu_directive,
-            gpu_type=alloc.gpu_type,
-            mem_mb=alloc.mem_mb,
-            time_s=alloc.time_s,
-            partition=alloc.partition,
-            qos=alloc.qos,
-            account=alloc.account,
-            constraint=alloc.constraint,
-            exclusive=alloc.exclusive,
             array_size=len(calls) if is_array else None,
-            array_parallelism=req.array_parallelism,
-            extra=alloc.extra,
             python=self.config.python,
-            setup=tuple(self.config.setup),
+            setup=self.config.setup,
             pythonpath=(bundle,),
         )
         script = self.scheduler.render_script(spec)
@@ -286,6 +278,7 @@ class Cluster:
         self.registry.set_job_ids(self.name, token, base_id, is_array)
         ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self.status.track(ids)
+        self._queue_changed()
         return [Job(self, jid, folder, num_tasks=alloc.num_tasks, name=alloc.name) for jid in ids]
 
     def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
@@ -341,3 +334,109 @@ class Cluster:
             return {}
         found = submission.list_results(self.transport, list(by_folder))
         return submission.judge_vanished(job_ids, found)
+
+    def _queue_changed(self) -> None:
+        """After a submit or cancel: watchers refresh fast again (only if one exists)."""
+        if "queue_watcher" in self.__dict__:
+            self.queue_watcher.poke()
+
+    # == site state: queue, history, partitions, quota, modules, logs ========================
+    # Thin wrappers; the logic lives in hpcui.site and hpcui.logs (see docs/site-state.md).
+
+    @cached_property
+    def queue_watcher(self) -> site.QueueWatcher:
+        """The ONE queue poll of this cluster: screens subscribe to it instead of polling."""
+        return site.QueueWatcher(self._fetch_queue, name=self.name)
+
+    def _fetch_queue(self) -> list[site.QueueJob]:
+        return [site.QueueJob.from_entry(e) for e in self.scheduler.queue()]
+
+    def queue(
+        self, *, include_finished: bool = False, max_age_s: float = 0.0
+    ) -> list[site.QueueJob]:
+        """All of the user's jobs (hpcui's have `token`), estimated start for pending ones.
+
+        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call).
+        """
+        snap = self.queue_watcher.refresh(max_age_s=max_age_s)
+        if snap.error is not None:
+            exc = self.queue_watcher.last_exception
+            if isinstance(exc, HpcuiError):
+                raise exc
+            raise SchedulerError(
+                f"Listing the queue on {self.name} failed: {snap.error}. Retry in a minute."
+            )
+        return list(snap.jobs) if include_finished else snap.active
+
+    def history(
+        self,
+        since: datetime | timedelta | str | None = timedelta(days=1),
+        *,
+        job_ids: list[str] | None = None,
+    ) -> list[site.HistoryJob]:
+        """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
+        jobs = [
+            site.HistoryJob.from_entry(e)
+            for e in self.scheduler.history(site.since_arg(since), job_ids)
+        ]
+        if any(j.token is None for j in jobs):
+            # slurmdbd keeps comments only with AccountingStoreFlags=job_comment: ask the registry
+            known = {r.job_id: r.token for r in self.registry.list(self.name, limit=1_000_000)}
+            jobs = [
+                j if j.token else j.model_copy(update={"token": known.get(j.job_id)}) for j in jobs
+            ]
+        return jobs
+
+    def partitions(self) -> list[site.PartitionInfo]:
+        return self.scheduler.partitions()
+
+    def quota_report(self) -> site.QuotaReport:
+        """Quota with the tool that answered and the ones tried before it (one round trip)."""
+        return site.fetch_quota(self.transport, self.profile.quota_command, cluster=self.name)
+
+    def quota(self) -> list[site.QuotaEntry]:
+        return self.quota_report().entries
+
+    @cached_property
+    def module_system(self) -> site.ModuleSystem:
+        """Lmod or Environment Modules: from the profile, else probed once."""
+        known = getattr(self.profile, "module_system", None)
+        return known or site.detect_system(self.transport, cluster=self.name)
+
+    def modules(self) -> site.ModuleState:
+        """Loaded and available modules (defaults marked), one round trip."""
+        return site.fetch_modules(self.transport, self.module_system, cluster=self.name)
+
+    def module_search(self, term: str) -> list[site.Module]:
+        return site.search_modules(self.transport, self.module_system, term, cluster=self.name)
+
+    def missing_setup_modules(self) -> list[str]:
+        """Modules the config's `setup` lines load that this site does not have."""
+        if not site.setup_modules(self.config.setup):
+            return []
+        return site.missing_modules(self.config.setup, self.modules())
+
+    def logs(
+        self,
+        job: Job | str,
+        stream: _logs.Stream = "stdout",
+        rank: int | None = None,
+        *,
+        follow: bool = False,
+        tail_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[_logs.LogChunk]:
+        """A job's log text as it appears, per rank (all ranks when `rank` is None).
+
+        Without `follow`, what is there now; with it, until the job ends and the files
+        are drained. Offset-based reads: nothing is downloaded twice.
+        """
+        if isinstance(job, str):
+            job = self.get_job(job)
+        tasks = range(job.num_tasks) if rank is None else [rank]
+        followers = _logs.followers_for(
+            self.transport, job.folder, job.job_id, tasks, stream, tail_bytes=tail_bytes
+        )
+        return _logs.follow_many(
+            followers, job.done if follow else None, stream=stream, timeout=timeout
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,11 +28,13 @@ class ClusterConfig(BaseModel):
     proxy_jump: str | None = None
     login_shell: bool = True
     profile: str | None = None
-    scheduler: Literal["auto", "slurm", "local"] = "auto"
+    scheduler: Literal["auto", "slurm", "pbs", "local"] = "auto"
     python: str = "python3"
     setup: list[str] = Field(default_factory=list)
     remote_base: str = "~/.hpcui"
     defaults: dict[str, str | int | bool] = Field(default_factory=dict)
+    #: deep-merged over the built-in profile (see docs/profiles.md), e.g. partition limits
+    profile_overrides: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def is_local(self) -> bool:

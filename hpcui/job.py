@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pickle
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal
 
 from backends.states import JobState
 from hpcui.errors import (
@@ -63,6 +64,21 @@ class Job:
     def cancel(self) -> None:
         self.cluster.scheduler.cancel([self.job_id])
         self.cluster.status.track([self.job_id])
+        self.cluster.status.interval = self.cluster.status.fast_s
+        self.cluster._queue_changed()
+
+    def stop(self) -> None:
+        """Ask a running job to end itself: writes the stop file its ranks poll.
+
+        `hpcui.distributed.stop_requested()` turns true on every rank at the same step,
+        so training leaves its loop, checkpoints and calls destroy_process_group; unlike
+        cancel(), no rank is killed mid-collective (which can hang NCCL and the node).
+        The job only stops if its code calls stop_requested().
+        """
+        from backends.launch import stop_file
+
+        path = stop_file(self.folder, self.job_id)
+        self.cluster.transport.write_file(path, b"stop\n", mode=0o644)
         self.cluster.status.interval = self.cluster.status.fast_s
 
     # -- results ---------------------------------------------------------------------------
@@ -136,3 +152,24 @@ class Job:
 
     def stderr(self, task: int = 0) -> str:
         return self._log(task, "log.err")
+
+    # -- live logs (hpcui.logs) ------------------------------------------------------------
+
+    def follow(
+        self,
+        stream: Literal["stdout", "stderr"] = "stdout",
+        task: int = 0,
+        *,
+        tail_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[str]:
+        """Yield the task's log text as it appears, until the job ends and the log is drained.
+
+        Incremental reads from an offset: a long log is never downloaded twice;
+        `tail_bytes` starts near the end of a big one. A pending job's missing log is empty.
+        """
+        from hpcui.logs import LogFollower, log_path
+
+        path = log_path(self.folder, self.job_id, task, stream)
+        follower = LogFollower(self.cluster.transport, path, tail_bytes=tail_bytes)
+        yield from follower.follow(self.done, timeout=timeout)

@@ -1,78 +1,34 @@
-"""The resource request: one validated model, resolved against a site profile."""
+"""The resource request: one validated model, resolved against a site profile.
+
+`resolve()` turns what a user asks (`gpus=16`) into what the scheduler needs (4 nodes x 4
+tasks x 20 cores, `--gres=gpu:4`, a partition that takes it) using only the profile's data,
+and fails before any network when the site would refuse the job. `batch_spec()` is the
+one mapping from an Allocation to the renderer's BatchSpec.
+"""
 
 from __future__ import annotations
 
 import math
-import re
-from datetime import timedelta
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from backends.batch import BatchSpec, format_mem
 from hpcui.errors import UsageError
-from hpcui.profiles import Profile
+from hpcui.profiles import Billing, Partition, Profile
+from hpcui.profiles.units import format_time, parse_mem_mb, parse_time
 
-_UNIT_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)s?\s*$", re.I)
-_SLURM_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.I)
-_UNIT_SECONDS = {
-    "s": 1,
-    "sec": 1,
-    "m": 60,
-    "min": 60,
-    "h": 3600,
-    "hr": 3600,
-    "d": 86400,
-    "day": 86400,
-}
-
-
-def parse_time(value: str | int | float | timedelta) -> int:
-    """Seconds from `1:00:00`, `90m`, `2h`, `1-00:00:00`, an int (seconds) or a timedelta.
-
-    A bare number in a string follows Slurm: minutes (`"30"` is 30 minutes).
-    """
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        m = _UNIT_TIME.match(value)
-        if m:
-            seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()]
-        else:
-            m = _SLURM_TIME.match(value.strip())
-            if not m:
-                raise ValueError(
-                    f"cannot read time {value!r}: use 90m, 2h, 1:30:00, 1-00:00:00 or seconds as int"
-                )
-            days, a, b, c = (int(x) if x else None for x in m.groups())
-            if b is None:  # "MM" or "D-HH"
-                seconds = (days or 0) * 86400 + (a * 3600 if days is not None else a * 60)
-            elif c is None:  # "MM:SS" or "D-HH:MM"
-                seconds = (days * 86400 + a * 3600 + b * 60) if days is not None else a * 60 + b
-            else:
-                seconds = (days or 0) * 86400 + a * 3600 + b * 60 + c
-    else:
-        raise ValueError(f"cannot read time {value!r}")
-    if seconds <= 0:
-        raise ValueError(f"time must be positive, got {value!r}")
-    return math.ceil(seconds)
-
-
-def parse_mem_mb(value: str | int) -> int:
-    """Megabytes from `4G`, `500M`, `2T`, or an int (MB), as Slurm reads --mem."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        mb = value
-    else:
-        m = _MEM.match(str(value))
-        if not m:
-            raise ValueError(f"cannot read memory {value!r}: use e.g. 4G, 500M or an int in MB")
-        mult = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
-        mb = math.ceil(float(m.group(1)) * mult)
-    if mb <= 0:
-        raise ValueError(f"memory must be positive, got {value!r}")
-    return mb
+__all__ = [
+    "Advice",
+    "Allocation",
+    "Resources",
+    "batch_spec",
+    "explain",
+    "parse_mem_mb",
+    "parse_time",
+    "resolve",
+]
 
 
 class Resources(BaseModel):
@@ -94,21 +50,30 @@ class Resources(BaseModel):
     name: str | None = None
     array_parallelism: int | None = Field(None, ge=1)
     launcher: Literal["submitit", "torchrun"] = "submitit"
+    max_restarts: int = Field(0, ge=0, description="torchrun --max-restarts (launcher='torchrun')")
     extra: tuple[str, ...] = ()
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Resources:
-        """Build from user keywords (`time=`, `mem=` aliases), turning errors into UsageError."""
+        """Build from user keywords (`time=`, `mem=`, `project=`/`queue=` aliases).
+
+        Errors become UsageError.
+        """
         data = dict(kwargs)
-        if "time" in data:
-            data["time_s"] = data.pop("time")
-        if "mem" in data:
-            data["mem_mb"] = data.pop("mem")
+        for alias, field in (
+            ("time", "time_s"),
+            ("mem", "mem_mb"),
+            ("project", "account"),
+            ("queue", "partition"),
+        ):
+            if alias in data:
+                data[field] = data.pop(alias)
         unknown = sorted(set(data) - set(cls.model_fields))
         if unknown:
+            names = {*cls.model_fields, "time", "mem", "project", "queue"} - {"time_s", "mem_mb"}
             raise UsageError(
                 f"Unknown resource keyword(s): {', '.join(unknown)}. Resources are: "
-                f"{', '.join(sorted({*cls.model_fields, 'time', 'mem'} - {'time_s', 'mem_mb'}))}. "
+                f"{', '.join(sorted(names))}. "
                 "To pass keyword arguments to your function, use kwargs={...} "
                 "(e.g. submit(fn, 1, kwargs={'gpus': 2}, gpus=4))."
             )
@@ -144,6 +109,17 @@ class Resources(BaseModel):
         return Resources(**{**base, **self.model_dump(exclude_unset=True)})
 
 
+class Advice(BaseModel):
+    """A warning about a valid request: what it costs and what to ask for instead."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+    #: resource keywords of a better request (e.g. {"cpus_per_task": 7, "mem": "60G"})
+    suggestion: dict[str, Any] = Field(default_factory=dict)
+
+
 class Allocation(BaseModel):
     """A request resolved against a profile: every number the batch script needs."""
 
@@ -164,87 +140,445 @@ class Allocation(BaseModel):
     extra: tuple[str, ...]
     gpu_directive: str
     gpu_type: str | None
+    profile: str = ""
+    scheduler: str = "slurm"
+    launcher: Literal["submitit", "torchrun"] = "submitit"
+    max_restarts: int = 0
+    array_parallelism: int | None = None
+    #: the execution queue a PBS routing queue will pick (ASPIRE 2A+: aiq1/aiq2)
+    routed_to: str | None = None
+    #: exported in the batch script: the profile's env (NCCL/RCCL) and HPCUI_* hints
+    env: dict[str, str] = Field(default_factory=dict)
+    #: billed units per hour of run time, where the profile knows the partition's rule
+    billed_per_hour: float | None = None
+    billing_unit: str | None = None
+    advice: tuple[Advice, ...] = ()
 
     @property
     def num_tasks(self) -> int:
-        return self.nodes * self.tasks_per_node
+        """Processes that each leave a result (ranks): torchrun starts one per GPU per task."""
+        per_task = max(self.gpus_per_node, 1) if self.launcher == "torchrun" else 1
+        return self.nodes * self.tasks_per_node * per_task
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+# -- partitions -----------------------------------------------------------------------------
+
+
+def _limits_problem(
+    p: Partition, profile: Profile, gpus: int, nodes: int, time_s: int | None
+) -> str | None:
+    """Why partition `p` refuses the request (None: it takes it)."""
+    if gpus and not p.gpu and any(q.gpu for q in profile.partitions.values()):
+        return "has no GPUs"
+    if p.max_gpus is not None and gpus > p.max_gpus:
+        return f"takes at most {p.max_gpus} GPUs"
+    if p.min_gpus is not None and gpus < p.min_gpus:
+        return f"takes {p.min_gpus} or more GPUs"
+    if p.max_nodes is not None and nodes > p.max_nodes:
+        return f"takes at most {p.max_nodes} nodes"
+    if p.max_time is not None and time_s is not None and time_s > p.max_time:
+        return f"allows at most {format_time(p.max_time)}"
+    return None
+
+
+def _admits(
+    p: Partition, profile: Profile, gpus: int, nodes: int, time_s: int | None
+) -> tuple[str | None, str | None]:
+    """(problem, routed_to): a routing queue takes a job when one of its targets does."""
+    problem = _limits_problem(p, profile, gpus, nodes, time_s)
+    if problem or not p.routes_to:
+        return problem, None
+    reasons = []
+    for name in p.routes_to:
+        target = profile.partitions[name]
+        if target.interactive:
+            continue
+        why = _limits_problem(target, profile, gpus, nodes, time_s)
+        if why is None:
+            return None, name
+        reasons.append(f"{name} {why}")
+    return "routes to no queue that takes it (" + "; ".join(reasons) + ")", None
+
+
+def _describe(gpus: int, nodes: int, time_s: int | None) -> str:
+    parts = [f"gpus={gpus}", f"nodes={nodes}"]
+    if time_s:
+        parts.append(f"time={format_time(time_s)}")
+    return ", ".join(parts)
+
+
+def _pick_partition(
+    req: Resources, profile: Profile, gpus: int, nodes: int
+) -> tuple[Partition | None, str | None]:
+    """The named partition if it takes the request, else the first automatic one that does."""
+    parts = profile.partitions
+    if req.partition:
+        part = parts.get(req.partition)
+        if part is None:
+            if not parts:
+                return None, None  # the profile knows no partitions: pass it through
+            raise UsageError(
+                f"Partition {req.partition!r} is not in profile {profile.name!r} "
+                f"(known: {', '.join(parts)}). Pick one of those, or add it with "
+                f"[clusters.NAME.profile_overrides.partitions.{req.partition}]."
+            )
+        problem, routed = _admits(part, profile, gpus, nodes, req.time_s)
+        if problem:
+            others = [
+                p.name
+                for p in parts.values()
+                if p is not part and _admits(p, profile, gpus, nodes, req.time_s)[0] is None
+            ]
+            fix = (
+                f"use partition {others[0]!r}"
+                if others
+                else "ask for less (fewer GPUs/nodes or less time)"
+            )
+            raise UsageError(
+                f"Partition {part.name!r} on {profile.name} {problem}; the request has "
+                f"{_describe(gpus, nodes, req.time_s)}. Fix: {fix}."
+            )
+        return part, routed
+    candidates = [p for p in parts.values() if p.auto]
+    if not candidates:
+        return None, None
+    if not gpus:  # CPU jobs prefer CPU partitions; a GPU-only machine still runs them
+        candidates.sort(key=lambda p: p.gpu)
+    reasons = []
+    for p in candidates:
+        problem, routed = _admits(p, profile, gpus, nodes, req.time_s)
+        if problem is None:
+            return p, routed
+        reasons.append(f"{p.name!r} {problem}")
+    raise UsageError(
+        f"No partition of {profile.name} takes {_describe(gpus, nodes, req.time_s)}: "
+        f"{'; '.join(reasons)}. Ask for less, or name a partition explicitly."
+    )
+
+
+def _check_qos(req: Resources, profile: Profile, gpus: int, nodes: int) -> None:
+    if not req.qos:
+        if profile.requires_qos:
+            known = ", ".join(profile.qos) or "your project's QoS"
+            raise UsageError(
+                f"{profile.name} needs a QoS (it decides the partition): pass qos='...' "
+                f"(known: {known}) or set defaults.qos in the cluster config."
+            )
+        return
+    if profile.qos_prefix and not req.qos.startswith(profile.qos_prefix):
+        known = ", ".join(profile.qos) or f"{profile.qos_prefix}..."
+        raise UsageError(
+            f"QoS {req.qos!r} is not for {profile.name}: its QoS names start with "
+            f"{profile.qos_prefix!r} (known: {known}). Use one of those, or the profile "
+            "of the machine that QoS belongs to."
+        )
+    q = profile.qos.get(req.qos)
+    if q is None:
+        return  # project-specific QoS: the scheduler judges it
+    for limit, value, what in (
+        (q.max_time, req.time_s, "time"),
+        (q.max_nodes, nodes, "nodes"),
+        (q.max_gpus, gpus, "gpus"),
+    ):
+        if limit is not None and value is not None and value > limit:
+            shown = format_time if what == "time" else str
+            others = [
+                o.name
+                for o in profile.qos.values()
+                if o is not q
+                and (o.max_time is None or req.time_s is None or req.time_s <= o.max_time)
+                and (o.max_nodes is None or nodes <= o.max_nodes)
+                and (o.max_gpus is None or gpus <= o.max_gpus)
+            ]
+            fix = (
+                f", or a QoS your project has that allows it ({', '.join(others)})"
+                if others
+                else ""
+            )
+            raise UsageError(
+                f"{what}={shown(value)} exceeds the {shown(limit)} limit of QoS {q.name!r} on "
+                f"{profile.name}. Ask for less{fix}."
+            )
+
+
+# -- billing --------------------------------------------------------------------------------
+
+
+def _billed(b: Billing, nodes: int, cores: int, mem_mb: int | None, gpus: int) -> float:
+    """Units per hour: `b.factor * max(...)` per node for slices, `per_node` for whole nodes."""
+    if b.per_node is not None:
+        return b.per_node * nodes
+    terms = []
+    if b.cores_per_unit:
+        terms.append(math.ceil(cores / b.cores_per_unit))
+    if b.mem_per_unit and mem_mb:
+        terms.append(math.ceil(mem_mb / b.mem_per_unit))
+    if b.gpus_per_unit:
+        terms.append(math.ceil(gpus / b.gpus_per_unit))
+    return b.factor * max(terms, default=0) * nodes
+
+
+def _billing_advice(
+    profile: Profile, part: Partition, alloc: dict[str, Any], billed: float
+) -> list[Advice]:
+    """Advice when the same GPUs could be had for less (LUMI: cores/memory beyond the share)."""
+    b = part.billing
+    gpn, nodes = alloc["gpus_per_node"], alloc["nodes"]
+    if b is None or not gpn:
+        return []
+    unit = b.unit
+    if b.per_node is not None:
+        if profile.gpus_per_node and gpn < profile.gpus_per_node:
+            cheaper = [
+                p
+                for p in profile.partitions.values()
+                if p is not part and p.auto and p.billing and p.billing.per_node is None
+            ]
+            alt = (
+                f" Use partition {cheaper[0].name!r}, which bills by resources," if cheaper else ""
+            )
+            return [
+                Advice(
+                    code="billed-whole-nodes",
+                    message=(
+                        f"Partition {part.name!r} bills whole nodes: {billed:g} {unit} per hour "
+                        f"for {nodes} node(s), but the job uses {gpn} of "
+                        f"{profile.gpus_per_node} GPUs per node.{alt} or ask for "
+                        f"gpus={profile.gpus_per_node * nodes} to use what you pay for."
+                    ),
+                    suggestion={"partition": cheaper[0].name} if cheaper else {},
+                )
+            ]
+        return []
+    share_cores = (profile.gpu_cores or 0) * gpn
+    share_mem = (profile.mem_per_gpu or 0) * gpn or None
+    fair = _billed(b, nodes, share_cores, share_mem, gpn)
+    if billed <= fair:
+        return []
+    suggestion: dict[str, Any] = {}
+    used_cores = alloc["tasks_per_node"] * alloc["cpus_per_task"]
+    if share_cores and used_cores > share_cores:
+        suggestion["cpus_per_task"] = max(share_cores // alloc["tasks_per_node"], 1)
+    if share_mem and alloc["mem_mb"] and alloc["mem_mb"] > share_mem:
+        suggestion["mem"] = format_mem(share_mem)
+    asked = f"{gpn} GPU(s) with {used_cores} cores" + (
+        f" and {format_mem(alloc['mem_mb'])}" if alloc["mem_mb"] else ""
+    )
+    as_gpus = math.ceil(billed / (b.factor * nodes) * (b.gpus_per_unit or 1))
+    better = ", ".join(f"{k}={v!r}" for k, v in suggestion.items())
+    fixes = [f"ask for {better} (billed {fair:g})"] if better else []
+    if profile.gpus_per_node and as_gpus <= profile.gpus_per_node:
+        fixes.append(f"ask for gpus={as_gpus * nodes} to use what you pay for")
+    return [
+        Advice(
+            code="billed-beyond-use",
+            message=(
+                f"Partition {part.name!r} bills this job {billed:g} {unit} per hour, as much as "
+                f"{as_gpus} GPU(s) per node, for {asked} per node. "
+                + (("Fix: " + ", or ".join(fixes) + ".") if fixes else "")
+            ).strip(),
+            suggestion=suggestion,
+        )
+    ]
+
+
+# -- resolve --------------------------------------------------------------------------------
+
+
+def _nodes_and_gpus(req: Resources, profile: Profile) -> tuple[int, int]:
+    """Nodes and GPUs per node: N GPUs on G-GPU nodes -> ceil(N/G) whole nodes."""
+    gpn, gpus = profile.gpus_per_node, req.gpus
+    if gpus and gpn == 0:
+        raise UsageError(
+            f"Profile {profile.name!r} has no GPUs; drop gpus={gpus} or pick a GPU cluster."
+        )
+    if not gpus or gpn is None:  # no GPUs, or a site whose node shape hpcui does not know
+        nodes = req.nodes or 1
+        if gpus % nodes:
+            raise UsageError(f"gpus={gpus} cannot be split evenly over nodes={nodes}.")
+        return nodes, gpus // nodes
+    if gpus > gpn and gpus % gpn:
+        lo, hi = (gpus // gpn) * gpn, math.ceil(gpus / gpn) * gpn
+        raise UsageError(
+            f"gpus={gpus} spans nodes of {gpn} GPUs on {profile.name}: multi-node jobs use whole "
+            f"nodes. Ask for {lo} or {hi} GPUs."
+        )
+    nodes = req.nodes or math.ceil(gpus / gpn)
+    if gpus % nodes:
+        raise UsageError(f"gpus={gpus} cannot be split evenly over nodes={nodes}.")
+    per_node = gpus // nodes
+    if per_node > gpn:
+        raise UsageError(
+            f"gpus={gpus} over nodes={nodes} needs {per_node} GPUs per node; "
+            f"{profile.name} nodes have {gpn}. Use nodes={math.ceil(gpus / gpn)}."
+        )
+    return nodes, per_node
 
 
 def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") -> Allocation:
     """Apply the profile's rules; a request the site cannot run fails here, before any network."""
-    gpn = profile.gpus_per_node
-    gpus = req.gpus
-    if gpus and gpn == 0 and profile.scheduler != "slurm":
-        raise UsageError(
-            f"Profile {profile.name!r} has no GPUs; drop gpus={gpus} or pick a GPU cluster."
-        )
-    if gpus and gpn:
-        nodes = req.nodes or math.ceil(gpus / gpn)
-        if gpus > gpn and gpus % gpn:
-            lo, hi = (gpus // gpn) * gpn, math.ceil(gpus / gpn) * gpn
-            raise UsageError(
-                f"gpus={gpus} spans nodes of {gpn} GPUs on {profile.name}: multi-node jobs use whole "
-                f"nodes. Ask for {lo} or {hi} GPUs."
-            )
-        if gpus % nodes:
-            raise UsageError(f"gpus={gpus} cannot be split evenly over nodes={nodes}.")
-        gpus_per_node = gpus // nodes
-        if gpus_per_node > gpn:
-            raise UsageError(
-                f"gpus={gpus} over nodes={nodes} needs {gpus_per_node} GPUs per node; "
-                f"{profile.name} nodes have {gpn}. Use nodes={math.ceil(gpus / gpn)}."
-            )
-    else:
-        nodes = req.nodes or 1
-        gpus_per_node = gpus // nodes if gpus else 0
-    partition = (
-        req.partition or (profile.gpu_partition if gpus else None) or profile.default_partition
-    )
-    part = profile.partition(partition)
-    if profile.partitions and partition and part is None:
-        names = ", ".join(p.name for p in profile.partitions)
-        raise UsageError(
-            f"Partition {partition!r} is not in profile {profile.name!r} (known: {names})."
-        )
-    if part is not None:
-        if part.max_time_s and req.time_s and req.time_s > part.max_time_s:
-            raise UsageError(
-                f"time={req.time_s}s exceeds partition {part.name!r}'s limit of {part.max_time_s}s; "
-                "ask for less time or another partition."
-            )
-        if gpus and not part.gpu and profile.gpu_partition:
-            raise UsageError(f"Partition {part.name!r} has no GPUs; use {profile.gpu_partition!r}.")
+    nodes, gpn = _nodes_and_gpus(req, profile)
+    gpus = nodes * gpn
+    part, routed = _pick_partition(req, profile, gpus, nodes)
+    _check_qos(req, profile, gpus, nodes)
     if profile.requires_account and not req.account:
+        flag = "-P <project>" if profile.scheduler == "pbs" else "--account"
         raise UsageError(
-            f"{profile.name} requires an account/project: pass account='...' or set "
+            f"{profile.name} requires an account/project ({flag}): pass account='...' or set "
             "defaults.account in the cluster config."
         )
-    if req.launcher == "torchrun":
-        tasks_per_node = req.tasks_per_node or 1
+
+    if req.launcher == "torchrun":  # one torchrun per node starts the GPU workers itself
+        tasks = req.tasks_per_node or 1
     else:
-        tasks_per_node = req.tasks_per_node or max(gpus_per_node, 1)
+        tasks = req.tasks_per_node or max(gpn, 1)
     cpus = req.cpus_per_task
     if cpus is None:
-        if gpus_per_node and profile.cpus_per_gpu:
-            cpus = profile.cpus_per_gpu * gpus_per_node // tasks_per_node
-        cpus = max(cpus or 1, 1)
+        share = (profile.gpu_cores or 0) * gpn
+        cpus = max(share // tasks, 1) if share else 1
     mem = req.mem_mb
-    if mem is None and gpus_per_node and profile.mem_per_gpu_mb:
-        mem = profile.mem_per_gpu_mb * gpus_per_node
-    return Allocation(
+    if mem is None and gpn and profile.mem_per_gpu:
+        mem = profile.mem_per_gpu * gpn
+
+    if profile.cores_per_node and tasks * cpus > profile.cores_per_node * profile.threads_per_core:
+        limit = profile.cores_per_node * profile.threads_per_core
+        raise UsageError(
+            f"{tasks} tasks x {cpus} cpus = {tasks * cpus} CPUs per node, but {profile.name} "
+            f"nodes have {limit}. Lower cpus_per_task or tasks_per_node."
+        )
+    if profile.mem_per_node and mem and mem > profile.mem_per_node:
+        raise UsageError(
+            f"mem={format_mem(mem)} per node exceeds {profile.name}'s {format_mem(profile.mem_per_node)} "
+            "per node. Ask for less memory (mem is per node) or more nodes."
+        )
+
+    env = dict(profile.env)
+    if profile.interconnect_suffix:
+        env["HPCUI_INTERCONNECT_SUFFIX"] = profile.interconnect_suffix
+    fields: dict[str, Any] = dict(
         nodes=nodes,
-        tasks_per_node=tasks_per_node,
+        tasks_per_node=tasks,
         cpus_per_task=cpus,
-        gpus_per_node=gpus_per_node,
+        gpus_per_node=gpn,
         mem_mb=mem,
+    )
+    advice: list[Advice] = []
+    billed = unit = None
+    if part is not None and part.billing is not None:
+        billed = _billed(part.billing, nodes, tasks * cpus, mem, gpn)
+        unit = part.billing.unit
+        advice += _billing_advice(profile, part, fields, billed)
+    elif part is not None and part.whole_nodes and profile.gpus_per_node and gpn:
+        if gpn < profile.gpus_per_node:
+            advice.append(
+                Advice(
+                    code="whole-nodes",
+                    message=(
+                        f"Partition {part.name!r} allocates whole nodes: the job holds all "
+                        f"{profile.gpus_per_node} GPUs of each node but uses {gpn}. Ask for "
+                        f"gpus={profile.gpus_per_node * nodes} to use them."
+                    ),
+                    suggestion={"gpus": profile.gpus_per_node * nodes},
+                )
+            )
+    return Allocation(
+        **fields,
         time_s=req.time_s,
-        partition=partition,
+        partition=part.name if part is not None else req.partition,
         qos=req.qos,
         account=req.account,
         constraint=req.constraint,
         exclusive=req.exclusive,
         name=req.name or default_name,
-        extra=req.extra,
+        extra=(*profile.extra_directives, *req.extra),
         gpu_directive=profile.gpu_directive,
         gpu_type=profile.gpu_type,
+        profile=profile.name,
+        scheduler=profile.scheduler,
+        launcher=req.launcher,
+        max_restarts=req.max_restarts,
+        array_parallelism=req.array_parallelism,
+        routed_to=routed,
+        env=env,
+        billed_per_hour=billed,
+        billing_unit=unit,
+        advice=tuple(advice),
     )
+
+
+def batch_spec(
+    alloc: Allocation,
+    *,
+    folder: str,
+    token: str,
+    array_size: int | None = None,
+    python: str = "python3",
+    setup: Sequence[str] = (),
+    pythonpath: Sequence[str] = (),
+) -> BatchSpec:
+    """The renderer's view of an allocation: the one mapping used by submit and previews."""
+    return BatchSpec(
+        folder=folder,
+        token=token,
+        name=alloc.name,
+        nodes=alloc.nodes,
+        tasks_per_node=alloc.tasks_per_node,
+        cpus_per_task=alloc.cpus_per_task,
+        gpus_per_node=alloc.gpus_per_node,
+        gpu_directive=alloc.gpu_directive,
+        gpu_type=alloc.gpu_type,
+        mem_mb=alloc.mem_mb,
+        time_s=alloc.time_s,
+        partition=alloc.partition,
+        qos=alloc.qos,
+        account=alloc.account,
+        constraint=alloc.constraint,
+        exclusive=alloc.exclusive,
+        array_size=array_size,
+        array_parallelism=alloc.array_parallelism,
+        extra=alloc.extra,
+        python=python,
+        setup=tuple(setup),
+        pythonpath=tuple(pythonpath),
+        env=dict(alloc.env),
+        launcher=alloc.launcher,
+        max_restarts=alloc.max_restarts,
+    )
+
+
+def explain(alloc: Allocation) -> str:
+    """A short human summary of an allocation, for the CLI and TUI (advice on its own lines)."""
+    shape = f"{alloc.nodes} node(s) x {alloc.tasks_per_node} task(s) x {alloc.cpus_per_task} cpu(s)"
+    parts = [shape]
+    if alloc.gpus_per_node:
+        parts.append(f"{alloc.gpus} GPU(s) ({alloc.gpus_per_node} per node)")
+    if alloc.mem_mb:
+        parts.append(f"{format_mem(alloc.mem_mb)} per node")
+    if alloc.time_s:
+        parts.append(format_time(alloc.time_s))
+    where = []
+    if alloc.partition:
+        where.append(f"partition {alloc.partition}")
+        if alloc.routed_to:
+            where[-1] += f" -> {alloc.routed_to}"
+    if alloc.qos:
+        where.append(f"qos {alloc.qos}")
+    if alloc.account:
+        where.append(f"account {alloc.account}")
+    line = ", ".join(parts)
+    if where:
+        line += " on " + ", ".join(where)
+    if alloc.launcher == "torchrun":
+        line += " (torchrun: one launcher per node)"
+    lines = [line]
+    if alloc.billed_per_hour is not None:
+        lines.append(f"billed {alloc.billed_per_hour:g} {alloc.billing_unit} per hour")
+        if alloc.time_s:
+            total = alloc.billed_per_hour * alloc.time_s / 3600
+            lines[-1] += f" (at most {total:g} for the time limit)"
+    lines += [f"advice: {a.message}" for a in alloc.advice]
+    return "\n".join(lines)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backends.batch import BatchSpec
+from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
 from backends.states import JobState
 from hpcui.transport.base import Command, Transport
 
@@ -48,3 +49,25 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def cancel(self, job_ids: Sequence[str]) -> None: ...
+
+    # -- site state: what the user sees of the scheduler (queue, history, partitions) -------
+    # QueueEntry/AccountingEntry/PartitionInfo are hpcui's scheduler-neutral records (they
+    # live beside the Slurm parsers that produced them first); every dialect fills them.
+
+    @abc.abstractmethod
+    def queue(self) -> list[QueueEntry]:
+        """All of the user's jobs the scheduler lists now (not only hpcui's): ONE call."""
+
+    @abc.abstractmethod
+    def history(
+        self, since: str | None = None, job_ids: Sequence[str] | None = None
+    ) -> list[AccountingEntry]:
+        """Finished and running jobs with exit codes and usage, from `since` on: ONE call.
+
+        `since` is in the scheduler's own time syntax (Slurm: `2024-01-01T00:00:00`,
+        `now-3600`); None: the scheduler's default window.
+        """
+
+    @abc.abstractmethod
+    def partitions(self) -> list[PartitionInfo]:
+        """Partitions (queues) with node and GPU counts: ONE call."""

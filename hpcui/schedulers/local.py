@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 
 from backends import local_script
 from backends.batch import BatchSpec
-from hpcui.errors import SchedulerError
+from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.transport.base import Command, Transport
 
@@ -45,3 +46,22 @@ class LocalScheduler(Scheduler):
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         self.transport.run(local_script.cancel_command(job_ids, self._state_dir()))
+
+    # -- site state: plain processes have no queue, accounting or partitions -----------------
+
+    def queue(self) -> list[QueueEntry]:
+        raise UsageError(
+            "The `local` scheduler runs jobs as plain processes and keeps no queue. "
+            "`hpcui jobs` lists them from the registry; a cluster with Slurm has a queue."
+        )
+
+    def history(
+        self, since: str | None = None, job_ids: Sequence[str] | None = None
+    ) -> list[AccountingEntry]:
+        raise UsageError(
+            "The `local` scheduler keeps no accounting. `hpcui jobs` lists past jobs from the "
+            "registry; a cluster with Slurm has a history."
+        )
+
+    def partitions(self) -> list[PartitionInfo]:
+        return []  # one machine, no partitions

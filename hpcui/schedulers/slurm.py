@@ -10,7 +10,7 @@ from backends import slurm_jobids, slurm_queue, slurm_script
 from backends.batch import BatchSpec
 from hpcui.errors import SchedulerError
 from hpcui.schedulers.base import JobStatus, Scheduler
-from hpcui.transport.base import Command
+from hpcui.transport.base import Command, CommandResult
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,48 @@ class SlurmScheduler(Scheduler):
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             self.transport.run(slurm_script.scancel_command(list(job_ids))).check("scancel")
+
+    # -- site state --------------------------------------------------------------------------
+
+    def queue(self) -> list[slurm_queue.QueueEntry]:
+        self.calls += 1
+        res = self.transport.run(slurm_queue.squeue_command(None, me=True))
+        return slurm_queue.parse_squeue(_checked(res, "squeue").stdout)
+
+    def history(
+        self, since: str | None = None, job_ids: Sequence[str] | None = None
+    ) -> list[slurm_queue.AccountingEntry]:
+        """sacct; where accounting is off, the ended jobs squeue still remembers (MinJobAge)."""
+        if not self.accounting_off:
+            self.calls += 1
+            res = self.transport.run(slurm_queue.sacct_command(job_ids, since=since))
+            if res.ok:
+                return slurm_queue.parse_sacct(res.stdout)
+            log.info("sacct failed (%s); history from squeue", res.stderr.strip())
+            self._accounting_off_until = time.monotonic() + ACCOUNTING_RETRY_S
+        self.calls += 1
+        res = self.transport.run(slurm_queue.squeue_command(job_ids, me=True))
+        return [
+            slurm_queue.AccountingEntry(**e.model_dump())
+            for e in slurm_queue.parse_squeue(_checked(res, "squeue").stdout)
+        ]
+
+    def partitions(self) -> list[slurm_queue.PartitionInfo]:
+        self.calls += 1
+        res = self.transport.run(slurm_queue.sinfo_command())
+        return slurm_queue.parse_sinfo(_checked(res, "sinfo").stdout)
+
+
+def _checked(res: CommandResult, tool: str) -> CommandResult:
+    """A failed squeue/sacct/sinfo as a SchedulerError that says what to do next."""
+    if res.ok:
+        return res
+    detail = (res.stderr.strip() or res.stdout.strip())[-1000:] or "(no output)"
+    raise SchedulerError(
+        f"{tool} failed (exit status {res.exit_status}): {detail}. The Slurm controller may be "
+        f"busy, rate-limiting or down; hpcui retries with backoff. If it persists, run "
+        f"`{tool}` on the login node yourself, or ask the site's support."
+    )
 
 
 def _expand(job_id: str) -> list[str]:

@@ -1,0 +1,340 @@
+"""PBS Pro and Torque batch scripts, and the command lines that submit, watch and cancel them.
+
+The script runs stock submitit's ``process_job`` on the compute node(s) with hpcui's PBS
+job environment (``hpcui.compute.pbs_env``). PBS has no srun, so the script is its own
+launcher: on the first node it starts the other nodes' launchers (``pbs_tmrsh`` on PBS
+Pro, ``pbsdsh -h`` on Torque, ``ssh`` elsewhere; ``HPCUI_PBS_RSH`` overrides), and each
+node launcher starts one process per task (per GPU) with the rank variables that
+``hpcui.distributed`` reads: HPCUI_RANK, HPCUI_LOCAL_RANK, HPCUI_WORLD_SIZE,
+HPCUI_LOCAL_WORLD_SIZE, HPCUI_NODE_RANK, HPCUI_NUM_NODES.
+
+Ids (decision): hpcui names a plain job by the id qsub printed (``1234.server``) and an
+array element ``<seq>.<server>_<index>`` (``1234.server_7`` for PBS's ``1234[7].server``),
+so result files are ``1234.server_7_0_result.pkl`` (no brackets in file names) and the
+``<base>_<index>`` rule the registry applies to Slurm arrays holds unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from backends.batch import BatchSpec
+from backends.pbs_dialect import PbsDialect
+from backends.pbs_ids import parse_pbs_id
+from backends.shell import quote
+
+TOKEN_VAR = "HPCUI_TOKEN"
+#: the compute-side runner: submitit's process_job with the PBS job environment
+RUNNER = "hpcui.compute.pbs_env"
+
+_HPCUI_ARRAY_ID = re.compile(r"(?P<seq>\d+)(?P<server>\.[^_\s]\S*?)?_(?P<index>\d+)")
+
+
+# --- ids ---------------------------------------------------------------------------------
+
+
+def base_id(qsub_id: str) -> str:
+    """hpcui's base id for what qsub printed: ``1234[].server`` -> ``1234.server``."""
+    parsed = parse_pbs_id(qsub_id)
+    return f"{parsed.seq}.{parsed.server}" if parsed.server else str(parsed.seq)
+
+
+def to_pbs_id(job_id: str) -> str:
+    """hpcui id -> PBS id: ``1234.server_7`` -> ``1234[7].server``; plain ids unchanged."""
+    m = _HPCUI_ARRAY_ID.fullmatch(job_id.strip())
+    if m is None:
+        return job_id.strip()
+    return f"{m['seq']}[{m['index']}]{m['server'] or ''}"
+
+
+def array_parent(job_id: str) -> str | None:
+    """``1234.server_7`` -> ``1234[].server`` (the id qstat -t expands); None for plain ids."""
+    m = _HPCUI_ARRAY_ID.fullmatch(job_id.strip())
+    return f"{m['seq']}[]{m['server'] or ''}" if m else None
+
+
+def from_pbs_id(pbs_id: str) -> str | None:
+    """PBS id -> hpcui id: ``1234[7].server`` -> ``1234.server_7``; None for a parent."""
+    parsed = parse_pbs_id(pbs_id)
+    if parsed.is_array_parent:
+        return None
+    server = f".{parsed.server}" if parsed.server else ""
+    if parsed.array_index is None:
+        return f"{parsed.seq}{server}"
+    return f"{parsed.seq}{server}_{parsed.array_index}"
+
+
+def id_key(job_id: str) -> tuple[int, int | None] | None:
+    """(sequence number, array index) of an hpcui or PBS id: equal on both sides even when
+    qstat prints a longer server name (``pbs01.example.org``) than qsub did (``pbs01``)."""
+    try:
+        parsed = parse_pbs_id(to_pbs_id(job_id))
+    except ValueError:
+        return None
+    return parsed.seq, parsed.array_index
+
+
+# --- directives --------------------------------------------------------------------------
+
+
+def format_walltime(seconds: int) -> str:
+    """PBS ``HH:MM:SS`` with hours past 24 (``120:00:00``), rounded up to whole minutes."""
+    minutes = -(-seconds // 60)
+    return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+def _check_spec(spec: BatchSpec, dialect: PbsDialect) -> None:
+    """Refuse what PBS cannot express instead of dropping it (the wrapper's sin)."""
+    if dialect == "slurm-torque-wrapper":
+        raise ValueError(
+            "this site's qsub is Slurm's Torque wrapper: it drops ngpus and all but the last -l"
+        )
+    if spec.qos:
+        raise ValueError(f"PBS has no QoS (got qos={spec.qos!r}): pick a queue instead")
+    if spec.gpu_type:
+        raise ValueError(
+            f"PBS has no standard GPU-type resource (got gpu_type={spec.gpu_type!r}): put the "
+            "site's own chunk resource in `constraint`, e.g. gpu_model=h100"
+        )
+    if spec.constraint and "=" not in spec.constraint:
+        raise ValueError(
+            f"on PBS a constraint is a chunk resource `name=value` (got {spec.constraint!r})"
+        )
+    if spec.launcher != "submitit":
+        raise ValueError(f"launcher={spec.launcher!r} is not available on PBS yet")
+
+
+def directives(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> list[str]:
+    """The ``#PBS`` lines (without the prefix) for PBS Pro or Torque."""
+    _check_spec(spec, dialect)
+    ncpus = spec.tasks_per_node * spec.cpus_per_task
+    is_array = spec.array_size is not None
+    d = [f"-N {spec.name}", "-S /bin/bash"]
+    if dialect == "torque":
+        chunk = f"nodes={spec.nodes}:ppn={ncpus}"
+        if spec.gpus_per_node:
+            chunk += f":gpus={spec.gpus_per_node}"
+        if spec.constraint:
+            chunk += f":{spec.constraint.split('=')[0]}"  # Torque node properties are names
+        d.append(f"-l {chunk}")
+        if spec.mem_mb is not None:
+            d.append(f"-l mem={spec.mem_mb * spec.nodes}mb")  # Torque: mem is per job
+    else:
+        chunk = f"select={spec.nodes}:ncpus={ncpus}"
+        if spec.gpus_per_node:
+            chunk += f":ngpus={spec.gpus_per_node}"
+        if spec.mem_mb is not None:
+            chunk += f":mem={spec.mem_mb}mb"  # per chunk = per node
+        chunk += f":mpiprocs={spec.tasks_per_node}"
+        if spec.constraint:
+            chunk += f":{spec.constraint}"
+        d.append(f"-l {chunk}")
+        place = [p for p, on in (("scatter", spec.nodes > 1), ("excl", spec.exclusive)) if on]
+        if place:
+            d.append(f"-l place={':'.join(place)}")
+    if spec.time_s is not None:
+        d.append(f"-l walltime={format_walltime(spec.time_s)}")
+    if spec.account:
+        d.append(f"-{'A' if dialect == 'torque' else 'P'} {spec.account}")
+    if spec.partition:
+        d.append(f"-q {spec.partition}")
+    if dialect == "torque" and spec.exclusive:
+        d.append("-n")
+    if is_array:
+        d.extend(_array_directives(spec, dialect))
+    # Only what the shell prints before the script's own redirection lands here; PBS Pro
+    # substitutes ^array_index^, Torque appends -<index> to array outputs itself.
+    per_index = "_^array_index^" if is_array and dialect == "pbspro" else ""
+    d += ["-j oe", f"-o {spec.folder}/pbs{per_index}.log"]
+    d.append(f"-v {TOKEN_VAR}={spec.token}")
+    for x in spec.extra:
+        d.append(x if x.startswith("-") else f"-{x}")
+    return d
+
+
+def _array_directives(spec: BatchSpec, dialect: PbsDialect) -> list[str]:
+    size = spec.array_size or 0
+    limit = spec.array_parallelism
+    if dialect == "torque":
+        return [f"-t 0-{size - 1}" + (f"%{limit}" if limit else "")]
+    # PBS Pro refuses a range with one element (chk_Jrange: start < end); a step past the
+    # end gives exactly one subjob, index 0. `%N` is refused too: max_run_subjobs is the
+    # attribute (OpenPBS 20+; an older server rejects it with a clear qsub error).
+    out = ["-J 0-1:2" if size == 1 else f"-J 0-{size - 1}"]
+    if limit:
+        out.append(f"-W max_run_subjobs={limit}")
+    return out
+
+
+# --- the script --------------------------------------------------------------------------
+
+# Derives hpcui's job id from PBS's: PBS Pro sets PBS_ARRAY_INDEX, Torque PBS_ARRAYID;
+# `1234[7].server` -> `1234.server_7` (see the module docstring).
+_JOB_ID = r"""idx="${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-}}"
+if [ -n "$idx" ]; then
+  HPCUI_JOB_ID="${PBS_JOBID%%\[*}${PBS_JOBID#*\]}_$idx"; pkl="$idx.pkl"
+else
+  HPCUI_JOB_ID="$PBS_JOBID"; pkl=task.pkl
+fi"""
+
+# One node: start this node's tasks (one per GPU), wait for all, return the worst status.
+_RUN_NODE = r"""run_node() {
+  local k r rc=0 pids=()
+  for ((k = 0; k < HPCUI_LOCAL_WORLD_SIZE; k++)); do
+    r=$((HPCUI_NODE_RANK * HPCUI_LOCAL_WORLD_SIZE + k))
+    HPCUI_RANK=$r HPCUI_LOCAL_RANK=$k "$HPCUI_PYTHON" -u -m @RUNNER@ "$HPCUI_JOB_FOLDER" \
+      >>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_${r}_log.out" \
+      2>>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_${r}_log.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}"""
+
+# First node: the other nodes' launchers, then this node's tasks; the worst status wins.
+_LAUNCH = r"""mapfile -t hosts < <(awk 'NF && !seen[$1]++ {print $1}' "${PBS_NODEFILE:-/dev/null}")
+[ ${#hosts[@]} -gt 0 ] || hosts=("$(hostname)")
+export HPCUI_NUM_NODES=${#hosts[@]}
+export HPCUI_WORLD_SIZE=$((HPCUI_NUM_NODES * HPCUI_LOCAL_WORLD_SIZE))
+if [ -n "${PBS_NODEFILE:-}" ]; then  # sister nodes may not have it: share a copy
+  cp "$PBS_NODEFILE" "$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}.nodes"
+fi
+if [ -n "${HPCUI_PBS_RSH:-}" ]; then read -r -a rsh <<<"$HPCUI_PBS_RSH"
+elif command -v pbs_tmrsh >/dev/null 2>&1; then rsh=(pbs_tmrsh)
+elif command -v pbsdsh >/dev/null 2>&1; then rsh=(pbsdsh -h)
+else rsh=(ssh -o BatchMode=yes); fi
+pids=()
+for ((n = 1; n < HPCUI_NUM_NODES; n++)); do
+  "${rsh[@]}" "${hosts[n]}" env HPCUI_NODE_RANK=$n HPCUI_JOB_ID="$HPCUI_JOB_ID" \
+    PBS_JOBID="$PBS_JOBID" PBS_NODEFILE="$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}.nodes" \
+    HPCUI_NUM_NODES=$HPCUI_NUM_NODES HPCUI_WORLD_SIZE=$HPCUI_WORLD_SIZE \
+    bash "$HPCUI_JOB_FOLDER/submission.sh" --node </dev/null &
+  pids+=($!)
+done
+rc=0
+HPCUI_NODE_RANK=0 run_node || rc=$?
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+exit $rc"""
+
+
+def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
+    """The whole qsub script (also run as ``submission.sh --node`` on the other nodes)."""
+    lines = ["#!/bin/bash"]
+    for d in directives(spec, dialect):
+        if "\n" in d:
+            raise ValueError(f"newline in PBS directive {d!r}")
+        lines.append(f"#PBS {d}")
+    lines += [
+        "",
+        "# generated by hpcui: runs stock submitit under hpcui's PBS job environment",
+        "export SUBMITIT_EXECUTOR=pbs",
+        f"export HPCUI_JOB_FOLDER={quote(spec.folder)} HPCUI_PYTHON={quote(spec.python)}",
+        f"export HPCUI_LOCAL_WORLD_SIZE={spec.tasks_per_node}",
+    ]
+    if spec.pythonpath:
+        path = ":".join(spec.pythonpath)
+        lines.append(f'export PYTHONPATH={quote(path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
+    for key, value in spec.env.items():
+        lines.append(f"export {key}={quote(value)}")
+    lines += [
+        'cd "$HPCUI_JOB_FOLDER" || exit 1',
+        _RUN_NODE.replace("@RUNNER@", RUNNER),
+        'if [ "${1:-}" = --node ]; then  # a sister node, started by the first one',
+        *(f"  {s}" for s in spec.setup),
+        "  run_node; exit $?",
+        "fi",
+        _JOB_ID,
+        "export HPCUI_JOB_ID",
+        'exec >>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_0_log.out" '
+        '2>>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_0_log.err"',
+        *spec.setup,
+        'ln -sf "$pkl" "$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_submitted.pkl"',
+        _LAUNCH,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def qsub_command(script_path: str) -> list[str]:
+    """``qsub SCRIPT``: prints ``1234.server`` (arrays ``1234[].server``)."""
+    return ["qsub", script_path]
+
+
+def probe_command() -> str:
+    """``qstat --version``, and ``qsub --help`` only when that does not decide (one call)."""
+    return (
+        'v=$(qstat --version 2>&1); printf "%s\\n" "$v"; '
+        'case "$v" in *pbs_version*|*[Vv]ersion:*) ;; '
+        "*) echo __HPCUI_QSUB__; qsub --help 2>&1 </dev/null;; esac; true"
+    )
+
+
+def split_probe(text: str) -> tuple[str, str | None]:
+    """The probe's output as (qstat --version text, qsub --help text or None)."""
+    head, sep, tail = text.partition("__HPCUI_QSUB__")
+    return head, tail if sep else None
+
+
+def _status_ids(job_ids: Sequence[str]) -> list[str]:
+    """The ids one qstat needs: array elements collapse onto their parent (``-t`` expands)."""
+    return sorted({array_parent(j) or to_pbs_id(j) for j in job_ids})
+
+
+def status_command(job_ids: Sequence[str], dialect: PbsDialect = "pbspro") -> list[str]:
+    """ONE qstat for all jobs. PBS Pro: ``qstat -x`` lists queued and running jobs as well as
+    finished ones (when the server keeps history), so no second call is needed; Torque
+    keeps finished jobs as ``C`` for keep_completed seconds and has no JSON."""
+    ids = _status_ids(job_ids)
+    if dialect == "torque":
+        return ["qstat", "-f", "-t", *ids]
+    return ["qstat", "-x", "-t", "-f", "-F", "json", *ids]
+
+
+def find_token_command(dialect: PbsDialect = "pbspro") -> str:
+    """The user's jobs (with history where there is some) with their Variable_List."""
+    if dialect == "torque":
+        return 'ids=$(qselect -u "$(id -un)"); [ -z "$ids" ] || qstat -f $ids'
+    return (
+        'u=$(id -un); ids=$(qselect -x -u "$u" 2>/dev/null || qselect -u "$u"); '
+        '[ -z "$ids" ] || qstat -x -f -F json $ids'
+    )
+
+
+def parse_find_token(text: str, token: str, dialect: PbsDialect = "pbspro") -> str | None:
+    """hpcui's base id of the job whose Variable_List carries ``HPCUI_TOKEN=token``."""
+    if dialect == "torque":
+        for block in re.split(r"^(?=Job Id:)", text, flags=re.M)[1:]:
+            flat = block.replace("\n\t", "")
+            if re.search(rf"\b{TOKEN_VAR}={re.escape(token)}\b", flat):
+                return base_id(block.partition("\n")[0][len("Job Id:") :].strip())
+        return None
+    from backends.pbs import _load_json  # lenient: PBS prints invalid JSON at times
+
+    jobs = _load_json(text).get("Jobs")
+    for job_id, attrs in (jobs or {}).items() if isinstance(jobs, dict) else ():
+        variables = attrs.get("Variable_List") if isinstance(attrs, dict) else None
+        if isinstance(variables, dict) and str(variables.get(TOKEN_VAR)) == token:
+            return base_id(job_id)
+    return None
+
+
+def qdel_command(job_ids: Sequence[str]) -> list[str]:
+    """``qdel`` with PBS's ids (array elements ``1234[7].server``)."""
+    return ["qdel", *(to_pbs_id(j) for j in job_ids)]
+
+
+#: qstat/qdel complaints about ids that are simply gone or over: not errors for hpcui
+BENIGN_ERRORS = re.compile(
+    r"Unknown Job Id|Job has finished|has already finished|Request invalid for state of job"
+    r"|job_history|use -x",
+    re.I,
+)
+
+
+def only_benign_errors(stderr: str) -> bool:
+    """Whether every stderr line is about an unknown or finished job."""
+    return all(BENIGN_ERRORS.search(line) for line in stderr.splitlines() if line.strip())

@@ -1,0 +1,1 @@
+"""Code that runs on the compute node (standard library and submitit only)."""

@@ -1,0 +1,257 @@
+"""Following a job's logs: incremental, offset-based reads through the transport.
+
+``tail -f`` from a laptop without re-downloading: each poll asks the size of the file
+(one cheap stat) and reads only the bytes after the last offset, in bounded chunks, so
+a multi-GB log is never held in memory nor read twice. A file that does not exist yet
+(pending job) is simply empty; a file that shrank (truncated, or replaced by a shorter
+one) restarts from 0. An optional local spool keeps what was read, so a new follower
+(after a reconnect, or in a new process) resumes at the spooled offset.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from hpcui.errors import HpcuiError, UsageError
+from hpcui.transport.base import Transport
+
+__all__ = [
+    "CHUNK_BYTES",
+    "LogChunk",
+    "LogFollower",
+    "LogTimeout",
+    "ProgressLines",
+    "Stream",
+    "follow_many",
+    "followers_for",
+    "log_path",
+]
+
+log = logging.getLogger(__name__)
+
+Stream = Literal["stdout", "stderr"]
+CHUNK_BYTES = 1 << 20  # most bytes one read holds in memory
+FAST_S = 0.1  # poll interval while the log grows
+SLOW_S = 2.0  # ceiling while it is quiet
+_SUFFIX = {"stdout": "log.out", "stderr": "log.err"}
+
+
+def log_path(folder: str, job_id: str, task: int, stream: Stream) -> str:
+    """Where submitit's layout puts a task's log: ``<folder>/<jobid>_<task>_log.out|err``."""
+    if stream not in _SUFFIX:
+        raise UsageError(f"stream must be 'stdout' or 'stderr', got {stream!r}.")
+    return f"{folder}/{job_id}_{task}_{_SUFFIX[stream]}"
+
+
+class LogChunk(BaseModel):
+    """New text of one task's stream; ``offset`` is the byte offset where it started."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: int
+    stream: Stream
+    text: str
+    offset: int
+
+
+class LogFollower:
+    """Reads one remote file incrementally; ``read()`` returns what is new since last time.
+
+    ``tail_bytes``: on the first read of a file larger than this, skip to its last
+    ``tail_bytes`` (from the next line start), so opening a GB log costs a screenful.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        *,
+        tail_bytes: int | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+        spool: Path | None = None,
+    ) -> None:
+        self.transport = transport
+        self.path = path
+        self.tail_bytes = tail_bytes
+        self.chunk_bytes = chunk_bytes
+        self.offset = 0
+        self.restarts = 0  # times the file shrank and reading restarted at 0
+        self.bytes_read = 0  # total transferred (benchmarks and tests read it)
+        self.exists = False
+        self.size = 0  # the file's size at the last read
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._started = False
+        self._spool = spool
+        if spool is not None:
+            self._resume_spool(spool)
+
+    # -- spool -----------------------------------------------------------------------------
+
+    def _meta(self) -> Path:
+        assert self._spool is not None
+        return self._spool.with_name(self._spool.name + ".json")
+
+    def _resume_spool(self, spool: Path) -> None:
+        try:
+            meta = json.loads(self._meta().read_text())
+        except (OSError, ValueError):
+            return
+        if meta.get("path") == self.path and isinstance(meta.get("offset"), int):
+            self.offset, self._started = meta["offset"], True
+
+    def _spool_write(self, data: bytes, *, restart: bool = False) -> None:
+        if self._spool is None:
+            return
+        self._spool.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._spool, "wb" if restart else "ab") as fh:
+            fh.write(data)
+        self._meta().write_text(json.dumps({"path": self.path, "offset": self.offset}))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self) -> str:
+        """New text since the last call ('' when nothing is new or the file is missing).
+
+        At most ``chunk_bytes`` per call: call again while it returns text to drain.
+        A multi-byte character split across reads is held back until it is whole.
+        """
+        size = self.transport.stat_size(self.path)
+        if size is None:
+            self.exists = False
+            return ""
+        self.exists, self.size = True, size
+        restart = False
+        if size < self.offset:
+            log.info("%s shrank from %d to %d bytes: reading from 0", self.path, self.offset, size)
+            self.offset, self.restarts, restart = 0, self.restarts + 1, True
+            self._decoder.reset()
+        skip_partial_line = False
+        if not self._started:
+            self._started = True
+            if self.tail_bytes is not None and size > self.tail_bytes:
+                self.offset, skip_partial_line = size - self.tail_bytes, True
+        if size == self.offset:
+            if restart:
+                self._spool_write(b"", restart=True)
+            return ""
+        length = min(self.chunk_bytes, size - self.offset)
+        data = self.transport.read_file(self.path, offset=self.offset, length=length)
+        self.offset += len(data)
+        self.bytes_read += len(data)
+        self._spool_write(data, restart=restart)
+        text = self._decoder.decode(data)
+        if skip_partial_line:
+            text = text.split("\n", 1)[1] if "\n" in text else ""
+        return text
+
+    def drain(self) -> Iterator[str]:
+        """Everything available now, chunk by chunk (bounded memory)."""
+        while text := self.read():
+            yield text
+            if self.offset >= self.size:
+                return
+
+    def follow(
+        self,
+        done: Callable[[], bool] | None = None,
+        *,
+        fast_s: float = FAST_S,
+        slow_s: float = SLOW_S,
+        timeout: float | None = None,
+    ) -> Iterator[str]:
+        """Yield text as it appears until ``done()`` is true and the file is drained.
+
+        Polls every ``fast_s`` while text arrives, backing off to ``slow_s`` while the
+        file is quiet (an idle follower costs one stat per ``slow_s``).
+        """
+        for chunk in follow_many({0: self}, done, fast_s=fast_s, slow_s=slow_s, timeout=timeout):
+            yield chunk.text
+
+
+def follow_many(
+    followers: dict[int, LogFollower],
+    done: Callable[[], bool] | None = None,
+    *,
+    stream: Stream = "stdout",
+    fast_s: float = FAST_S,
+    slow_s: float = SLOW_S,
+    timeout: float | None = None,
+) -> Iterator[LogChunk]:
+    """Follow several tasks' files round-robin; stops once ``done()`` and all are drained.
+
+    ``done=None`` reads what is there once and returns (no following).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    interval = fast_s
+    while True:
+        finished = done is None or done()  # asked BEFORE the last reads: nothing is lost
+        got = False
+        for task, follower in followers.items():
+            start = follower.offset
+            for text in follower.drain():
+                got = True
+                yield LogChunk(task=task, stream=stream, text=text, offset=start)
+                start = follower.offset
+        if finished:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            raise LogTimeout(
+                f"Still following {', '.join(f.path for f in followers.values())} after "
+                f"{timeout} s and the job has not ended. Follow again, or cancel the job."
+            )
+        interval = fast_s if got else min(slow_s, interval * 1.5)
+        time.sleep(interval)
+
+
+class LogTimeout(HpcuiError):
+    """Following a log took longer than the caller allowed."""
+
+
+class ProgressLines:
+    """Complete lines from streamed text, with ``\\r`` progress updates collapsed.
+
+    tqdm redraws a bar with ``\\r``; a log viewer wants the last state of each line, not
+    thousands of redraws. ``feed`` returns the lines completed by the new text;
+    ``current`` is the unfinished line as a terminal would show it now.
+    """
+
+    def __init__(self) -> None:
+        self._buf = ""
+
+    def feed(self, text: str) -> list[str]:
+        self._buf += text
+        *lines, self._buf = self._buf.split("\n")
+        return [_visible(line) for line in lines]
+
+    @property
+    def current(self) -> str:
+        return _visible(self._buf)
+
+
+def _visible(line: str) -> str:
+    """What a terminal shows for a line with carriage returns: the last non-empty redraw."""
+    return line.rstrip("\r").rsplit("\r", 1)[-1]
+
+
+def followers_for(
+    transport: Transport,
+    folder: str,
+    job_id: str,
+    tasks: Sequence[int],
+    stream: Stream,
+    *,
+    tail_bytes: int | None = None,
+) -> dict[int, LogFollower]:
+    """One follower per task (rank) of a job."""
+    return {
+        t: LogFollower(transport, log_path(folder, job_id, t, stream), tail_bytes=tail_bytes)
+        for t in tasks
+    }

@@ -1,0 +1,221 @@
+"""PBS Pro and Torque through any transport: qsub, ONE qstat per poll, qdel.
+
+The dialect is probed once (``qstat --version``, ``qsub --help`` only if needed) before
+the first script is rendered or the first status is read. Slurm's Torque wrappers also
+answer to qsub/qstat but silently drop ``ngpus`` and all but the last ``-l``: hpcui
+refuses to send them PBS syntax and says to use ``scheduler = "slurm"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from backends import pbs, pbs_script
+from backends.batch import BatchSpec
+from backends.pbs_dialect import PbsDialect
+from backends.pbs_job import PbsJob
+from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from backends.states import JobState
+from hpcui.errors import SchedulerError, UsageError
+from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.transport.base import Command, CommandResult, Transport
+
+log = logging.getLogger(__name__)
+
+WRAPPER_REFUSAL = (
+    "The qsub/qstat on this cluster are Slurm's Torque wrappers (slurm-wlm-torque), not PBS: "
+    "they silently drop `ngpus` and every `-l` but the last, so a PBS job would run without "
+    'its GPUs. Use the Slurm backend instead: set `scheduler = "slurm"` for this cluster '
+    "in hpcui's config (or a Slurm profile)."
+)
+
+
+class PbsScheduler(Scheduler):
+    name = "pbs"
+
+    def __init__(self, transport: Transport, dialect: PbsDialect | None = None) -> None:
+        super().__init__(transport)
+        self._dialect = dialect
+        self._probe_lock = threading.Lock()
+
+    # -- dialect ---------------------------------------------------------------------------
+
+    @property
+    def dialect(self) -> PbsDialect:
+        """PBS Pro or Torque, probed once; raises for Slurm's wrapper or an unknown qstat."""
+        with self._probe_lock:
+            if self._dialect is None:
+                self.calls += 1
+                res = self.transport.run(pbs_script.probe_command())
+                version, qsub_help = pbs_script.split_probe(res.stdout)
+                try:
+                    self._dialect = pbs.detect_pbs_dialect(version, qsub_help)
+                except ValueError:
+                    raise SchedulerError(
+                        "Cannot tell which PBS this cluster runs: `qstat --version` printed "
+                        f"{version.strip()[:300]!r}. Check that qsub/qstat are on PATH in a "
+                        "login shell there (module load pbs?); if this is not PBS Pro or "
+                        'Torque, use scheduler = "slurm" or "local".'
+                    ) from None
+                log.info("PBS dialect of %s: %s", self.transport.description, self._dialect)
+        if self._dialect == "slurm-torque-wrapper":
+            raise UsageError(WRAPPER_REFUSAL)
+        return self._dialect
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def render_script(self, spec: BatchSpec) -> str:
+        try:
+            return pbs_script.render_script(spec, self.dialect)
+        except ValueError as exc:
+            raise UsageError(f"Cannot express this request on PBS: {exc}.") from None
+
+    def submit_command(self, script_path: str) -> Command:
+        return pbs_script.qsub_command(script_path)
+
+    def parse_submit(self, stdout: str) -> str:
+        try:
+            return pbs_script.base_id(pbs.parse_qsub_output(stdout))
+        except ValueError as exc:
+            raise SchedulerError(f"{exc}. The job may not exist; check `qstat -u $USER`.") from exc
+
+    def find_token(self, token: str) -> str | None:
+        dialect = self.dialect
+        self.calls += 1
+        res = self.transport.run(pbs_script.find_token_command(dialect))
+        _checked(res, "qselect/qstat (token lookup)")
+        return pbs_script.parse_find_token(res.stdout, token, dialect)
+
+    # -- status ----------------------------------------------------------------------------
+
+    def _qstat(self, job_ids: Sequence[str]) -> list[PbsJob]:
+        dialect = self.dialect
+        self.calls += 1
+        res = _checked(self.transport.run(pbs_script.status_command(job_ids, dialect)), "qstat")
+        if dialect == "torque":
+            return pbs.parse_torque_qstat_f(res.stdout)
+        return pbs.parse_qstat_json(res.stdout)
+
+    def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """States of many jobs with ONE qstat; ids PBS no longer knows are left out, so
+        the status service judges them by their result files (no history on the server)."""
+        if not job_ids:
+            return {}
+        wanted: dict[tuple[int, int | None], list[str]] = {}
+        for jid in job_ids:
+            key = pbs_script.id_key(jid)
+            if key is not None:
+                wanted.setdefault(key, []).append(jid)
+        out: dict[str, JobStatus] = {}
+        for job in self._qstat(job_ids):
+            key = pbs_script.id_key(job.job_id)
+            for jid in wanted.get(key, []) if key else []:
+                out[jid] = _job_status(job)
+        return out
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        if not job_ids:
+            return
+        res = self.transport.run(pbs_script.qdel_command(job_ids))
+        if not res.ok and not pbs_script.only_benign_errors(res.stderr):
+            _checked(res, "qdel")
+
+    # -- site state --------------------------------------------------------------------------
+
+    def _user_jobs(self, history: bool) -> list[PbsJob]:
+        dialect = self.dialect
+        x = "-x " if history and dialect == "pbspro" else ""
+        fmt = "" if dialect == "torque" else " -F json"
+        cmd = f'u=$(id -un); ids=$(qselect {x}-u "$u"); [ -z "$ids" ] || qstat {x}-t -f{fmt} $ids'
+        self.calls += 1
+        res = _checked(self.transport.run(cmd), "qselect/qstat")
+        if dialect == "torque":
+            return pbs.parse_torque_qstat_f(res.stdout)
+        return pbs.parse_qstat_json(res.stdout)
+
+    def queue(self) -> list[QueueEntry]:
+        return [_queue_entry(j) for j in self._user_jobs(history=False)]
+
+    def history(
+        self, since: str | None = None, job_ids: Sequence[str] | None = None
+    ) -> list[AccountingEntry]:
+        """The user's jobs the server still lists (PBS Pro: with history, when it keeps one).
+
+        `since` is not applied: PBS keeps history for a server-set time only.
+        """
+        if job_ids:
+            jobs = self._qstat(job_ids)
+        else:
+            jobs = self._user_jobs(history=True)
+        return [_accounting_entry(j) for j in jobs]
+
+    def partitions(self) -> list[PartitionInfo]:
+        log.info("queue listing (qstat -Q) is not implemented for PBS yet")
+        return []
+
+
+def _checked(res: CommandResult, tool: str) -> CommandResult:
+    """qstat lists what it knows even when some ids are unknown; only real failures raise."""
+    if res.ok or pbs_script.only_benign_errors(res.stderr):
+        return res
+    detail = (res.stderr.strip() or res.stdout.strip())[-1000:] or "(no output)"
+    raise SchedulerError(
+        f"{tool} failed (exit status {res.exit_status}): {detail}. The PBS server may be busy "
+        f"or down; hpcui retries with backoff. If it persists, run `{tool.split()[0]}` on the "
+        "login node yourself, or ask the site's support."
+    )
+
+
+def _job_status(job: PbsJob) -> JobStatus:
+    raw = job.state_raw
+    if job.exit_status is not None:
+        raw = f"{raw} (Exit_status {job.exit_status})"
+    return JobStatus(job.state, raw, job.exit_code, job.comment or "")
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def _entry_fields(job: PbsJob) -> dict:
+    hpcui_id = pbs_script.from_pbs_id(job.job_id) or job.job_id
+    req = job.resources_requested
+    return {
+        "job_id": hpcui_id,
+        "array_job_id": pbs_script.base_id(job.job_id) if job.array_index is not None else None,
+        "array_task_id": job.array_index,
+        "name": job.name or "",
+        "user": job.owner or "",
+        "state": job.state,
+        "state_raw": job.state_raw,
+        "reason": (job.comment or "") if job.state is JobState.PENDING else "",
+        "partition": job.queue or "",
+        "account": req.get("project", ""),
+        "nodes": _int(req.get("nodect")) or len(job.nodes),
+        "nodelist": ",".join(job.nodes),
+        "gpus": _int(req.get("ngpus")),
+        "elapsed_s": job.walltime_used_s,
+        "time_limit_s": job.walltime_limit_s,
+        "submit_time": job.ctime,
+        "start_time": job.stime,
+        "comment": job.comment or "",
+    }
+
+
+def _queue_entry(job: PbsJob) -> QueueEntry:
+    return QueueEntry(**_entry_fields(job))
+
+
+def _accounting_entry(job: PbsJob) -> AccountingEntry:
+    return AccountingEntry(
+        **_entry_fields(job),
+        exit_code=job.exit_code,
+        signal=job.signal,
+        end_time=job.mtime if job.state.is_final else None,
+        cpus=_int(job.resources_requested.get("ncpus")),
+    )

@@ -1,0 +1,52 @@
+"""Site state: the user's queue and history, partitions, quota and modules.
+
+What a researcher checks on a login node ten times a day (squeue, sacct, sinfo,
+bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
+(``queue()``, ``history()``, ``partitions()``, ``quota()``, ``modules()``,
+``module_search()``, ``queue_watcher``); this package holds the pieces, and
+``parse_quota`` is the public quota parser (it recognises the tool from its output).
+"""
+
+from backends.modules import Module, ModuleState, ModuleSystem
+from backends.quota import QuotaEntry, QuotaParseError, parse_quota
+from backends.slurm_queue import PartitionInfo
+from hpcui.site.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
+from hpcui.site.modules import (
+    ModuleError,
+    detect_system,
+    fetch_modules,
+    missing_modules,
+    search_modules,
+    setup_modules,
+)
+from hpcui.site.quota import QuotaError, QuotaReport, QuotaTry, fetch_quota
+from hpcui.site.watcher import QueueSnapshot, QueueWatcher, Subscription, is_rate_limited
+
+__all__ = [
+    "HistoryJob",
+    "Module",
+    "ModuleError",
+    "ModuleState",
+    "ModuleSystem",
+    "PartitionInfo",
+    "QueueJob",
+    "QueueSnapshot",
+    "QueueWatcher",
+    "QuotaEntry",
+    "QuotaError",
+    "QuotaParseError",
+    "QuotaReport",
+    "QuotaTry",
+    "Subscription",
+    "detect_system",
+    "efficiency_line",
+    "fetch_modules",
+    "fetch_quota",
+    "is_rate_limited",
+    "missing_modules",
+    "parse_quota",
+    "search_modules",
+    "setup_modules",
+    "since_arg",
+    "token_of",
+]

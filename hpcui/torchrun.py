@@ -1,0 +1,78 @@
+"""`launcher="torchrun"` on the compute node: one torchrun per node, submitit workers under it.
+
+The batch script runs `python -m hpcui.torchrun agent FOLDER` as one srun task per
+node. The agent finds the first node and the job's port the same way
+`hpcui.distributed` does, then becomes (exec) torchrun with a c10d rendezvous there:
+
+    python -m torch.distributed.run --nnodes=N --nproc-per-node=G --rdzv-backend=c10d
+        --rdzv-endpoint=FIRST_NODE:PORT --rdzv-id=JOBID --max-restarts=R
+        --module hpcui.torchrun worker FOLDER
+
+Each worker maps torchrun's RANK/LOCAL_RANK/WORLD_SIZE onto the SLURM_* variables
+submitit reads, points its stdout/stderr at `<jobid>_<rank>_log.{out,err}`, and runs
+stock submitit's `process_job`: so every rank leaves `<jobid>_<rank>_result.pkl`, the
+files `Job.results()` and `Job.stdout(rank)` read, exactly as under srun tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from backends.launch import torchrun_argv
+from hpcui.distributed import job_id_from_env, rank_info
+
+
+def agent(folder: str) -> None:
+    """Per node: exec torchrun (never returns)."""
+    env = os.environ
+    info = rank_info(env)  # the Slurm view: one task per node
+    nnodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or info.world_size)
+    argv = torchrun_argv(
+        sys.executable,
+        nnodes=nnodes,
+        nproc_per_node=int(env.get("HPCUI_NPROC_PER_NODE", "1")),
+        endpoint=f"{info.master_addr}:{info.master_port}",
+        run_id=info.job_id or "hpcui",
+        max_restarts=int(env.get("HPCUI_MAX_RESTARTS", "0")),
+        module="hpcui.torchrun",
+        args=["worker", folder],
+    )
+    # torchrun must not mistake the agent's Slurm rank for a worker's
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(key, None)
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
+
+
+def _redirect(folder: str, job_id: str, rank: int) -> None:
+    for fd, suffix in ((1, "out"), (2, "err")):
+        path = os.path.join(folder, f"{job_id}_{rank}_log.{suffix}")
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(target, fd)
+        os.close(target)
+
+
+def worker(folder: str) -> None:
+    """Per rank: present torchrun's rank to submitit as a Slurm task, then run the call."""
+    env = os.environ
+    rank, local_rank, world = env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]
+    env.update(SLURM_PROCID=rank, SLURM_LOCALID=local_rank, SLURM_NTASKS=world)
+    env.pop("SLURM_STEP_NUM_TASKS", None)
+    job_id = job_id_from_env(env)
+    if job_id:
+        _redirect(folder, job_id, int(rank))
+    from submitit.core.submission import process_job
+
+    process_job(folder)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in ("agent", "worker"):
+        raise SystemExit("usage: python -m hpcui.torchrun {agent|worker} FOLDER")
+    (agent if args[0] == "agent" else worker)(args[1])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Site state on the dev cluster's real Slurm 22.05 + slurmdbd, Lmod and filesystem, over SSH.
+
+Other tests share the cluster: every assertion is about jobs these tests submitted
+(filtered by id), never about the queue being otherwise empty.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from backends.states import JobState
+from hpcui.site import QueueSnapshot
+
+pytestmark = pytest.mark.devcluster
+
+
+def add(a, b):
+    return a + b
+
+
+def sleepy(seconds):
+    import time as _t
+
+    _t.sleep(seconds)
+    return seconds
+
+
+def ticker(n, every):
+    import sys as _sys
+    import time as _t
+
+    for i in range(n):
+        print(f"tick {i}", flush=True)
+        _t.sleep(every)
+    print("tock on stderr", file=_sys.stderr, flush=True)
+    return n
+
+
+def sbatch(dev, *args: str) -> str:
+    """A job hpcui did not submit (plain sbatch through the cluster's transport)."""
+    res = dev.run(["sbatch", "--parsable", "--time=5", *args]).check("sbatch")
+    return res.stdout.strip().split(";")[0]
+
+
+def wait_history(dev, job_id: str, timeout: float = 120, *, rss: bool = True):
+    """The job's history once it ended and its batch step's usage reached slurmdbd: for a
+    moment after the end, sacct shows FAILED with ExitCode 0:0 and no MaxRSS."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {h.job_id: h for h in dev.history(job_ids=[job_id])}
+        entry = found.get(job_id)
+        if entry is not None and entry.state.is_final and (entry.max_rss_bytes or not rss):
+            return entry
+        assert time.monotonic() < deadline, f"job {job_id} not finished: {entry}"
+        time.sleep(1)
+
+
+def test_queue_lists_all_jobs_marks_ours_and_shows_the_expected_start(dev):
+    ours = dev.submit(sleepy, 60, time="5m", name="site-ours")
+    later = sbatch(dev, "--job-name=site-foreign", "--begin=now+120", "--wrap", "true")
+    try:
+        jobs = {j.job_id: j for j in dev.queue()}
+        mine, foreign = jobs[ours.job_id], jobs[later]
+        record = dev.registry.get(dev.name, ours.job_id)
+        assert mine.hpcui and mine.token == record.token
+        assert mine.name == "site-ours" and mine.user == "hpcuser"
+        assert mine.time_limit_s == 300
+        assert not foreign.hpcui and foreign.token is None
+        assert foreign.name == "site-foreign"
+        assert foreign.state is JobState.PENDING and foreign.reason == "BeginTime"
+        # the scheduler's expected start for a pending job: its --begin time
+        assert foreign.start_time is not None and foreign.submit_time is not None
+        lead = (foreign.start_time - foreign.submit_time).total_seconds()
+        assert 110 <= lead <= 130, lead
+    finally:
+        dev.scheduler.cancel([ours.job_id, later])
+
+
+def test_history_has_exit_codes_usage_and_the_efficiency_line(dev):
+    failing = sbatch(
+        dev,
+        "--job-name=site-fail",
+        "--mem=400M",
+        "--wrap",
+        # 80 MiB written page by page (RSS), held across two 2 s accounting samples
+        "python3 -c 'b = b\"x\" * (80 * 1024 * 1024); import time; time.sleep(5)'; exit 3",
+    )
+    ok = dev.submit(add, 2, 3, time="5m", name="site-ok")
+    assert ok.result(timeout=120) == 5
+    failed = wait_history(dev, failing)
+    assert (failed.state, failed.exit_code, failed.signal) == (JobState.FAILED, 3, 0), failed
+    assert not failed.hpcui and failed.name == "site-fail"
+    assert failed.elapsed_s is not None and failed.elapsed_s >= 5, failed
+    assert failed.cpu_time_s is not None and failed.cpu_time_s > 0
+    assert failed.mem_bytes == 400 * 1024**2
+    assert failed.max_rss_bytes is not None and failed.max_rss_bytes >= 80 * 1024**2, failed
+    assert failed.efficiency.startswith("CPU ") and "of 400.0 MiB" in failed.efficiency, failed
+    done = wait_history(dev, ok.job_id, rss=False)  # too short for a MaxRSS sample
+    assert done.state is JobState.COMPLETED and done.exit_code == 0
+    assert done.hpcui and done.token == dev.registry.get(dev.name, ok.job_id).token
+    # the default window (last day) holds both
+    recent = {h.job_id for h in dev.history()}
+    assert {failing, ok.job_id} <= recent, (failing, ok.job_id)
+
+
+def test_one_scheduler_call_per_refresh_with_many_subscribers(dev):
+    watcher = dev.queue_watcher
+    seen: list[list[QueueSnapshot]] = [[] for _ in range(5)]
+    subs = [watcher.subscribe(seen[i].append) for i in range(5)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(seen) and time.monotonic() < deadline:  # the loop's first refresh
+            time.sleep(0.05)
+        calls0, fetches0 = dev.scheduler.calls, watcher.fetches
+        for _ in range(3):
+            # five screens asking at once share one squeue
+            threads = [threading.Thread(target=dev.queue) for _ in range(5)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        fetches = watcher.fetches - fetches0
+        assert dev.scheduler.calls - calls0 == fetches
+        assert 3 <= fetches <= 6, fetches  # 15 callers, 3 rounds (+ the loop's own refresh)
+        assert all(len(s) >= 3 for s in seen)
+        assert seen[0][-1] is seen[4][-1]
+    finally:
+        for s in subs:
+            s.cancel()
+
+
+def test_partitions(dev):
+    parts = {p.partition: p for p in dev.partitions()}
+    assert set(parts) >= {"cpu", "gpu"}
+    assert parts["cpu"].is_default and not parts["gpu"].is_default
+    assert parts["gpu"].gpus_per_node == 4
+    assert parts["gpu"].cpus_total == 8 and parts["gpu"].nodes_total == 1
+    assert parts["cpu"].time_limit_s == 7200 and parts["cpu"].avail == "up"
+
+
+def test_quota_falls_back_to_df_in_one_round_trip(dev):
+    report = dev.quota_report()
+    assert report.tool == "df"
+    tried = {t.tool: t.exit_status for t in report.tried}
+    assert tried["bsc_quota"] is None and tried["lfs quota"] is None and tried["quota"] is None
+    assert tried["df"] == 0
+    (row,) = report.entries
+    assert row.kind == "DF" and row.filesystem.startswith("/")
+    assert row.used_bytes and row.hard_bytes and 0 < row.used_bytes < row.hard_bytes
+    assert dev.quota() == report.entries
+
+
+def test_lmod_modules_live(dev):
+    assert dev.module_system == "lmod"
+    state = dev.modules()
+    avail = {m.full_name: m for m in state.available}
+    assert {"python/3.11", "cuda/12.2", "cuda/12.4", "pytorch/2.13.0"} <= set(avail)
+    assert avail["cuda/12.4"].default and not avail["cuda/12.2"].default
+    assert avail["pytorch/2.13.0"].description.startswith("PyTorch")
+    assert state.loaded == []
+    found = {m.full_name for m in dev.module_search("cuda")}
+    assert found == {"cuda/12.2", "cuda/12.4"}
+    dev.config.setup = ["module load cuda/12.4 python nope/1.0"]
+    assert dev.missing_setup_modules() == ["nope/1.0"]
+
+
+def test_follow_a_running_jobs_log(dev):
+    job = dev.submit(ticker, 20, 0.2, time="5m", name="site-ticker")
+    chunks = list(job.follow("stdout", timeout=180))
+    text = "".join(chunks)
+    ticks = [line for line in text.splitlines() if line.startswith("tick ")]
+    assert ticks == [f"tick {i}" for i in range(20)]
+    # it arrived while the job ran, not in one piece at the end
+    assert sum(1 for c in chunks if "tick" in c) >= 2
+    assert job.result(timeout=60) == 20
+    # non-following read of every rank, both streams, through the cluster
+    (out,) = list(dev.logs(job, "stdout"))
+    assert out.task == 0 and out.offset == 0 and out.text == text
+    err = "".join(c.text for c in dev.logs(job, "stderr", rank=0))
+    assert "tock on stderr" in err

@@ -1,0 +1,593 @@
+#!/usr/bin/env python3
+"""A PBS Pro 19 stand-in for the dev cluster: qsub/qstat/qselect/qdel/pbs_tmrsh over Slurm.
+
+Real PBS Pro cannot run on the test machine, so this mock speaks PBS Pro's command-line
+language and REPLAYS ITS OUTPUT SHAPES: ``qstat -f -F json`` is written in the layout of
+the verbatim capture in tests/fixtures/pbs-pro-19.0/qstat_f_json_running.json (four-space
+indent, ``"key":value``, the same attribute names), with the job's own values; ids are
+``<seq>.pbsmock`` and ``<seq>[<i>].pbsmock``; error lines and exit statuses are PBS's
+(``qstat: Unknown Job Id ...`` 153, ``... Job has finished, use -x ...`` 35). Jobs really
+run: qsub hands each one to the dev cluster's Slurm (sbatch), and ``run`` starts the
+job script there with PBS's environment (PBS_JOBID, PBS_ARRAY_INDEX, PBS_ARRAY_ID,
+PBS_NODEFILE, PBS_O_WORKDIR, ...). A ``select=N`` job gets a node file naming N hosts
+(the real one first, then ``pbsmock-nodeK``); ``pbs_tmrsh HOST CMD`` runs CMD here.
+
+PBSMOCK_HISTORY=0 makes the server keep no history (finished jobs vanish, as on PBS Pro
+with job_history_enable=false). State: ``$PBSMOCK_HOME`` (default ~/pbsmock/state).
+Standard library only; called as ``pbsmock.py COMMAND ARGS...`` by tiny stubs in bin/.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SERVER = "pbsmock"
+VERSION = "19.0.0"
+STATE = Path(os.environ.get("PBSMOCK_HOME") or Path.home() / "pbsmock" / "state")
+HISTORY = os.environ.get("PBSMOCK_HISTORY", "1") != "0"
+HERE = Path(__file__).resolve()
+
+
+def ctime(t: float) -> str:
+    return time.strftime("%a %b %e %H:%M:%S %Y", time.localtime(t))
+
+
+def hms(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+# --- state -------------------------------------------------------------------------------
+
+
+def next_seq() -> int:
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "seq", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        seq = int(fh.read().strip() or "1000") + 1
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(seq))
+    return seq
+
+
+def load(seq: int) -> dict | None:
+    try:
+        return json.loads((STATE / f"{seq}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def element_file(seq: int, index: int | None, kind: str) -> Path:
+    return STATE / f"{seq}_{'x' if index is None else index}.{kind}"
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# --- qsub ---------------------------------------------------------------------------------
+
+_OPT_WITH_ARG = set("NlPqJjoeSvWAa")
+
+
+def parse_opts(words: list[str], opts: dict) -> list[str]:
+    """PBS options (getopt style) into `opts`; returns the operands."""
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-") or w == "-":
+            return words[i:]
+        flag = w[1:2]
+        if flag in _OPT_WITH_ARG:
+            value = w[2:] or words[i + 1]
+            i += 1 if w[2:] else 2
+            if flag == "l":
+                for part in value.split(","):
+                    key, _, val = part.partition("=")
+                    opts.setdefault("l", {})[key] = val
+            elif flag == "v":
+                for part in value.split(","):
+                    key, _, val = part.partition("=")
+                    opts.setdefault("v", {})[key] = val
+            elif flag == "W":
+                key, _, val = value.partition("=")
+                opts.setdefault("W", {})[key] = val
+            else:
+                opts[flag] = value
+        else:
+            opts[flag] = True
+            i += 1
+    return []
+
+
+def script_directives(text: str) -> list[str]:
+    """`#PBS` words up to the first command line, as PBS reads them."""
+    words: list[str] = []
+    for line in text.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#PBS"):
+            words += shlex.split(stripped[4:])
+        elif stripped and not stripped.startswith("#"):
+            break
+    return words
+
+
+def parse_select(select: str) -> tuple[int, dict[str, str]]:
+    count, *parts = select.split(":")
+    if not count.isdigit():
+        parts, count = [count, *parts], "1"
+    return int(count), dict(p.split("=", 1) for p in parts if "=" in p)
+
+
+def parse_range(spec: str) -> list[int]:
+    m = re.fullmatch(r"(\d+)-(\d+)(?::(\d+))?", spec)
+    if m is None or int(m[1]) >= int(m[2]):
+        raise SystemExit(f"qsub: illegal -J value\n{spec}")
+    return list(range(int(m[1]), int(m[2]) + 1, int(m[3] or 1)))
+
+
+def qsub(args: list[str]) -> int:
+    opts: dict = {}
+    operands = parse_opts(args, opts)
+    if not operands:
+        print("usage: qsub [-J X-Y[:Z]] [-l resource_list] ... script", file=sys.stderr)
+        return 2
+    script_path = Path(operands[0]).resolve()
+    text = script_path.read_text()
+    merged: dict = {}
+    parse_opts(script_directives(text), merged)
+    for key, value in opts.items():  # the command line wins over directives
+        if isinstance(value, dict):
+            merged.setdefault(key, {}).update(value)
+        else:
+            merged[key] = value
+    resources = merged.get("l", {})
+    nodes, chunk = parse_select(resources.get("select", "1:ncpus=1"))
+    indices = parse_range(merged["J"]) if "J" in merged else None
+    seq = next_seq()
+    now = time.time()
+    job = {
+        "seq": seq,
+        "name": merged.get("N", script_path.name)[:236],
+        "owner": f"{os.environ.get('USER') or os.getlogin()}@{socket.gethostname()}",
+        "queue": merged.get("q", "workq"),
+        "project": merged.get("P", "_pbs_project_default"),
+        "nodes": nodes,
+        "chunk": chunk,
+        "resources": resources,
+        "indices": indices,
+        "max_run": merged.get("W", {}).get("max_run_subjobs"),
+        "variables": {
+            "PBS_O_HOME": str(Path.home()),
+            "PBS_O_WORKDIR": os.getcwd(),
+            "PBS_O_QUEUE": merged.get("q", "workq"),
+            "PBS_O_HOST": socket.gethostname(),
+            **merged.get("v", {}),
+        },
+        "join": merged.get("j", "n"),
+        "output": merged.get("o", f"{os.getcwd()}/{script_path.name}.o{seq}"),
+        "error": merged.get("e", f"{os.getcwd()}/{script_path.name}.e{seq}"),
+        "ctime": now,
+        "submit_args": " ".join(shlex.quote(a) for a in args),
+    }
+    (STATE / f"{seq}.sh").write_text(text)
+    write_atomic(STATE / f"{seq}.json", json.dumps(job))
+    sbatch = ["sbatch", "--parsable", f"--job-name=pbsmock-{seq}", "--cpus-per-task=1"]
+    sbatch += [
+        f"--output={STATE}/{seq}_%a.slurm.out" if indices else f"--output={STATE}/{seq}.slurm.out"
+    ]
+    if "walltime" in resources:
+        h, m, s = ([*resources["walltime"].split(":"), "0", "0"])[:3]
+        sbatch.append(f"--time={max(1, int(h) * 60 + int(m) + (1 if int(s) else 0))}")
+    if indices:
+        step = indices[1] - indices[0] if len(indices) > 1 else 1
+        spec = f"{indices[0]}-{indices[-1]}" + (f":{step}" if step > 1 else "")
+        if job["max_run"]:
+            spec += f"%{job['max_run']}"
+        sbatch.append(f"--array={spec}")
+    sbatch += ["--wrap", f"exec {shlex.quote(sys.executable)} {shlex.quote(str(HERE))} run {seq}"]
+    proc = subprocess.run(sbatch, capture_output=True, text=True)
+    if proc.returncode != 0:
+        (STATE / f"{seq}.json").unlink()
+        print(f"qsub: {proc.stderr.strip()}", file=sys.stderr)
+        return 1
+    job["slurm_id"] = proc.stdout.strip().split(";")[0]
+    write_atomic(STATE / f"{seq}.json", json.dumps(job))
+    print(f"{seq}[].{SERVER}" if indices else f"{seq}.{SERVER}")
+    return 0
+
+
+# --- run: the job on the Slurm node, with PBS's environment ------------------------------------
+
+
+def run(args: list[str]) -> int:
+    seq = int(args[0])
+    job = load(seq)
+    assert job is not None, f"no job {seq}"
+    index = int(os.environ["SLURM_ARRAY_TASK_ID"]) if job["indices"] is not None else None
+    jid = f"{seq}[{index}].{SERVER}" if index is not None else f"{seq}.{SERVER}"
+    if element_file(seq, index, "deleted").exists():
+        return 0
+    host = socket.gethostname()
+    per_chunk = int(job["chunk"].get("mpiprocs", job["chunk"].get("ncpus", 1)))
+    hosts = [host] + [f"pbsmock-node{k}" for k in range(1, job["nodes"])]
+    nodefile = element_file(seq, index, "nodes")
+    nodefile.write_text("".join(f"{h}\n" * per_chunk for h in hosts))
+    env = dict(os.environ)
+    for key in [k for k in env if k.startswith("SLURM_")]:
+        del env[key]  # the job must not look like a Slurm job to the code under test
+    env.update(job["variables"])
+    env.update(
+        PBS_JOBID=jid,
+        PBS_JOBNAME=job["name"],
+        PBS_QUEUE=job["queue"],
+        PBS_NODEFILE=str(nodefile),
+        PBS_ENVIRONMENT="PBS_BATCH",
+        PBS_JOBDIR=str(Path.home()),
+    )
+    if index is not None:
+        env.update(PBS_ARRAY_INDEX=str(index), PBS_ARRAY_ID=f"{seq}[].{SERVER}")
+    out_path = job["output"].replace("^array_index^", str(index))
+    out = open(out_path, "ab")
+    err = (
+        out
+        if job["join"] == "oe"
+        else open(job["error"].replace("^array_index^", str(index)), "ab")
+    )
+    write_atomic(
+        element_file(seq, index, "start"), json.dumps({"host": host, "stime": time.time()})
+    )
+    child = subprocess.Popen(
+        ["/bin/bash", str(STATE / f"{seq}.sh")],
+        cwd=str(Path.home()),
+        env=env,
+        stdout=out,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def killed(signum, frame):  # qdel of a running job: SIGTERM, then SIGKILL (kill_delay)
+        # Recorded first: Slurm SIGKILLs this wrapper KillWait (2 s here) after its SIGTERM.
+        write_atomic(element_file(seq, index, "exit"), str(256 + signal.SIGTERM))
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(child.pid, sig)
+            except ProcessLookupError:
+                break
+            time.sleep(0.5)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, killed)
+    rc = child.wait()
+    write_atomic(element_file(seq, index, "exit"), str(256 - rc if rc < 0 else rc))
+    return 0
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+def element_state(seq: int, index: int | None) -> tuple[str, dict]:
+    """(letter, facts) of one job or subjob from the files `run` and `qdel` leave."""
+    exit_text = read_text(element_file(seq, index, "exit"))
+    start = read_text(element_file(seq, index, "start"))
+    deleted = read_text(element_file(seq, index, "deleted"))
+    facts: dict = {"start": json.loads(start) if start else None}
+    if exit_text is not None:
+        facts["exit"] = int(exit_text)
+        facts["end"] = element_file(seq, index, "exit").stat().st_mtime
+        return ("X" if index is not None else "F"), facts
+    if deleted is not None:
+        if start is None:
+            facts["end"] = float(deleted)
+            return ("X" if index is not None else "F"), facts  # deleted while queued
+        if time.time() - float(deleted) < 30:
+            return "E", facts
+        facts["exit"], facts["end"] = 256 + signal.SIGKILL, float(deleted)  # killed hard
+        return ("X" if index is not None else "F"), facts
+    return ("R" if start else "Q"), facts
+
+
+def attrs_for(job: dict, index: int | None, letter: str, facts: dict) -> dict:
+    """One job's qstat -f attributes, named and formatted as PBS Pro 19 prints them."""
+    seq, now = job["seq"], time.time()
+    host = socket.gethostname()
+    chunk = job["chunk"]
+    ncpus = int(chunk.get("ncpus", 1))
+    res: dict = {
+        "mpiprocs": int(chunk.get("mpiprocs", 1)) * job["nodes"],
+        "ncpus": ncpus * job["nodes"],
+        "nodect": job["nodes"],
+        "place": job["resources"].get("place", "free"),
+        "select": job["resources"].get("select", "1:ncpus=1"),
+    }
+    if "ngpus" in chunk:
+        res["ngpus"] = int(chunk["ngpus"]) * job["nodes"]
+    if "mem" in chunk:
+        res["mem"] = f"{int(chunk['mem'].rstrip('mb')) * job['nodes']}mb"
+    if "walltime" in job["resources"]:
+        res["walltime"] = job["resources"]["walltime"]
+    a: dict = {
+        "Job_Name": job["name"],
+        "Job_Owner": job["owner"],
+    }
+    start = facts.get("start")
+    if letter in ("F", "X") and start:
+        a["resources_used"] = {
+            "cpupercent": 0,
+            "cput": "00:00:00",
+            "mem": "0kb",
+            "ncpus": ncpus * job["nodes"],
+            "vmem": "0kb",
+            "walltime": hms(facts["end"] - start["stime"]),
+        }
+    elif letter in ("R", "E") and start:
+        a["resources_used"] = {
+            "cpupercent": 0,
+            "cput": "00:00:00",
+            "mem": "0kb",
+            "ncpus": ncpus * job["nodes"],
+            "vmem": "0kb",
+            "walltime": hms(now - start["stime"]),
+        }
+    a["job_state"] = letter
+    a["queue"] = job["queue"]
+    a["server"] = SERVER
+    a["Checkpoint"] = "u"
+    a["ctime"] = ctime(job["ctime"])
+    a["Error_Path"] = f"{host}:{job['error']}"
+    if start:
+        hosts = [start["host"]] + [f"pbsmock-node{k}" for k in range(1, job["nodes"])]
+        a["exec_host"] = "+".join(f"{h}/0*{ncpus}" for h in hosts)
+        a["exec_vnode"] = "+".join(f"({h}:ncpus={ncpus})" for h in hosts)
+    a["Hold_Types"] = "n"
+    a["Join_Path"] = job["join"]
+    a["Keep_Files"] = "n"
+    a["Mail_Points"] = "a"
+    a["mtime"] = ctime(facts.get("end") or (start or {}).get("stime") or job["ctime"])
+    a["Output_Path"] = f"{host}:{job['output']}"
+    a["Priority"] = 0
+    a["qtime"] = ctime(job["ctime"])
+    a["Rerunable"] = "True"
+    a["Resource_List"] = res
+    if start:
+        a["stime"] = ctime(start["stime"])
+    if letter in ("F", "X"):
+        a["obittime"] = ctime(facts["end"])
+    a["Shell_Path_List"] = "/bin/bash"
+    a["substate"] = {"Q": 10, "R": 42, "E": 51, "F": 92, "X": 92, "B": 70}[letter]
+    a["Variable_List"] = {k: v for k, v in job["variables"].items()}
+    if letter == "Q":
+        a["comment"] = "Not Running: Insufficient amount of resource: ncpus "
+    elif start:
+        a["comment"] = f"Job run at {ctime(start['stime'])} on ({start['host']}:ncpus={ncpus})"
+    if "exit" in facts:
+        a["comment"] = f"Job run at {ctime((start or {}).get('stime', job['ctime']))} and finished"
+        a["Exit_status"] = facts["exit"]
+    elif letter == "F":
+        a["comment"] = "Job deleted"
+    a["etime"] = ctime(job["ctime"])
+    a["run_count"] = 1 if start else 0
+    a["eligible_time"] = "00:00:00"
+    if index is not None:
+        a["array_id"] = f"{seq}[].{SERVER}"
+        a["array_index"] = index
+    a["Submit_arguments"] = job["submit_args"]
+    a["project"] = job["project"]
+    a["Submit_Host"] = host
+    return a
+
+
+def parent_attrs(job: dict, states: dict[int, str]) -> tuple[str, dict]:
+    """An array parent: B once a subjob began, F when all are over (array_* attributes)."""
+    letters = list(states.values())
+    if all(s == "X" for s in letters):
+        letter = "F"
+    elif any(s in ("R", "E", "X") for s in letters):
+        letter = "B"
+    else:
+        letter = "Q"
+    facts: dict = {"start": None}
+    if letter == "F":
+        facts["end"] = max(element_state(job["seq"], i)[1]["end"] for i in states)
+    a = attrs_for(job, None, letter, facts)
+    if letter != "Q":
+        a.pop("comment", None)
+    a["array"] = "True"
+    a["array_indices_submitted"] = _range_text(job["indices"])
+    a["array_state_count"] = (
+        f"Queued:{letters.count('Q')} Running:{letters.count('R')} "
+        f"Exiting:{letters.count('E')} Expired:{letters.count('X')} "
+    )
+    remaining = [i for i, s in states.items() if s == "Q"]
+    if remaining:
+        a["array_indices_remaining"] = _range_text(remaining)
+    return letter, a
+
+
+def _range_text(indices: list[int]) -> str:
+    if len(indices) == 1:
+        return f"{indices[0]}-{indices[0] + 1}:2"
+    step = indices[1] - indices[0]
+    return f"{indices[0]}-{indices[-1]}" + (f":{step}" if step > 1 else "")
+
+
+def all_seqs() -> list[int]:
+    return sorted(int(p.stem) for p in STATE.glob("*.json") if p.stem.isdigit())
+
+
+def job_records(seq: int, with_subjobs: bool) -> list[tuple[str, str, dict]]:
+    """(id, letter, attrs) for a job: the parent first, then its subjobs with -t."""
+    job = load(seq)
+    if job is None:
+        return []
+    if job["indices"] is None:
+        letter, facts = element_state(seq, None)
+        return [(f"{seq}.{SERVER}", letter, attrs_for(job, None, letter, facts))]
+    states = {i: element_state(seq, i) for i in job["indices"]}
+    letter, a = parent_attrs(job, {i: s for i, (s, _) in states.items()})
+    out = [(f"{seq}[].{SERVER}", letter, a)]
+    if with_subjobs:
+        for i, (sub_letter, facts) in states.items():
+            out.append((f"{seq}[{i}].{SERVER}", sub_letter, attrs_for(job, i, sub_letter, facts)))
+    return out
+
+
+_ID = re.compile(r"(\d+)(?:\[(\d*)\])?(?:\.(\S+))?")
+
+
+def select_records(wid: str, subjobs: bool, explicit: bool) -> list[tuple[str, str, dict]]:
+    """What qstat shows for one id: a plain job, an array (`123[]`, with -t its subjobs)
+    or one subjob (`123[4]`). Listing all jobs (no ids) shows arrays by their parent."""
+    m = _ID.fullmatch(wid)
+    job = load(int(m[1])) if m else None
+    if job is None:
+        return []
+    is_array = job["indices"] is not None
+    if not is_array:
+        return job_records(job["seq"], False) if m[2] is None else []
+    if m[2] is None and explicit:
+        return []  # PBS needs the brackets to find an array
+    records = job_records(job["seq"], subjobs or bool(m[2]))
+    if m[2]:
+        return [r for r in records if r[0] == f"{m[1]}[{m[2]}].{SERVER}"]
+    return records
+
+
+def qstat(args: list[str]) -> int:
+    if args[:1] == ["--version"]:
+        print(f"pbs_version = {VERSION}")
+        return 0
+    flags, ids, i = set(), [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "-F":
+            if args[i + 1].lower() != "json":
+                print("qstat: only -F json is mocked", file=sys.stderr)
+                return 2
+            flags.add("json")
+            i += 2
+            continue
+        if a.startswith("-"):
+            flags.update(a[1:])
+        else:
+            ids.append(a)
+        i += 1
+    if not {"f", "json"} <= flags:
+        print("pbsmock: only `qstat [-x] [-t] -f -F json [ids]` is mocked", file=sys.stderr)
+        return 2
+    history, subjobs = "x" in flags, "t" in flags
+    rc = 0
+    found: dict[str, dict] = {}
+    for wid in ids or [f"{s}.{SERVER}" for s in all_seqs()]:
+        records = select_records(wid, subjobs, explicit=bool(ids))
+        finished = bool(records) and records[0][1] == "F"
+        if finished and not HISTORY:
+            records = []  # no history: the server forgot finished jobs
+        if not records:
+            if ids:
+                print(f"qstat: Unknown Job Id {wid}", file=sys.stderr)
+                rc = 153
+            continue
+        if finished and not history:
+            if ids:
+                msg = "Job has finished, use -x or -H to obtain historical job information"
+                print(f"qstat: {wid} {msg}", file=sys.stderr)
+                rc = 35
+            continue
+        found.update((rid, a) for rid, _, a in records)
+    doc: dict = {"timestamp": int(time.time()), "pbs_version": VERSION, "pbs_server": SERVER}
+    if found:
+        doc["Jobs"] = found
+    print(json.dumps(doc, indent=4, separators=(",", ":")))
+    return rc
+
+
+def qselect(args: list[str]) -> int:
+    history = "-x" in args
+    for seq in all_seqs():
+        records = job_records(seq, False)
+        if not records:
+            continue
+        rid, letter, _ = records[0]
+        if letter == "F" and not (history and HISTORY):
+            continue
+        print(rid)
+    return 0
+
+
+def qdel(args: list[str]) -> int:
+    rc = 0
+    for wid in [a for a in args if not a.startswith("-")]:
+        m = _ID.fullmatch(wid)
+        job = load(int(m[1])) if m else None
+        if job is None:
+            print(f"qdel: Unknown Job Id {wid}", file=sys.stderr)
+            rc = 153
+            continue
+        seq = job["seq"]
+        if m[2]:
+            targets = [(int(m[2]), f"{job['slurm_id']}_{m[2]}")]
+        elif job["indices"] is not None:
+            targets = [(i, f"{job['slurm_id']}_{i}") for i in job["indices"]]
+        else:
+            targets = [(None, job["slurm_id"])]
+        live = [(i, sid) for i, sid in targets if element_state(seq, i)[0] not in ("F", "X")]
+        if not live:
+            print(f"qdel: Job has finished {wid}", file=sys.stderr)
+            rc = 35
+            continue
+        for i, _ in live:
+            write_atomic(element_file(seq, i, "deleted"), str(time.time()))
+        subprocess.run(["scancel", *(sid for _, sid in live)], check=False)
+    return rc
+
+
+def pbs_tmrsh(args: list[str]) -> int:
+    """`pbs_tmrsh HOST CMD...`: PBS Pro's TM-based rsh; every mock node is this machine."""
+    os.execvp(args[1], args[1:])
+    return 1
+
+
+def main() -> int:
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "qsub" and args[:1] in (["--version"], ["--help"]):
+        if args[0] == "--version":
+            print(f"pbs_version = {VERSION}")
+            return 0
+        print("qsub: unrecognized option '--help'\nusage: qsub [-J X-Y[:Z]] ...", file=sys.stderr)
+        return 2
+    handler = {
+        "qsub": qsub,
+        "qstat": qstat,
+        "qselect": qselect,
+        "qdel": qdel,
+        "run": run,
+        "pbs_tmrsh": pbs_tmrsh,
+    }[command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

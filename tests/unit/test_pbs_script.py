@@ -1,0 +1,383 @@
+"""backends.pbs_script (directives, ids, commands) and the PBS adapter on canned outputs."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from backends import pbs_script
+from backends.batch import BatchSpec
+from backends.states import JobState
+from hpcui.errors import SchedulerError, UsageError
+from hpcui.schedulers.pbs import PbsScheduler
+from hpcui.transport.base import CommandResult, Transport
+from hpcui.transport.quoting import to_command
+from tests.conftest import FIXTURES, ROOT, fixture_text
+
+FOLDER = "/scratch/u/.hpcui/jobs/abc"
+
+
+def spec(**kw) -> BatchSpec:
+    base = dict(folder=FOLDER, token="tok42", name="train")
+    return BatchSpec(**(base | kw))
+
+
+def pbs_lines(script: str) -> list[str]:
+    return [line[len("#PBS ") :] for line in script.splitlines() if line.startswith("#PBS ")]
+
+
+# --- directives ----------------------------------------------------------------------------
+
+
+def test_two_nodes_four_gpus_with_project_and_queue():
+    s = spec(
+        nodes=2,
+        tasks_per_node=4,
+        cpus_per_task=14,
+        gpus_per_node=4,
+        gpu_directive="ngpus",
+        mem_mb=400 * 1024,
+        time_s=3 * 3600,
+        account="12003456",
+        partition="normal",
+    )
+    assert pbs_lines(pbs_script.render_script(s)) == [
+        "-N train",
+        "-S /bin/bash",
+        "-l select=2:ncpus=56:ngpus=4:mem=409600mb:mpiprocs=4",
+        "-l place=scatter",
+        "-l walltime=03:00:00",
+        "-P 12003456",
+        "-q normal",
+        "-j oe",
+        f"-o {FOLDER}/pbs.log",
+        "-v HPCUI_TOKEN=tok42",
+    ]
+
+
+def test_single_node_cpu_job_has_no_gpus_and_no_place():
+    lines = pbs_lines(pbs_script.render_script(spec(cpus_per_task=4)))
+    assert "-l select=1:ncpus=4:mpiprocs=1" in lines
+    assert not [x for x in lines if "place" in x or "ngpus" in x or "walltime" in x]
+
+
+def test_exclusive_multi_node_is_scatter_excl():
+    lines = pbs_lines(pbs_script.render_script(spec(nodes=3, exclusive=True)))
+    assert "-l place=scatter:excl" in lines
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(60, "00:01:00"), (61, "00:02:00"), (3600 * 24, "24:00:00"), (120 * 3600, "120:00:00")],
+)
+def test_walltime_has_hours_past_a_day_and_no_days_field(seconds, text):
+    assert pbs_script.format_walltime(seconds) == text
+    assert f"-l walltime={text}" in pbs_lines(pbs_script.render_script(spec(time_s=seconds)))
+
+
+def test_array_directives_pbspro():
+    lines = pbs_lines(pbs_script.render_script(spec(array_size=100, array_parallelism=5)))
+    assert "-J 0-99" in lines
+    assert "-W max_run_subjobs=5" in lines
+    assert f"-o {FOLDER}/pbs_^array_index^.log" in lines
+
+
+def test_array_of_one_uses_a_step_pbs_pro_accepts():
+    # chk_Jrange refuses 0-0 (start must be < end); 0-1:2 is exactly one subjob, index 0.
+    assert "-J 0-1:2" in pbs_lines(pbs_script.render_script(spec(array_size=1)))
+
+
+def test_torque_dialect():
+    s = spec(nodes=2, tasks_per_node=2, gpus_per_node=2, mem_mb=1000, account="acct")
+    lines = pbs_lines(pbs_script.render_script(s, "torque"))
+    assert "-l nodes=2:ppn=2:gpus=2" in lines
+    assert "-l mem=2000mb" in lines  # Torque's mem is for the whole job
+    assert "-A acct" in lines and not [x for x in lines if x.startswith("-P")]
+    arr = pbs_lines(pbs_script.render_script(spec(array_size=4, array_parallelism=2), "torque"))
+    assert "-t 0-3%2" in arr
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"qos": "debug"}, "no QoS"),
+        ({"gpu_type": "a100"}, "GPU-type"),
+        ({"constraint": "bigmem"}, "name=value"),
+        ({"launcher": "torchrun"}, "torchrun"),
+    ],
+)
+def test_what_pbs_cannot_express_is_refused_not_dropped(kw, match):
+    with pytest.raises(ValueError, match=match):
+        pbs_script.render_script(spec(**kw))
+
+
+def test_wrapper_dialect_is_refused_by_the_renderer():
+    with pytest.raises(ValueError, match="Torque wrapper"):
+        pbs_script.render_script(spec(), "slurm-torque-wrapper")
+
+
+def test_user_values_are_quoted():
+    text = pbs_script.render_script(spec(env={"A": "x y; rm -rf /"}, python="/opt/my py/python"))
+    assert "export A='x y; rm -rf /'" in text
+    assert "HPCUI_PYTHON='/opt/my py/python'" in text
+    with pytest.raises(ValueError, match="newline"):
+        pbs_script.render_script(spec(name="a\nb"))
+
+
+# --- ids -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("qsub", "base"),
+    [
+        ("1234.pbs01", "1234.pbs01"),
+        ("1234[].pbs01.example.org", "1234.pbs01.example.org"),
+        ("77", "77"),
+    ],
+)
+def test_base_id(qsub, base):
+    assert pbs_script.base_id(qsub) == base
+
+
+def test_id_round_trip():
+    assert pbs_script.to_pbs_id("1234.pbs01_7") == "1234[7].pbs01"
+    assert pbs_script.to_pbs_id("1234.pbs01") == "1234.pbs01"
+    assert pbs_script.from_pbs_id("1234[7].pbs01") == "1234.pbs01_7"
+    assert pbs_script.from_pbs_id("1234[].pbs01") is None
+    assert pbs_script.array_parent("1234.pbs01_7") == "1234[].pbs01"
+    assert pbs_script.array_parent("1234.pbs01") is None
+    # qstat may print the server's long name where qsub printed the short one
+    assert pbs_script.id_key("1234.pbs01_7") == pbs_script.id_key("1234[7].pbs01.example.org")
+    assert pbs_script.id_key("1234.pbs01") != pbs_script.id_key("1234[0].pbs01")
+
+
+def test_status_command_is_one_qstat_with_parents_for_elements():
+    cmd = pbs_script.status_command(["5.s_0", "5.s_1", "6.s"])
+    assert cmd == ["qstat", "-x", "-t", "-f", "-F", "json", "5[].s", "6.s"]
+    assert pbs_script.status_command(["5.s_0"], "torque") == ["qstat", "-f", "-t", "5[].s"]
+
+
+def test_qdel_uses_pbs_ids():
+    assert pbs_script.qdel_command(["5.s_3", "6.s"]) == ["qdel", "5[3].s", "6.s"]
+
+
+def test_find_token_in_json_and_torque_text():
+    json_text = fixture_text("pbs-pro-19.0/qstat_f_json_running.json").replace(
+        '"PBS_NGPUS":0', '"PBS_NGPUS":0,\n"HPCUI_TOKEN":"tok42"'
+    )
+    assert pbs_script.parse_find_token(json_text, "tok42") == "12860476.meta-pbs.metacentrum.cz"
+    assert pbs_script.parse_find_token(json_text, "other") is None
+    torque = "Job Id: 9[].srv\n    Variable_List = PBS_O_HOME=/h,HPCUI_TO\n\tKEN=tok42,X=1\n"
+    assert pbs_script.parse_find_token(torque, "tok42", "torque") == "9.srv"
+    assert pbs_script.parse_find_token(torque, "tok4", "torque") is None
+
+
+# --- the adapter on canned outputs -----------------------------------------------------------
+
+
+class Canned(Transport):
+    """Answers commands by their first word; records what ran."""
+
+    description = "canned"
+
+    def __init__(self, answers: dict[str, CommandResult]) -> None:
+        self.answers = answers
+        self.ran: list[str] = []
+
+    def run(self, cmd, *, timeout=None, stdin=None) -> CommandResult:
+        text = to_command(cmd).decode()
+        self.ran.append(text)
+        for key, res in self.answers.items():
+            if key in text:
+                return res
+        raise AssertionError(f"unexpected command {text!r}")
+
+    def put_files(self, directory, files, *, then=None):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    def write_file(self, path, data, *, mode=0o600):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    def read_file(self, path, *, offset=0, length=None):  # pragma: no cover - unused
+        raise NotImplementedError
+
+    def stat_size(self, path):  # pragma: no cover - unused
+        raise NotImplementedError
+
+
+def ok(out: str = "", err: str = "", rc: int = 0) -> CommandResult:
+    return CommandResult(rc, out.encode(), err.encode())
+
+
+PROBE_PRO = ok("pbs_version = 19.0.0\n")
+
+
+def test_status_of_array_elements_and_unknown_ids_in_one_call():
+    array = (FIXTURES / "pbs-constructed/qstat_tf_json_array.json").read_text()
+    t = Canned(
+        {"--version": PROBE_PRO, "qstat -x": ok(array, "qstat: Unknown Job Id 99.pbs01\n", 153)}
+    )
+    sched = PbsScheduler(t)
+    ids = ["8300.pbs01_0", "8300.pbs01_1", "8300.pbs01_3", "99.pbs01"]
+    got = sched.status(ids)
+    assert got["8300.pbs01_0"].state is JobState.COMPLETED
+    assert got["8300.pbs01_1"].state is JobState.RUNNING
+    assert got["8300.pbs01_3"].state is JobState.PENDING
+    assert "99.pbs01" not in got  # unknown: left to the vanished-job resolution
+    assert sum("qstat -x" in c for c in t.ran) == 1
+
+
+def test_status_decodes_exit_status_of_killed_jobs():
+    killed = (FIXTURES / "pbs-constructed/qstat_xf_json_killed.json").read_text()
+    sched = PbsScheduler(Canned({"--version": PROBE_PRO, "qstat -x": ok(killed)}))
+    got = sched.status(["8123.pbs01", "8124.pbs01", "8125.pbs01"])
+    assert got["8123.pbs01"].state is JobState.CANCELLED
+    assert "265" in got["8123.pbs01"].state_raw
+    assert got["8124.pbs01"].state is JobState.TIMEOUT
+    assert got["8125.pbs01"].state is JobState.CANCELLED
+
+
+def test_real_qstat_failure_raises_scheduler_error():
+    t = Canned(
+        {
+            "--version": PROBE_PRO,
+            "qstat -x": ok("", "qstat: cannot connect to server pbs01 (errno=111)", 2),
+        }
+    )
+    with pytest.raises(SchedulerError, match="cannot connect"):
+        PbsScheduler(t).status(["1.pbs01"])
+
+
+def test_wrapper_is_refused_with_advice():
+    err = (FIXTURES / "pbs-constructed/wrapper-22.05.8_qstat_version.stderr").read_text()
+    t = Canned({"--version": ok(err, rc=0)})
+    sched = PbsScheduler(t)
+    with pytest.raises(UsageError, match='scheduler = "slurm"'):
+        sched.render_script(spec())
+    with pytest.raises(UsageError, match="drop `ngpus`"):
+        sched.status(["1"])
+    assert sum("--version" in c for c in t.ran) == 1  # probed once
+
+
+def test_unknown_qstat_is_a_clear_error():
+    t = Canned(
+        {
+            "--version": ok(
+                "bash: qstat: command not found\n__HPCUI_QSUB__\nbash: qsub: command not found\n"
+            )
+        }
+    )
+    with pytest.raises(SchedulerError, match="on PATH"):
+        PbsScheduler(t).render_script(spec())
+
+
+def test_parse_submit_maps_array_parent_to_base():
+    sched = PbsScheduler(Canned({}), dialect="pbspro")
+    assert sched.parse_submit("8300[].pbs01\n") == "8300.pbs01"
+    with pytest.raises(SchedulerError, match="no job id"):
+        sched.parse_submit("qsub: Unknown queue\n")
+
+
+def test_cancel_ignores_finished_jobs_only():
+    t = Canned({"qdel": ok("", "qdel: Job has finished 5.s\n", 35)})
+    PbsScheduler(t, dialect="pbspro").cancel(["5.s_2"])
+    assert "qdel '5[2].s'" in t.ran[-1] or "qdel 5[2].s" in t.ran[-1]
+    t2 = Canned({"qdel": ok("", "qdel: Unauthorized Request 5.s\n", 159)})
+    with pytest.raises(SchedulerError, match="Unauthorized"):
+        PbsScheduler(t2, dialect="pbspro").cancel(["5.s"])
+
+
+# --- the rendered script runs: ranks, ids, results (PBS simulated by environment) ---------------
+
+
+def _probe(x):
+    import os as _os
+
+    import submitit
+
+    env = submitit.JobEnvironment()
+    return {
+        "x": x,
+        "job_id": env.job_id,
+        "rank": env.global_rank,
+        "local_rank": env.local_rank,
+        "node": env.node,
+        "world": env.num_tasks,
+        "hosts": list(env.hostnames),
+        "hpcui_rank": _os.environ.get("HPCUI_RANK"),
+    }
+
+
+def test_script_runs_one_process_per_task_on_every_node(tmp_path: Path):
+    """2 nodes x 2 tasks, array element 1: four results with the ranks hpcui.distributed reads.
+
+    The sister node is started through HPCUI_PBS_RSH (a stand-in for pbs_tmrsh that runs
+    the command here), so the whole launcher path runs, not only node 0.
+    """
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for i in range(2):
+        from submitit.core.utils import DelayedSubmission
+
+        (folder / f"{i}.pkl").write_bytes(cloudpickle.dumps(DelayedSubmission(_probe, i)))
+    s = spec(
+        folder=str(folder),
+        nodes=2,
+        tasks_per_node=2,
+        array_size=2,
+        python=sys.executable,
+        pythonpath=(str(ROOT),),
+    )
+    (folder / "submission.sh").write_text(pbs_script.render_script(s))
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("nodeA\nnodeA\nnodeB\nnodeB\n")
+    rsh = tmp_path / "rsh"
+    rsh.write_text('#!/bin/sh\nshift\nexec "$@"\n')
+    rsh.chmod(0o755)
+    env = dict(
+        os.environ,
+        PBS_JOBID="77[1].srv",
+        PBS_ARRAY_INDEX="1",
+        PBS_NODEFILE=str(nodefile),
+        HPCUI_PBS_RSH=str(rsh),
+    )
+    proc = subprocess.run(["bash", str(folder / "submission.sh")], env=env, timeout=120)
+    assert proc.returncode == 0
+    results = [pickle.loads((folder / f"77.srv_1_{r}_result.pkl").read_bytes()) for r in range(4)]
+    assert [kind for kind, _ in results] == ["success"] * 4
+    values = [v for _, v in results]
+    assert {v["job_id"] for v in values} == {"77.srv_1"}
+    assert [(v["rank"], v["node"], v["local_rank"]) for v in values] == [
+        (0, 0, 0),
+        (1, 0, 1),
+        (2, 1, 0),
+        (3, 1, 1),
+    ]
+    assert {v["world"] for v in values} == {4}
+    assert values[0]["hosts"] == ["nodeA", "nodeB"]
+    assert values[3]["hpcui_rank"] == "3"
+    assert (folder / "77.srv_1_submitted.pkl").is_symlink()
+
+
+def test_failing_task_makes_the_job_exit_nonzero(tmp_path: Path):
+    from submitit.core.utils import DelayedSubmission
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "task.pkl").write_bytes(cloudpickle.dumps(DelayedSubmission(int, "not a number")))
+    s = spec(folder=str(folder), python=sys.executable, pythonpath=(str(ROOT),))
+    (folder / "submission.sh").write_text(pbs_script.render_script(s))
+    env = dict(os.environ, PBS_JOBID="88.srv")
+    env.pop("PBS_NODEFILE", None)
+    env.pop("PBS_ARRAY_INDEX", None)
+    proc = subprocess.run(["bash", str(folder / "submission.sh")], env=env, timeout=120)
+    assert proc.returncode != 0
+    kind, tb = pickle.loads((folder / "88.srv_0_result.pkl").read_bytes())
+    assert kind == "error" and "ValueError" in tb
+    assert "ValueError" in (folder / "88.srv_0_log.err").read_text()

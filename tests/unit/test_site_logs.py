@@ -1,0 +1,167 @@
+"""LogFollower: incremental offset reads through a transport (LocalTransport, real files)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hpcui.errors import UsageError
+from hpcui.logs import LogFollower, LogTimeout, ProgressLines, follow_many, log_path
+from hpcui.transport.local import LocalTransport
+
+
+class CountingTransport(LocalTransport):
+    """Counts bytes handed out by read_file and the calls made."""
+
+    def __init__(self) -> None:
+        self.read_bytes = 0
+        self.reads = 0
+        self.stats = 0
+
+    def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        data = super().read_file(path, offset=offset, length=length)
+        self.read_bytes += len(data)
+        self.reads += 1
+        return data
+
+    def stat_size(self, path: str) -> int | None:
+        self.stats += 1
+        return super().stat_size(path)
+
+
+def append(path: Path, text: str | bytes) -> None:
+    with open(path, "ab") as fh:
+        fh.write(text.encode() if isinstance(text, str) else text)
+
+
+def test_log_path_follows_submitits_layout() -> None:
+    assert log_path("/r/jobs/abc", "123_4", 2, "stderr") == "/r/jobs/abc/123_4_2_log.err"
+    with pytest.raises(UsageError, match="stdout"):
+        log_path("/r", "1", 0, "both")  # type: ignore[arg-type]
+
+
+def test_incremental_reads_never_read_a_byte_twice(tmp_path: Path) -> None:
+    path = tmp_path / "1_0_log.out"
+    t = CountingTransport()
+    f = LogFollower(t, str(path))
+    assert f.read() == "" and not f.exists  # pending job: no file yet
+    append(path, "a\nb")
+    assert f.read() == "a\nb"
+    assert f.read() == ""  # nothing new: a stat, no read
+    reads = t.reads
+    append(path, "\nc\n")
+    assert f.read() == "\nc\n"
+    assert t.reads == reads + 1
+    assert t.read_bytes == path.stat().st_size == f.offset == f.bytes_read
+
+
+def test_big_log_is_read_in_bounded_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "big.out"
+    line = "x" * 99 + "\n"
+    path.write_text(line * 5000)  # 500 kB
+    t = CountingTransport()
+    f = LogFollower(t, str(path), chunk_bytes=64 * 1024)
+    chunks = list(f.drain())
+    assert "".join(chunks) == line * 5000
+    assert max(len(c) for c in chunks) <= 64 * 1024
+    assert t.reads == 8  # ceil(500000 / 65536)
+    assert t.read_bytes == 500_000  # exactly once
+
+
+def test_tail_bytes_skips_to_the_last_lines(tmp_path: Path) -> None:
+    path = tmp_path / "big.out"
+    path.write_text("".join(f"line {i}\n" for i in range(100_000)))
+    t = CountingTransport()
+    f = LogFollower(t, str(path), tail_bytes=40)
+    text = "".join(f.drain())
+    assert text == "line 99997\nline 99998\nline 99999\n"
+    assert t.read_bytes == 40
+    append(path, "after\n")
+    assert f.read() == "after\n"
+
+
+def test_truncation_restarts_from_zero(tmp_path: Path) -> None:
+    path = tmp_path / "log.out"
+    path.write_text("old line 1\nold line 2\n")
+    f = LogFollower(LocalTransport(), str(path))
+    assert f.read() == "old line 1\nold line 2\n"
+    path.write_text("new\n")  # truncated and rewritten, shorter
+    assert f.read() == "new\n"
+    assert f.restarts == 1 and f.offset == 4
+
+
+def test_multibyte_characters_split_across_reads(tmp_path: Path) -> None:
+    path = tmp_path / "utf8.out"
+    data = "épochs ✓ done\n".encode()
+    f = LogFollower(LocalTransport(), str(path), chunk_bytes=1)
+    out = []
+    for i in range(len(data)):
+        append(path, data[i : i + 1])
+        out.append(f.read())
+    assert "".join(out) == "épochs ✓ done\n"
+
+
+def test_spool_resumes_without_rereading(tmp_path: Path) -> None:
+    path = tmp_path / "log.out"
+    spool = tmp_path / "spool" / "1_0.out"
+    path.write_text("first\n")
+    f1 = LogFollower(LocalTransport(), str(path), spool=spool)
+    assert f1.read() == "first\n"
+    append(path, "second\n")
+    t = CountingTransport()
+    f2 = LogFollower(t, str(path), spool=spool)  # e.g. after a reconnect, or a new process
+    assert f2.read() == "second\n"
+    assert t.read_bytes == len("second\n")
+    assert spool.read_text() == "first\nsecond\n"
+    other = LogFollower(LocalTransport(), str(tmp_path / "other.out"), spool=spool)
+    assert other.offset == 0  # the spool belongs to another file: not resumed
+
+
+def test_follow_yields_lines_in_order_until_done(tmp_path: Path) -> None:
+    path = tmp_path / "run.out"
+    finished = threading.Event()
+
+    def writer() -> None:
+        for i in range(20):
+            append(path, f"line {i}\n")
+            time.sleep(0.01)
+        finished.set()
+
+    t = CountingTransport()
+    threading.Thread(target=writer).start()
+    text = "".join(LogFollower(t, str(path)).follow(finished.is_set, fast_s=0.005, timeout=10))
+    assert text.splitlines() == [f"line {i}" for i in range(20)]
+    assert t.read_bytes == path.stat().st_size
+
+
+def test_follow_many_per_rank(tmp_path: Path) -> None:
+    t = LocalTransport()
+    followers = {}
+    for rank in range(3):
+        p = tmp_path / f"9_{rank}_log.out"
+        p.write_text(f"rank {rank}\n")
+        followers[rank] = LogFollower(t, str(p))
+    chunks = list(follow_many(followers, None))  # no done(): read what is there once
+    assert [(c.task, c.text, c.offset) for c in chunks] == [
+        (0, "rank 0\n", 0),
+        (1, "rank 1\n", 0),
+        (2, "rank 2\n", 0),
+    ]
+
+
+def test_follow_timeout_says_what_to_do(tmp_path: Path) -> None:
+    f = LogFollower(LocalTransport(), str(tmp_path / "never.out"))
+    with pytest.raises(LogTimeout, match="has not ended"):
+        list(f.follow(lambda: False, fast_s=0.01, slow_s=0.02, timeout=0.1))
+
+
+def test_progress_bars_collapse_to_their_last_state() -> None:
+    p = ProgressLines()
+    assert p.feed("epoch 1\n  0%|     |\r 50%|##   |") == ["epoch 1"]
+    assert p.current == " 50%|##   |"
+    assert p.feed("\r100%|#####|\n") == ["100%|#####|"]
+    assert p.feed("done\r\n") == ["done"]
+    assert p.current == ""

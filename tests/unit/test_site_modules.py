@@ -1,0 +1,142 @@
+"""Modules: one round trip for list + avail (+ Lmod spider for defaults), on captured outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcui.site import (
+    ModuleError,
+    ModuleState,
+    detect_system,
+    fetch_modules,
+    missing_modules,
+    search_modules,
+    setup_modules,
+)
+from hpcui.site.remote import MARK
+from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.quoting import to_command
+from tests.conftest import fixture_text
+
+
+class Scripted(Transport):
+    """Answers each run() with the next canned result; records the commands."""
+
+    description = "scripted"
+
+    def __init__(self, *answers: CommandResult) -> None:
+        self.answers = list(answers)
+        self.commands: list[str] = []
+
+    def run(self, cmd: Command, *, timeout=None, stdin=None) -> CommandResult:  # type: ignore[override]
+        self.commands.append(to_command(cmd).decode())
+        return self.answers.pop(0)
+
+    def put_files(self, directory, files, *, then=None):  # type: ignore[override]
+        raise NotImplementedError
+
+    def write_file(self, path, data, *, mode=0o600):  # type: ignore[override]
+        raise NotImplementedError
+
+    def read_file(self, path, *, offset=0, length=None):  # type: ignore[override]
+        raise NotImplementedError
+
+    def stat_size(self, path):  # type: ignore[override]
+        raise NotImplementedError
+
+
+def framed(*outputs: str) -> CommandResult:
+    """What all_command prints: each output after its marker line."""
+    body = "".join(f"\n{MARK} {i} 0\n{out.rstrip(chr(10))}\n" for i, out in enumerate(outputs))
+    return CommandResult(0, body.encode(), b"")
+
+
+def test_detect_lmod_and_envmodules() -> None:
+    lmod = "\nModules based on Lua: Version 8.6.19  2022-04-16 13:46 -05:00\n"
+    assert detect_system(Scripted(CommandResult(0, lmod.encode(), b""))) == "lmod"
+    env = "Modules Release 5.2.0 (2022-11-08)\n"
+    assert detect_system(Scripted(CommandResult(0, b"", env.encode()))) == "envmodules"
+    with pytest.raises(ModuleError, match=r"No module system on mn9.*module load"):
+        detect_system(
+            Scripted(CommandResult(127, b"", b"bash: module: command not found")), cluster="mn9"
+        )
+
+
+def test_lmod_state_in_one_round_trip_with_spider_defaults() -> None:
+    t = Scripted(
+        framed(
+            fixture_text("lmod-8.6.19/t_list_redirect.stdout"),
+            fixture_text("lmod-8.6.19/t_avail.stderr"),  # what --redirect puts on stdout
+            fixture_text("lmod-8.6.19/spider_json.stdout"),
+        )
+    )
+    state = fetch_modules(t, "lmod")
+    assert len(t.commands) == 1
+    assert (
+        "-t list" in t.commands[0]
+        and "-t avail" in t.commands[0]
+        and "spider-json" in t.commands[0]
+    )
+    assert [m.full_name for m in state.loaded] == ["gcc/12.2.0", "cuda/12.2"]
+    avail = {m.full_name: m for m in state.available}
+    assert list(avail) == [
+        "cuda/12.2",
+        "gcc/11.3.0",
+        "gcc/12.2.0",
+        "openmpi/4.1.5",
+        "python/3.11.5",
+    ]
+    assert avail["gcc/12.2.0"].default and not avail["gcc/11.3.0"].default  # marked default
+    assert avail["cuda/12.2"].default and avail["cuda/12.2"].loaded
+    assert avail["gcc/12.2.0"].loaded and not avail["openmpi/4.1.5"].loaded
+    assert avail["python/3.11.5"].description == "Python interpreter"
+
+
+def test_lmod_state_survives_a_broken_spider() -> None:
+    t = Scripted(framed("cuda/12.2\n", "/mf:\ncuda/12.2\ngcc/12.2.0\n", "lmod: spider crashed"))
+    state = fetch_modules(t, "lmod")
+    assert [m.full_name for m in state.available] == ["cuda/12.2", "gcc/12.2.0"]
+    assert not any(m.default for m in state.available)
+
+
+def test_envmodules_state_from_json() -> None:
+    t = Scripted(
+        framed(
+            fixture_text("envmodules-5.2.0/j_list.stderr"),
+            fixture_text("envmodules-5.2.0/j_avail.stderr"),
+        )
+    )
+    state = fetch_modules(t, "envmodules")
+    assert "-j list" in t.commands[0] and "2>&1" in t.commands[0]
+    assert [m.full_name for m in state.loaded] == ["gcc/12.2.0", "cuda/12.2"]
+    avail = {m.full_name: m.loaded for m in state.available}
+    assert avail == {"gcc/12.2.0": True, "gcc/11.3.0": False, "cuda/12.2": True}
+
+
+def test_missing_answer_is_a_clear_error() -> None:
+    t = Scripted(CommandResult(1, b"", b"bash: module: command not found"))
+    with pytest.raises(ModuleError, match=r"did not answer.*list, avail, spider.*module list"):
+        fetch_modules(t, "lmod", cluster="x")
+
+
+def test_search_lmod_keyword() -> None:
+    t = Scripted(CommandResult(0, fixture_text("lmod-8.6.19/keyword.stderr").encode(), b""))
+    found = search_modules(t, "lmod", "gpu")
+    assert "keyword gpu" in t.commands[0]
+    assert [(m.full_name, m.description) for m in found] == [("cuda/12.2", "CUDA")]
+
+
+def test_setup_lines_are_checked_against_the_site() -> None:
+    setup = ["module purge", "module load cuda/12.4 python", "ml load nope/1 ; export X=1"]
+    assert setup_modules(setup) == ["cuda/12.4", "python", "nope/1"]
+    state = ModuleState.model_validate(
+        {
+            "loaded": [],
+            "available": [
+                {"name": "cuda", "version": "12.4", "full_name": "cuda/12.4"},
+                {"name": "python", "version": "3.11", "full_name": "python/3.11"},
+            ],
+        }
+    )
+    assert missing_modules(setup, state) == ["nope/1"]
+    assert missing_modules(["module load cuda/12.9"], state) == ["cuda/12.9"]

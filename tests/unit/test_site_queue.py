@@ -1,0 +1,377 @@
+"""Queue, history and partitions through the scheduler adapter, and the shared QueueWatcher."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from backends.states import JobState
+from hpcui.errors import SchedulerError, UsageError
+from hpcui.schedulers.slurm import SlurmScheduler
+from hpcui.site import (
+    HistoryJob,
+    QueueJob,
+    QueueSnapshot,
+    QueueWatcher,
+    efficiency_line,
+    is_rate_limited,
+    since_arg,
+    token_of,
+)
+from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.quoting import to_command
+from tests.conftest import fixture_text
+
+SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
+SACCT = fixture_text("slurm-constructed/sacct_P.txt")
+SINFO = fixture_text("slurm-22.05.8/sinfo_o_pipe.txt")
+
+
+class FakeTransport(Transport):
+    """Answers squeue/sacct/sinfo with canned text; records every command."""
+
+    description = "fake"
+
+    def __init__(self, answers: dict[str, CommandResult]) -> None:
+        self.answers = answers
+        self.commands: list[str] = []
+
+    def run(self, cmd: Command, *, timeout=None, stdin=None) -> CommandResult:  # type: ignore[override]
+        text = to_command(cmd).decode()
+        self.commands.append(text)
+        for tool, res in self.answers.items():
+            if f" {tool} " in f" {text} ":
+                return res
+        return CommandResult(127, b"", f"{text}: not found".encode())
+
+    def put_files(self, directory, files, *, then=None):  # type: ignore[override]
+        raise NotImplementedError
+
+    def write_file(self, path, data, *, mode=0o600):  # type: ignore[override]
+        raise NotImplementedError
+
+    def read_file(self, path, *, offset=0, length=None):  # type: ignore[override]
+        raise NotImplementedError
+
+    def stat_size(self, path):  # type: ignore[override]
+        raise NotImplementedError
+
+
+def ok(text: str) -> CommandResult:
+    return CommandResult(0, text.encode(), b"")
+
+
+# -- records ------------------------------------------------------------------------------
+
+
+def test_token_of_reads_only_hpcuis_comment() -> None:
+    assert token_of("hpcui:4f2a9c") == "4f2a9c"
+    assert token_of("  hpcui:abc  ") == "abc"
+    assert token_of("hpcui:") is None
+    assert token_of("note|with pipe") is None
+    assert token_of("") is None
+
+
+def test_queue_jobs_flag_hpcuis_own() -> None:
+    jobs = {j.job_id: j for j in map(QueueJob.from_entry, parse_squeue(SQUEUE))}
+    assert jobs["1201"].hpcui is True
+    assert jobs["1201"].token == "4f2a9c"
+    assert jobs["1201"].gpus == 4
+    assert jobs["1202"].hpcui is False
+    # pending: reason and the scheduler's estimated start
+    assert jobs["1202"].state is JobState.PENDING
+    assert jobs["1202"].reason == "Priority"
+    assert jobs["1202"].start_time == datetime(2024, 1, 2, 3, 0, 0)
+    assert jobs["1300_7"].array_job_id == "1300"
+    assert jobs["1300_8"].array_task_id == 8
+    assert jobs["1400+0"].state is JobState.RUNNING
+    dumped = jobs["1201"].model_dump(mode="json")
+    assert dumped["hpcui"] is True and dumped["token"] == "4f2a9c"
+
+
+def test_history_jobs_carry_the_seff_line() -> None:
+    jobs = {j.job_id: j for j in map(HistoryJob.from_entry, parse_sacct(SACCT))}
+    train = jobs["2001"]
+    assert train.hpcui and train.token == "4f2a9c"
+    assert train.cpu_efficiency == pytest.approx(143999.124 / (3600 * 80))
+    assert (
+        train.efficiency
+        == "CPU 50.0% of 80 cores x 01:00:00 | Memory 94.2 GiB of 480.0 GiB (19.6%)"
+    )
+    assert jobs["2010_1"].exit_code == 1
+    assert jobs["2010_1"].state is JobState.FAILED
+    assert jobs["2040"].efficiency == "efficiency: n/a until the job ends"
+    assert efficiency_line(jobs["2010_[3-5%2]"]) == "efficiency: n/a until the job ends"
+    assert jobs["2030+1"].efficiency.endswith("per node (2.7%)")
+    assert (
+        HistoryJob.from_entry(jobs["2001"])
+        .model_dump(mode="json")["efficiency"]
+        .startswith("CPU 50.0%")
+    )
+
+
+def test_since_arg() -> None:
+    assert since_arg(None) is None
+    assert since_arg(timedelta(hours=2)) == "now-7200"
+    assert since_arg(datetime(2024, 5, 6, 7, 8, 9)) == "2024-05-06T07:08:09"
+    assert since_arg("2024-01-01") == "2024-01-01"
+    with pytest.raises(UsageError, match="positive"):
+        since_arg(timedelta(seconds=-5))
+    with pytest.raises(UsageError, match="datetime"):
+        since_arg(5)  # type: ignore[arg-type]
+
+
+# -- scheduler adapter ----------------------------------------------------------------------
+
+
+def test_slurm_queue_history_partitions_one_call_each() -> None:
+    t = FakeTransport({"squeue": ok(SQUEUE), "sacct": ok(SACCT), "sinfo": ok(SINFO)})
+    s = SlurmScheduler(t)
+    queue = s.queue()
+    assert [e.job_id for e in queue][:3] == ["1201", "1202", "1300_7"]
+    assert s.calls == 1 and "--me" in t.commands[-1] and "--states=all" in t.commands[-1]
+    hist = s.history("now-3600")
+    assert s.calls == 2 and "--starttime=now-3600" in t.commands[-1]
+    assert {e.job_id for e in hist} >= {"2001", "2002", "2010_1"}
+    parts = s.partitions()
+    assert s.calls == 3 and parts and parts[0].partition
+    assert len(t.commands) == 3
+
+
+def test_slurm_history_falls_back_to_squeue_without_accounting() -> None:
+    t = FakeTransport(
+        {
+            "sacct": CommandResult(1, b"", b"sacct: error: Problem talking to the database"),
+            "squeue": ok(SQUEUE),
+        }
+    )
+    s = SlurmScheduler(t)
+    hist = s.history(None)
+    assert s.calls == 2 and s.accounting_off
+    assert {e.job_id: e.state for e in hist}["1501"] is JobState.OUT_OF_MEMORY
+    s.history(None)  # accounting known off: straight to squeue
+    assert s.calls == 3 and "sacct" not in t.commands[-1]
+
+
+def test_slurm_queue_failure_says_what_to_do() -> None:
+    err = b"squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation"
+    s = SlurmScheduler(FakeTransport({"squeue": CommandResult(1, b"", err)}))
+    with pytest.raises(SchedulerError, match=r"Socket timed out.*retries with backoff"):
+        s.queue()
+
+
+# -- watcher --------------------------------------------------------------------------------
+
+
+class CountingFetch:
+    """A fake scheduler call: counts calls; returns a list that may change or fail."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.jobs = [QueueJob.from_entry(e) for e in parse_squeue(SQUEUE)]
+        self.fail: Exception | None = None
+        self.delay = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> list[QueueJob]:
+        with self.lock:
+            self.calls += 1
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+        return list(self.jobs)
+
+
+def test_one_fetch_per_refresh_whatever_the_number_of_subscribers() -> None:
+    fetch = CountingFetch()
+    w = QueueWatcher(fetch, fast_s=0.05, slow_s=0.05)
+    seen: list[list[QueueSnapshot]] = [[] for _ in range(8)]
+    subs = [w.subscribe(seen[i].append) for i in range(8)]
+    deadline = time.monotonic() + 5
+    while fetch.calls < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for s in subs:
+        s.cancel()
+    time.sleep(0.15)  # the thread notices nobody is left
+    calls = fetch.calls
+    assert calls >= 5
+    assert w.fetches == calls
+    # every subscriber saw every refresh, and they saw the same snapshot objects
+    counts = {len(s) for s in seen}
+    assert max(counts) - min(counts) <= 1, counts
+    assert seen[0][0] is seen[7][0]
+    time.sleep(0.2)
+    assert fetch.calls == calls  # no subscribers, no polling
+    assert w.subscribers == 0
+
+
+def test_concurrent_refreshes_share_one_call() -> None:
+    fetch = CountingFetch()
+    fetch.delay = 0.2
+    w = QueueWatcher(fetch)
+    results: list[QueueSnapshot] = []
+    threads = [threading.Thread(target=lambda: results.append(w.refresh())) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert fetch.calls == 1
+    assert len({id(r) for r in results}) == 1
+    assert w.refresh(max_age_s=60) is results[0]  # fresh enough: no call
+    assert fetch.calls == 1
+    w.refresh()
+    assert fetch.calls == 2
+
+
+def test_interval_fast_on_change_slow_when_idle() -> None:
+    fetch = CountingFetch()
+    w = QueueWatcher(fetch, fast_s=1.0, slow_s=8.0)
+    first = w.refresh()
+    assert first.changed and w.interval == 1.0
+    intervals = [w.refresh().next_refresh_s for _ in range(6)]
+    assert intervals == [1.5, 2.25, 3.375, 5.0625, 7.59375, 8.0]
+    # elapsed time ticking is not a change; a state change is
+    fetch.jobs = [j.model_copy(update={"elapsed_s": (j.elapsed_s or 0) + 5}) for j in fetch.jobs]
+    assert not w.refresh().changed
+    fetch.jobs[0] = fetch.jobs[0].model_copy(update={"state_raw": "COMPLETING"})
+    snap = w.refresh()
+    assert snap.changed and snap.next_refresh_s == 1.0
+
+
+def test_slow_controller_gets_breathing_room() -> None:
+    fetch = CountingFetch()
+    fetch.delay = 0.3
+    w = QueueWatcher(fetch, fast_s=0.5, slow_s=60)
+    snap = w.refresh()
+    assert snap.took_s >= 0.3
+    assert snap.next_refresh_s >= 3.0  # 10x the call
+
+
+def test_errors_back_off_and_keep_the_last_good_list() -> None:
+    fetch = CountingFetch()
+    w = QueueWatcher(fetch, fast_s=1.0, slow_s=60, max_s=300)
+    good = w.refresh()
+    fetch.fail = SchedulerError("squeue failed: Connection refused")
+    bad = w.refresh()
+    assert bad.stale and bad.error and "Connection refused" in bad.error
+    assert bad.jobs == good.jobs
+    assert bad.next_refresh_s == 2.0
+    assert w.refresh().next_refresh_s == 4.0
+    assert isinstance(w.last_exception, SchedulerError)
+    fetch.fail = SchedulerError("slurm_load_jobs error: Rate limit exceeded, please retry")
+    assert w.refresh().next_refresh_s == 30.0  # rate limiting: at least 30 s
+    assert w.refresh().next_refresh_s == 120.0
+    assert w.refresh().next_refresh_s == 300.0  # ceiling
+    fetch.fail = None
+    recovered = w.refresh()
+    assert recovered.error is None and not recovered.stale
+
+
+def test_rate_limit_words() -> None:
+    assert is_rate_limited("slurm_load_jobs error: Socket timed out on send/recv operation")
+    assert is_rate_limited("RPC rate limit exceeded")
+    assert is_rate_limited("Too many requests")
+    assert not is_rate_limited("squeue: error: Invalid user: nobody")
+
+
+def test_a_broken_subscriber_does_not_starve_the_others() -> None:
+    fetch = CountingFetch()
+    w = QueueWatcher(fetch, fast_s=0.05, slow_s=0.05)
+    got: list[QueueSnapshot] = []
+
+    def broken(_: QueueSnapshot) -> None:
+        raise RuntimeError("screen crashed")
+
+    with w.subscribe(broken), w.subscribe(got.append):
+        deadline = time.monotonic() + 5
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(got) >= 3
+
+
+def test_late_subscriber_gets_the_latest_snapshot_without_a_call() -> None:
+    fetch = CountingFetch()
+    w = QueueWatcher(fetch, fast_s=30, slow_s=30)
+    snap = w.refresh()
+    got: list[QueueSnapshot] = []
+    with w.subscribe(got.append):
+        time.sleep(0.1)
+    assert got and got[0] is snap
+    assert fetch.calls == 1
+
+
+# -- Cluster wrappers -----------------------------------------------------------------------
+
+
+def test_cluster_queue_and_history_through_the_adapter(tmp_path) -> None:
+    from hpcui.cluster import Cluster
+    from hpcui.config import ClusterConfig
+    from hpcui.registry import JobRecord, Registry
+
+    # sacct without a Comment (slurmdbd without AccountingStoreFlags=job_comment)
+    no_comment = "\n".join(
+        line.rsplit("|", 1)[0] + "|" if line.startswith("2002|") else line
+        for line in SACCT.splitlines()
+    )
+    t = FakeTransport({"squeue": ok(SQUEUE), "sacct": ok(no_comment), "sinfo": ok(SINFO)})
+    registry = Registry(tmp_path / "reg.sqlite")
+    registry.add([JobRecord(cluster="c", token="tok2002", folder="/f", job_id="2002")])
+    cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t, registry=registry)
+    cluster.__dict__["scheduler"] = SlurmScheduler(t)
+    active = cluster.queue()
+    assert {j.state for j in active} <= {
+        JobState.PENDING,
+        JobState.RUNNING,
+        JobState.COMPLETING,
+    }
+    everything = cluster.queue(include_finished=True)
+    assert len(everything) > len(active)
+    assert cluster.scheduler.calls == 2
+    assert cluster.queue(max_age_s=60) == active  # the watcher's snapshot: no call
+    assert cluster.scheduler.calls == 2
+    hist = {h.job_id: h for h in cluster.history(timedelta(hours=1))}
+    assert "--starttime=now-3600" in t.commands[-1]
+    assert hist["2002"].token == "tok2002" and hist["2002"].hpcui  # from the registry
+    assert hist["2001"].token == "4f2a9c"  # from the comment
+    assert not hist["2010_1"].hpcui
+    assert cluster.partitions() == parse_sinfo(SINFO)
+
+
+def test_cluster_queue_error_is_the_schedulers(tmp_path) -> None:
+    from hpcui.cluster import Cluster
+    from hpcui.config import ClusterConfig
+
+    t = FakeTransport(
+        {"squeue": CommandResult(1, b"", b"slurm_load_jobs error: Unable to contact")}
+    )
+    cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t)
+    cluster.__dict__["scheduler"] = SlurmScheduler(t)
+    with pytest.raises(SchedulerError, match="Unable to contact"):
+        cluster.queue()
+
+
+def test_close_stops_polling() -> None:
+    fetch = CountingFetch()
+    w = QueueWatcher(fetch, fast_s=0.02, slow_s=0.02)
+    w.subscribe(lambda _: None)
+    w.subscribe(lambda _: None)
+    time.sleep(0.1)
+    w.close()
+    time.sleep(0.1)
+    calls = fetch.calls
+    time.sleep(0.2)
+    assert fetch.calls == calls and w.subscribers == 0
+
+
+def test_one_slow_call_does_not_inflate_later_intervals() -> None:
+    fetch = CountingFetch()
+    fetch.delay = 0.3  # e.g. the first call opens the SSH connection
+    w = QueueWatcher(fetch, fast_s=1.0, slow_s=60)
+    assert w.refresh().next_refresh_s >= 3.0
+    fetch.delay = 0.0
+    assert w.refresh().next_refresh_s == 1.5  # back to the change/idle schedule
