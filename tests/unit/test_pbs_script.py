@@ -16,8 +16,7 @@ from backends.batch import BatchSpec
 from backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.pbs import PbsScheduler
-from hpcui.transport.base import CommandResult, Transport
-from hpcui.transport.quoting import to_command
+from tests.canned import CannedTransport, ok
 from tests.conftest import FIXTURES, ROOT, fixture_text
 
 FOLDER = "/scratch/u/.hpcui/jobs/abc"
@@ -181,46 +180,12 @@ def test_find_token_in_json_and_torque_text():
 # --- the adapter on canned outputs -----------------------------------------------------------
 
 
-class Canned(Transport):
-    """Answers commands by their first word; records what ran."""
-
-    description = "canned"
-
-    def __init__(self, answers: dict[str, CommandResult]) -> None:
-        self.answers = answers
-        self.ran: list[str] = []
-
-    def run(self, cmd, *, timeout=None, stdin=None) -> CommandResult:
-        text = to_command(cmd).decode()
-        self.ran.append(text)
-        for key, res in self.answers.items():
-            if key in text:
-                return res
-        raise AssertionError(f"unexpected command {text!r}")
-
-    def put_files(self, directory, files, *, then=None):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def write_file(self, path, data, *, mode=0o600):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def read_file(self, path, *, offset=0, length=None):  # pragma: no cover - unused
-        raise NotImplementedError
-
-    def stat_size(self, path):  # pragma: no cover - unused
-        raise NotImplementedError
-
-
-def ok(out: str = "", err: str = "", rc: int = 0) -> CommandResult:
-    return CommandResult(rc, out.encode(), err.encode())
-
-
 PROBE_PRO = ok("pbs_version = 19.0.0\n")
 
 
 def test_status_of_array_elements_and_unknown_ids_in_one_call():
     array = (FIXTURES / "pbs-constructed/qstat_tf_json_array.json").read_text()
-    t = Canned(
+    t = CannedTransport(
         {"--version": PROBE_PRO, "qstat -x": ok(array, "qstat: Unknown Job Id 99.pbs01\n", 153)}
     )
     sched = PbsScheduler(t)
@@ -230,12 +195,14 @@ def test_status_of_array_elements_and_unknown_ids_in_one_call():
     assert got["8300.pbs01_1"].state is JobState.RUNNING
     assert got["8300.pbs01_3"].state is JobState.PENDING
     assert "99.pbs01" not in got  # unknown: left to the vanished-job resolution
-    assert sum("qstat -x" in c for c in t.ran) == 1
+    assert sum("qstat -x" in c for c in t.commands) == 1
 
 
 def test_status_decodes_exit_status_of_killed_jobs():
     killed = (FIXTURES / "pbs-constructed/qstat_xf_json_killed.json").read_text()
-    sched = PbsScheduler(Canned({"--version": PROBE_PRO, "qstat -x": ok(killed)}))
+    sched = PbsScheduler(
+        CannedTransport({"--version": PROBE_PRO, "qstat -x": ok(killed)}, strict=True)
+    )
     got = sched.status(["8123.pbs01", "8124.pbs01", "8125.pbs01"])
     assert got["8123.pbs01"].state is JobState.CANCELLED
     assert "265" in got["8123.pbs01"].state_raw
@@ -244,7 +211,7 @@ def test_status_decodes_exit_status_of_killed_jobs():
 
 
 def test_real_qstat_failure_raises_scheduler_error():
-    t = Canned(
+    t = CannedTransport(
         {
             "--version": PROBE_PRO,
             "qstat -x": ok("", "qstat: cannot connect to server pbs01 (errno=111)", 2),
@@ -256,17 +223,17 @@ def test_real_qstat_failure_raises_scheduler_error():
 
 def test_wrapper_is_refused_with_advice():
     err = (FIXTURES / "pbs-constructed/wrapper-22.05.8_qstat_version.stderr").read_text()
-    t = Canned({"--version": ok(err, rc=0)})
+    t = CannedTransport({"--version": ok(err, rc=0)}, strict=True)
     sched = PbsScheduler(t)
     with pytest.raises(UsageError, match='scheduler = "slurm"'):
         sched.render_script(spec())
     with pytest.raises(UsageError, match="drop `ngpus`"):
         sched.status(["1"])
-    assert sum("--version" in c for c in t.ran) == 1  # probed once
+    assert sum("--version" in c for c in t.commands) == 1  # probed once
 
 
 def test_unknown_qstat_is_a_clear_error():
-    t = Canned(
+    t = CannedTransport(
         {
             "--version": ok(
                 "bash: qstat: command not found\n__HPCUI_QSUB__\nbash: qsub: command not found\n"
@@ -278,17 +245,17 @@ def test_unknown_qstat_is_a_clear_error():
 
 
 def test_parse_submit_maps_array_parent_to_base():
-    sched = PbsScheduler(Canned({}), dialect="pbspro")
+    sched = PbsScheduler(CannedTransport({}, strict=True), dialect="pbspro")
     assert sched.parse_submit("8300[].pbs01\n") == "8300.pbs01"
     with pytest.raises(SchedulerError, match="no job id"):
         sched.parse_submit("qsub: Unknown queue\n")
 
 
 def test_cancel_ignores_finished_jobs_only():
-    t = Canned({"qdel": ok("", "qdel: Job has finished 5.s\n", 35)})
+    t = CannedTransport({"qdel": ok("", "qdel: Job has finished 5.s\n", 35)}, strict=True)
     PbsScheduler(t, dialect="pbspro").cancel(["5.s_2"])
-    assert "qdel '5[2].s'" in t.ran[-1] or "qdel 5[2].s" in t.ran[-1]
-    t2 = Canned({"qdel": ok("", "qdel: Unauthorized Request 5.s\n", 159)})
+    assert "qdel '5[2].s'" in t.commands[-1] or "qdel 5[2].s" in t.commands[-1]
+    t2 = CannedTransport({"qdel": ok("", "qdel: Unauthorized Request 5.s\n", 159)}, strict=True)
     with pytest.raises(SchedulerError, match="Unauthorized"):
         PbsScheduler(t2, dialect="pbspro").cancel(["5.s"])
 

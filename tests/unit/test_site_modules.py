@@ -14,35 +14,9 @@ from hpcui.site import (
     setup_modules,
 )
 from hpcui.site.remote import MARK
-from hpcui.transport.base import Command, CommandResult, Transport
-from hpcui.transport.quoting import to_command
+from hpcui.transport.base import CommandResult
+from tests.canned import scripted
 from tests.conftest import fixture_text
-
-
-class Scripted(Transport):
-    """Answers each run() with the next canned result; records the commands."""
-
-    description = "scripted"
-
-    def __init__(self, *answers: CommandResult) -> None:
-        self.answers = list(answers)
-        self.commands: list[str] = []
-
-    def run(self, cmd: Command, *, timeout=None, stdin=None) -> CommandResult:  # type: ignore[override]
-        self.commands.append(to_command(cmd).decode())
-        return self.answers.pop(0)
-
-    def put_files(self, directory, files, *, then=None):  # type: ignore[override]
-        raise NotImplementedError
-
-    def write_file(self, path, data, *, mode=0o600):  # type: ignore[override]
-        raise NotImplementedError
-
-    def read_file(self, path, *, offset=0, length=None):  # type: ignore[override]
-        raise NotImplementedError
-
-    def stat_size(self, path):  # type: ignore[override]
-        raise NotImplementedError
 
 
 def framed(*outputs: str) -> CommandResult:
@@ -53,17 +27,17 @@ def framed(*outputs: str) -> CommandResult:
 
 def test_detect_lmod_and_envmodules() -> None:
     lmod = "\nModules based on Lua: Version 8.6.19  2022-04-16 13:46 -05:00\n"
-    assert detect_system(Scripted(CommandResult(0, lmod.encode(), b""))) == "lmod"
+    assert detect_system(scripted(CommandResult(0, lmod.encode(), b""))) == "lmod"
     env = "Modules Release 5.2.0 (2022-11-08)\n"
-    assert detect_system(Scripted(CommandResult(0, b"", env.encode()))) == "envmodules"
+    assert detect_system(scripted(CommandResult(0, b"", env.encode()))) == "envmodules"
     with pytest.raises(ModuleError, match=r"No module system on mn9.*module load"):
         detect_system(
-            Scripted(CommandResult(127, b"", b"bash: module: command not found")), cluster="mn9"
+            scripted(CommandResult(127, b"", b"bash: module: command not found")), cluster="mn9"
         )
 
 
 def test_lmod_state_in_one_round_trip_with_spider_defaults() -> None:
-    t = Scripted(
+    t = scripted(
         framed(
             fixture_text("lmod-8.6.19/t_list_redirect.stdout"),
             fixture_text("lmod-8.6.19/t_avail.stderr"),  # what --redirect puts on stdout
@@ -93,14 +67,14 @@ def test_lmod_state_in_one_round_trip_with_spider_defaults() -> None:
 
 
 def test_lmod_state_survives_a_broken_spider() -> None:
-    t = Scripted(framed("cuda/12.2\n", "/mf:\ncuda/12.2\ngcc/12.2.0\n", "lmod: spider crashed"))
+    t = scripted(framed("cuda/12.2\n", "/mf:\ncuda/12.2\ngcc/12.2.0\n", "lmod: spider crashed"))
     state = fetch_modules(t, "lmod")
     assert [m.full_name for m in state.available] == ["cuda/12.2", "gcc/12.2.0"]
     assert not any(m.default for m in state.available)
 
 
 def test_envmodules_state_from_json() -> None:
-    t = Scripted(
+    t = scripted(
         framed(
             fixture_text("envmodules-5.2.0/j_list.stderr"),
             fixture_text("envmodules-5.2.0/j_avail.stderr"),
@@ -114,13 +88,13 @@ def test_envmodules_state_from_json() -> None:
 
 
 def test_missing_answer_is_a_clear_error() -> None:
-    t = Scripted(CommandResult(1, b"", b"bash: module: command not found"))
+    t = scripted(CommandResult(1, b"", b"bash: module: command not found"))
     with pytest.raises(ModuleError, match=r"did not answer.*list, avail, spider.*module list"):
         fetch_modules(t, "lmod", cluster="x")
 
 
 def test_search_lmod_keyword() -> None:
-    t = Scripted(CommandResult(0, fixture_text("lmod-8.6.19/keyword.stderr").encode(), b""))
+    t = scripted(CommandResult(0, fixture_text("lmod-8.6.19/keyword.stderr").encode(), b""))
     found = search_modules(t, "lmod", "gpu")
     assert "keyword gpu" in t.commands[0]
     assert [(m.full_name, m.description) for m in found] == [("cuda/12.2", "CUDA")]

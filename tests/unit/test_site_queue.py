@@ -22,47 +22,13 @@ from hpcui.site import (
     since_arg,
     token_of,
 )
-from hpcui.transport.base import Command, CommandResult, Transport
-from hpcui.transport.quoting import to_command
+from hpcui.transport.base import CommandResult
+from tests.canned import CannedTransport, ok
 from tests.conftest import fixture_text
 
 SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
 SACCT = fixture_text("slurm-constructed/sacct_P.txt")
 SINFO = fixture_text("slurm-22.05.8/sinfo_o_pipe.txt")
-
-
-class FakeTransport(Transport):
-    """Answers squeue/sacct/sinfo with canned text; records every command."""
-
-    description = "fake"
-
-    def __init__(self, answers: dict[str, CommandResult]) -> None:
-        self.answers = answers
-        self.commands: list[str] = []
-
-    def run(self, cmd: Command, *, timeout=None, stdin=None) -> CommandResult:  # type: ignore[override]
-        text = to_command(cmd).decode()
-        self.commands.append(text)
-        for tool, res in self.answers.items():
-            if f" {tool} " in f" {text} ":
-                return res
-        return CommandResult(127, b"", f"{text}: not found".encode())
-
-    def put_files(self, directory, files, *, then=None):  # type: ignore[override]
-        raise NotImplementedError
-
-    def write_file(self, path, data, *, mode=0o600):  # type: ignore[override]
-        raise NotImplementedError
-
-    def read_file(self, path, *, offset=0, length=None):  # type: ignore[override]
-        raise NotImplementedError
-
-    def stat_size(self, path):  # type: ignore[override]
-        raise NotImplementedError
-
-
-def ok(text: str) -> CommandResult:
-    return CommandResult(0, text.encode(), b"")
 
 
 # -- records ------------------------------------------------------------------------------
@@ -129,7 +95,7 @@ def test_since_arg() -> None:
 
 
 def test_slurm_queue_history_partitions_one_call_each() -> None:
-    t = FakeTransport({"squeue": ok(SQUEUE), "sacct": ok(SACCT), "sinfo": ok(SINFO)})
+    t = CannedTransport({"squeue": ok(SQUEUE), "sacct": ok(SACCT), "sinfo": ok(SINFO)})
     s = SlurmScheduler(t)
     queue = s.queue()
     assert [e.job_id for e in queue][:3] == ["1201", "1202", "1300_7"]
@@ -143,7 +109,7 @@ def test_slurm_queue_history_partitions_one_call_each() -> None:
 
 
 def test_slurm_history_falls_back_to_squeue_without_accounting() -> None:
-    t = FakeTransport(
+    t = CannedTransport(
         {
             "sacct": CommandResult(1, b"", b"sacct: error: Problem talking to the database"),
             "squeue": ok(SQUEUE),
@@ -159,7 +125,7 @@ def test_slurm_history_falls_back_to_squeue_without_accounting() -> None:
 
 def test_slurm_queue_failure_says_what_to_do() -> None:
     err = b"squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation"
-    s = SlurmScheduler(FakeTransport({"squeue": CommandResult(1, b"", err)}))
+    s = SlurmScheduler(CannedTransport({"squeue": CommandResult(1, b"", err)}))
     with pytest.raises(SchedulerError, match=r"Socket timed out.*retries with backoff"):
         s.queue()
 
@@ -318,7 +284,7 @@ def test_cluster_queue_and_history_through_the_adapter(tmp_path) -> None:
         line.rsplit("|", 1)[0] + "|" if line.startswith("2002|") else line
         for line in SACCT.splitlines()
     )
-    t = FakeTransport({"squeue": ok(SQUEUE), "sacct": ok(no_comment), "sinfo": ok(SINFO)})
+    t = CannedTransport({"squeue": ok(SQUEUE), "sacct": ok(no_comment), "sinfo": ok(SINFO)})
     registry = Registry(tmp_path / "reg.sqlite")
     registry.add([JobRecord(cluster="c", token="tok2002", folder="/f", job_id="2002")])
     cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t, registry=registry)
@@ -346,7 +312,7 @@ def test_cluster_queue_error_is_the_schedulers(tmp_path) -> None:
     from hpcui.cluster import Cluster
     from hpcui.config import ClusterConfig
 
-    t = FakeTransport(
+    t = CannedTransport(
         {"squeue": CommandResult(1, b"", b"slurm_load_jobs error: Unable to contact")}
     )
     cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t)
