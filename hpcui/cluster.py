@@ -27,7 +27,6 @@ from hpcui.status import StatusService
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
-_quiet_submitit = threading.Lock()
 
 
 def _silence_submitit() -> None:
