@@ -22,6 +22,7 @@ from hpcui.transport.ssh import SshTransport
 ROOT = Path(__file__).resolve().parent.parent
 SSH_CONFIG = str(ROOT / ".devcluster" / "ssh" / "config")
 HOST = "hpcui-dev"
+ROUNDS = 5
 
 
 def median_ms(fn, n: int) -> float:
@@ -64,21 +65,30 @@ def main() -> None:
             fn()
             return size / (1024 * 1024) / (time.perf_counter() - start)
 
-        up = timed(lambda: t.write_file(remote, data))
-        down_holder = {}
-        down = timed(lambda: down_holder.setdefault("d", t.read_file(remote)))
-        assert down_holder["d"] == data
         scp_base = ["scp", "-q", "-F", SSH_CONFIG]
-        scp_up = timed(
-            lambda: subprocess.run([*scp_base, str(local), f"{HOST}:{remote}2"], check=True)
-        )
-        scp_down = timed(
-            lambda: subprocess.run(
-                [*scp_base, f"{HOST}:{remote}2", str(Path(tmp) / "back")], check=True
+        got: dict[str, list[float]] = {"up": [], "down": [], "scp_up": [], "scp_down": []}
+        for _ in range(ROUNDS):  # alternate, so both see the same load; report medians
+            got["up"].append(timed(lambda: t.write_file(remote, data)))
+            got["scp_up"].append(
+                timed(
+                    lambda: subprocess.run([*scp_base, str(local), f"{HOST}:{remote}2"], check=True)
+                )
             )
+            back: dict[str, bytes] = {}
+            got["down"].append(timed(lambda b=back: b.setdefault("d", t.read_file(remote))))
+            assert back["d"] == data
+            got["scp_down"].append(
+                timed(
+                    lambda: subprocess.run(
+                        [*scp_base, f"{HOST}:{remote}2", str(Path(tmp) / "b")], check=True
+                    )
+                )
+            )
+        up, scp_up, down, scp_down = (
+            statistics.median(got[k]) for k in ("up", "scp_up", "down", "scp_down")
         )
         t.run(["rm", "-f", remote, remote + "2"])
-    print("SFTP 64 MiB (MiB/s):")
+    print(f"SFTP 64 MiB (MiB/s, median of {ROUNDS} alternating rounds):")
     print(f"  upload    hpcui {up:7.1f}   scp {scp_up:7.1f}   ratio {up / scp_up:5.2f}")
     print(f"  download  hpcui {down:7.1f}   scp {scp_down:7.1f}   ratio {down / scp_down:5.2f}")
     print(f"  cipher: {conn.remote_cipher}, paramiko {paramiko.__version__}")
