@@ -219,3 +219,47 @@ def test_command_interrupted_by_drop_raises_connection_lost(devcluster):
             t.run("sleep 20")
         killer.join()
         assert t.run("echo back").stdout == "back\n"
+
+
+def test_ssh_config_include_and_alias(devcluster, tmp_path):
+    """`Include` (which paramiko lacks) is expanded in place; the alias resolves through it."""
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "dev.conf").write_text((DEVCLUSTER / "ssh" / "config").read_text())
+    main = tmp_path / "config"
+    main.write_text(f"Include {tmp_path}/conf.d/*.conf\n")
+    t = SshTransport.from_config("hpcui-dev", ssh_config=str(main))
+    assert (t.target.hostname, t.target.port, t.target.user) == ("127.0.0.1", 2222, "hpcuser")
+    with t:
+        assert t.run("whoami").stdout.strip() == "hpcuser"
+
+
+def test_ssh_agent_key_is_used(devcluster, tmp_path, monkeypatch):
+    """No IdentityFile at all: the key comes from a real ssh-agent."""
+    out = subprocess.run(
+        ["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    pid = int(out.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        env = {"SSH_AUTH_SOCK": str(tmp_path / "agent.sock"), "PATH": "/usr/bin:/bin"}
+        subprocess.run(
+            ["ssh-add", str(DEVCLUSTER / "ssh" / "id_ed25519")],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        monkeypatch.setenv("SSH_AUTH_SOCK", env["SSH_AUTH_SOCK"])
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_* fallbacks
+        cfg = tmp_path / "config"
+        cfg.write_text(
+            "Host agentdev\n  HostName 127.0.0.1\n  Port 2222\n  User hpcuser\n"
+            f"  UserKnownHostsFile {DEVCLUSTER}/ssh/known_hosts\n"
+        )
+        t = SshTransport.from_config("agentdev", ssh_config=str(cfg))
+        assert t.target.identity_files == ()
+        with t:
+            assert t.run("whoami").stdout.strip() == "hpcuser"
+    finally:
+        subprocess.run(["kill", str(pid)], check=False)
