@@ -245,3 +245,32 @@ def test_tracks_state_with_accounting_disabled(dev, exclusive_cluster):
         assert dev.scheduler.accounting_off
     finally:
         subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-start"], check=True, timeout=120)
+
+
+def test_round_trips_per_submit_are_counted(dev_env):
+    """Steady state: one shell command per submit (sbatch rides with the unpack); the
+    runtime bundle is uploaded once per version, not per process."""
+    from hpcui.api import connect
+
+    first = connect("dev")
+    first.submit(add, 0, 1).result(timeout=120)  # probe + bundle (if missing) paid here
+    first.close()
+
+    import hpcui.api
+
+    hpcui.api._clusters.clear()
+    dev = connect("dev")
+    calls: dict[str, list] = {"run": [], "write": []}
+    run, write = dev.transport.run, dev.transport.write_file
+    dev.transport.run = lambda cmd, **kw: calls["run"].append(cmd) or run(cmd, **kw)
+    dev.transport.write_file = lambda p, d, **kw: calls["write"].append(p) or write(p, d, **kw)
+    with dev.status.paused():
+        dev.submit(add, 1, 1)  # new process: probe (1 command), bundle already there
+        assert len(calls["run"]) == 2
+        assert not any("/runtime/" in p for p in calls["write"])
+        calls["run"].clear()
+        calls["write"].clear()
+        job = dev.submit(add, 2, 2)
+        assert len(calls["run"]) == 1  # upload + sbatch in one command
+        assert [p.rsplit("/", 1)[1] for p in calls["write"]] == ["submission.sh", "task.pkl"]
+    assert job.result(timeout=120) == 4
