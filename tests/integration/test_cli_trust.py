@@ -41,7 +41,7 @@ def test_trust_refuses_without_a_terminal_then_accepts_with_yes(devcluster, tmp_
         check=True,
     ).stdout.split()[1]
 
-    refused = _hpcui(cfg, "-c", "fresh", "run", "true")
+    refused = _hpcui(cfg, "-c", "fresh", "exec", "true")
     assert refused.returncode == 3
     assert fp in refused.stderr and "hpcui trust fresh" in refused.stderr
     assert not kh.exists()
@@ -54,4 +54,4 @@ def test_trust_refuses_without_a_terminal_then_accepts_with_yes(devcluster, tmp_
     ok = _hpcui(cfg, "trust", "fresh", "--yes")
     assert ok.returncode == 0, ok.stderr
     assert kh.read_text().startswith("[127.0.0.1]:2222 ssh-ed25519 ")
-    assert _hpcui(cfg, "-c", "fresh", "run", "whoami").stdout.strip() == "hpcuser"
+    assert _hpcui(cfg, "-c", "fresh", "exec", "whoami").stdout.strip() == "hpcuser"

@@ -1,20 +1,41 @@
-"""Headless CLI basics: fast help, clear errors, --json."""
+"""Headless CLI without a cluster: fast help, usage errors, schemas, completion, scripts."""
+
+from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import textwrap
 
-from hpcui.cli import main
+import pytest
+
+from hpcui.cli import EXIT_TIMEOUT, exit_code_for, main
+from hpcui.cli.completion import script as completion_script
+from hpcui.cli.parser import JSON_COMMANDS, build_parser
 
 
-def test_help_does_not_import_heavy_modules():
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["jobs", "--help"], ["submit", "--help"]])
+def test_help_does_not_import_heavy_modules(argv):
     code = (
-        "import sys; from hpcui.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('paramiko', 'textual', 'torch', 'pydantic') if m in sys.modules))"
+        f"import sys; from hpcui.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = ('paramiko', 'textual', 'torch', 'pydantic', 'rich', 'cloudpickle')\n"
+        "print('HEAVY', sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert "HEAVY []" in out.stdout.splitlines()[-1]
 
 
 def test_clusters_json_lists_local(tmp_path, monkeypatch, capsys):
@@ -25,6 +46,9 @@ def test_clusters_json_lists_local(tmp_path, monkeypatch, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert {r["name"] for r in rows} == {"local", "mn5"}
     assert next(r for r in rows if r["name"] == "local")["default"] is True
+    assert all(r["check"] is None for r in rows)  # no --check: no network
+    assert main(["clusters", "--names"]) == 0
+    assert capsys.readouterr().out.split() == ["local", "mn5"]
 
 
 def test_user_error_is_one_clear_line(tmp_path, monkeypatch, capsys):
@@ -32,3 +56,236 @@ def test_user_error_is_one_clear_line(tmp_path, monkeypatch, capsys):
     assert main(["clusters"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("hpcui: Config file") and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["frobnicate"], "invalid choice"),
+        (["jobs", "--state", "bogus"], "unknown state 'BOGUS'"),
+        (["jobs", "--history", "-1"], "must be > 0"),
+        (["submit"], "required: MODULE:FUNCTION"),
+        (["logs", "1", "--rank", "x"], "invalid int value"),
+        (["modules", "--avail", "--search", "x"], "not allowed with argument"),
+        (["completion", "tcsh"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(argv, needle):
+    res = _cli(*argv)
+    assert res.returncode == 2
+    assert res.stderr.startswith("usage: hpcui")
+    assert needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_errors_before_the_network_are_usage_errors(tmp_path, monkeypatch, capsys):
+    """Bad JSON, unknown functions and bad scripts fail before any connection (exit 2)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'default = "far"\n[clusters.far]\nhost = "unreachable.invalid"\nprofile = "dev"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mymod.py").write_text("def f(x):\n    return x\nvalue = 3\n")
+    (tmp_path / "bad.py").write_text("def broken(:\n")
+    cases = [
+        (["submit", "mymod:f", "--args", "{"], "--args is not valid JSON"),
+        (["submit", "mymod:f", "--args", '{"a": 1}'], "must be a JSON list"),
+        (["submit", "mymod:f", "--kwargs", "[1]"], "must be a JSON object"),
+        (["submit", "mymod:nope"], "has no attribute 'nope'"),
+        (["submit", "mymod:value"], "not a function"),
+        (["submit", "nosuchmodule:f"], "Cannot import 'nosuchmodule'"),
+        (["submit", "mymod"], "Expected MODULE:FUNCTION"),
+        (["submit", "missing.py:f"], "No such file"),
+        (["run", "nothere.py"], "No such script"),
+        (["run", "bad.py"], "does not compile"),
+        (["script", "--gpus", "6"], "Ask for 4 or 8 GPUs"),
+        (["script", "--time", "soon"], "Invalid resource request"),
+    ]
+    for argv, needle in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, (argv, err)
+
+
+def test_script_renders_without_submitting(tmp_path, monkeypatch, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[clusters.far]\nhost = "unreachable.invalid"\nprofile = "dev"\n')
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    assert main(["script", "-c", "far", "--gpus", "2", "--time", "30m", "--name", "t"]) == 0
+    cap = capsys.readouterr()
+    assert "#SBATCH --gres=gpu:2" in cap.out and "#SBATCH --job-name=t" in cap.out
+    assert "#SBATCH --time=00:30:00" in cap.out and "HOME/.hpcui/jobs/TOKEN" in cap.out
+    assert "# 1 node(s) x 2 task(s)" in cap.err
+    assert main(["script", "-c", "far", "--array", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["allocation"]["partition"] == "cpu" and "--array=0-4" in data["script"]
+
+
+def test_profiles_human_and_json(capsys):
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out
+    assert "mn5-acc" in out and "aspire2a-plus" in out and "pbs" in out
+    assert main(["profiles", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    lumi = next(r for r in rows if r["name"] == "lumi-g")
+    assert lumi["gpus_per_node"] == 8 and "small-g" in lumi["partitions"]
+    assert main(["profiles", "lumi-g", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cpus_per_gpu"] == 7
+    assert main(["profiles", "lumi-g"]) == 0
+    assert "small-g" in capsys.readouterr().out
+    assert main(["profiles", "nope"]) == 2
+
+
+@pytest.mark.parametrize("command", JSON_COMMANDS)
+def test_every_json_command_has_a_schema(command, capsys):
+    args = build_parser().parse_args([*_minimal(command), "--json-schema"])
+    from hpcui.cli.models import print_schema
+
+    print_schema(args)
+    schema = json.loads(capsys.readouterr().out)
+    assert schema.get("type") in ("object", "array") or "$ref" in schema or "$defs" in schema
+
+
+def _minimal(command: str) -> list[str]:
+    positional = {
+        "submit": ["m:f"],
+        "run": ["s.py"],
+        "show": ["1"],
+        "logs": ["1"],
+        "result": ["1"],
+        "cancel": ["1"],
+        "stop": ["1"],
+    }
+    return [command, *positional.get(command, [])]
+
+
+def test_json_schema_flag_through_main(capsys):
+    assert main(["jobs", "--history", "1", "--json-schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["type"] == "array"
+    item = schema["items"]["$ref"].rsplit("/", 1)[-1]
+    props = schema["$defs"][item]["properties"]
+    assert {"job_id", "state", "exit_code", "efficiency", "hpcui"} <= set(props)
+
+
+def test_exit_codes_follow_the_error_hierarchy():
+    from hpcui import errors
+    from hpcui.logs import LogTimeout
+
+    assert exit_code_for(errors.UsageError("x")) == 2
+    assert exit_code_for(errors.ConfigError("x")) == 2
+    assert exit_code_for(errors.AuthenticationError("x")) == 3
+    assert exit_code_for(errors.SchedulerError("x")) == 4
+    assert exit_code_for(errors.RemotePythonError("x")) == 4
+    assert exit_code_for(errors.JobFailedError("x")) == 5
+    assert exit_code_for(errors.JobCancelledError("x")) == 5
+    assert exit_code_for(errors.JobTimeoutError("x")) == EXIT_TIMEOUT
+    assert exit_code_for(LogTimeout("x")) == EXIT_TIMEOUT
+    assert exit_code_for(RuntimeError("x")) == 1
+
+
+def test_unexpected_errors_have_no_traceback_without_debug(monkeypatch, capsys):
+    import hpcui.cli.cmd_site as site
+
+    def explode(args):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(site, "cmd_profiles", explode)
+    assert main(["profiles"]) == 1
+    err = capsys.readouterr().err
+    assert "unexpected RuntimeError: kaboom" in err and "--debug" in err
+    with pytest.raises(RuntimeError):
+        main(["profiles", "--debug"])
+
+
+def test_run_script_executes_source_as_main(capsys):
+    from hpcui.cli.runscript import run_script
+
+    src = textwrap.dedent(
+        """
+        import sys
+        print("name", __name__, "argv", sys.argv)
+        if "--exit" in sys.argv:
+            sys.exit(int(sys.argv[-1]))
+        if "--raise" in sys.argv:
+            raise KeyError("inside the script")
+        """
+    )
+    argv_before = list(sys.argv)
+    assert run_script(src, "train.py", ["--lr", "1"]) == 0
+    assert "name __main__ argv ['train.py', '--lr', '1']" in capsys.readouterr().out
+    assert run_script(src, "train.py", ["--exit", "0"]) == 0
+    with pytest.raises(RuntimeError, match="exited with status 3"):
+        run_script(src, "train.py", ["--exit", "3"])
+    with pytest.raises(KeyError) as info:
+        run_script(src, "train.py", ["--raise"])
+    import traceback
+
+    text = "".join(traceback.format_exception(info.value))
+    assert 'raise KeyError("inside the script")' in text  # linecache: the script's own line
+    assert sys.argv == argv_before and sys.modules["__main__"].__name__ == "__main__"
+
+
+def test_load_function_from_a_file_travels_by_value(tmp_path):
+    from hpcui.cli.cmd_submit import load_function
+    from hpcui.pickling import _user_package
+
+    path = tmp_path / "jobfile_for_cli_test.py"
+    path.write_text("def train(x):\n    return x * 2\n")
+    fn = load_function(f"{path}:train")
+    assert fn(21) == 42
+    assert _user_package(fn) is not None  # the cluster needs none of the user's files
+
+
+def test_table_has_no_colour_when_not_a_terminal(capsys):
+    from hpcui.cli import output
+
+    output.table(["A", "STATE"], [("1", "FAILED")], colours={1: "red"})
+    text = capsys.readouterr().out
+    assert "\x1b[" not in text and text.splitlines()[1].split() == ["1", "FAILED"]
+    assert output.duration(90061) == "1-01:01:01" and output.size(1536) == "1.5K"
+
+
+def test_bash_completion_completes_commands_options_and_choices(tmp_path):
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    path = tmp_path / "hpcui.bash"
+    path.write_text(completion_script("bash"))
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(f"'{w}'" for w in words)
+        code = (
+            f"source {path}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _hpcui; "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        res = subprocess.run(["bash", "-c", code], capture_output=True, text=True, check=True)
+        return res.stdout.split()
+
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    assert complete("hpcui", "su") == ["submit"]
+    assert "--history" in complete("hpcui", "jobs", "--h")
+    assert complete("hpcui", "-c", "dev", "submit", "--launcher", "t") == ["torchrun"]
+    assert complete("hpcui", "completion", "f") == ["fish"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_completion(shell):
+    text = completion_script(shell)
+    for cmd in ("submit", "jobs", "logs", "completion"):
+        assert cmd in text
+    assert "hpcui clusters --names" in text
+    exe = shutil.which(shell)
+    if exe:  # syntax check where the shell is installed
+        args = [exe, "-n"] if shell == "zsh" else [exe, "--no-execute"]
+        res = subprocess.run([*args, "/dev/stdin"], input=text, text=True, capture_output=True)
+        assert res.returncode == 0, res.stderr
+
+
+def test_no_command_opens_the_app(monkeypatch):
+    import hpcui.tui.app
+
+    opened = []
+    monkeypatch.setattr(hpcui.tui.app, "run_app", lambda cluster=None: opened.append(cluster))
+    assert main([]) == 0 and main(["-c", "mn5"]) == 0
+    assert opened == [None, "mn5"]

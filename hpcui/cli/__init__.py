@@ -1,0 +1,122 @@
+"""Headless `hpcui`: parse arguments, call the core, print. Nothing heavy at import.
+
+`hpcui --help` imports only argparse (no pydantic, paramiko, textual or torch); each
+command imports what it needs when it runs. The compute side imports
+`hpcui.cli.runscript` from this package too, so this file must stay standard-library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+#: Exit codes (docs/cli.md). They follow `HpcuiError.exit_code`, plus 6 for a timeout.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_CONNECTION = 3
+EXIT_SCHEDULER = 4
+EXIT_JOB_FAILED = 5
+EXIT_TIMEOUT = 6
+EXIT_INTERRUPTED = 130
+
+_COMMANDS = {
+    "submit": "hpcui.cli.cmd_submit",
+    "run": "hpcui.cli.cmd_submit",
+    "script": "hpcui.cli.cmd_submit",
+    "jobs": "hpcui.cli.cmd_jobs",
+    "show": "hpcui.cli.cmd_jobs",
+    "logs": "hpcui.cli.cmd_jobs",
+    "result": "hpcui.cli.cmd_jobs",
+    "cancel": "hpcui.cli.cmd_jobs",
+    "stop": "hpcui.cli.cmd_jobs",
+    "quota": "hpcui.cli.cmd_site",
+    "modules": "hpcui.cli.cmd_site",
+    "partitions": "hpcui.cli.cmd_site",
+    "clusters": "hpcui.cli.cmd_site",
+    "profiles": "hpcui.cli.cmd_site",
+    "trust": "hpcui.cli.cmd_site",
+    "exec": "hpcui.cli.cmd_site",
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The documented exit code of an error (HpcuiError.exit_code; timeouts are 6)."""
+    from hpcui.errors import HpcuiError, JobTimeoutError
+
+    if isinstance(exc, JobTimeoutError) or type(exc).__name__ == "LogTimeout":
+        return EXIT_TIMEOUT
+    if isinstance(exc, HpcuiError):
+        return exc.exit_code
+    return EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `hpcui` script; returns the exit code."""
+    from hpcui.cli.parser import build_parser
+
+    args = build_parser().parse_args(argv)  # usage errors: message + exit 2 (argparse)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("hpcui: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `hpcui jobs | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        if args.debug:
+            raise
+        from hpcui.errors import HpcuiError
+
+        if isinstance(exc, HpcuiError):
+            print(f"hpcui: {exc}", file=sys.stderr)
+        else:
+            print(
+                f"hpcui: unexpected {type(exc).__name__}: {exc}. Re-run with --debug for the "
+                "traceback and report it.",
+                file=sys.stderr,
+            )
+        return exit_code_for(exc)
+    finally:
+        from hpcui.cli import common
+
+        common.close_all()
+
+
+def _logging(debug: bool) -> None:
+    """Library code logs, the CLI prints. Without --debug the logs stay silent (else
+    Python's last-resort handler would repeat every error as a warning on stderr)."""
+    import logging
+
+    if debug:
+        logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
+        logging.getLogger("hpcui").setLevel(logging.DEBUG)
+    else:
+        logging.getLogger().addHandler(logging.NullHandler())
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    _logging(args.debug)
+    if args.command is None:
+        from hpcui.tui.app import run_app
+
+        run_app(args.cluster)
+        return EXIT_OK
+    if args.command == "completion":
+        from hpcui.cli.completion import script
+
+        sys.stdout.write(script(args.shell))
+        return EXIT_OK
+    if getattr(args, "json_schema", False):
+        from hpcui.cli.models import print_schema
+
+        print_schema(args)
+        return EXIT_OK
+    import importlib
+
+    module = importlib.import_module(_COMMANDS[args.command])
+    return int(getattr(module, f"cmd_{args.command}")(args))

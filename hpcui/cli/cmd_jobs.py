@@ -1,0 +1,304 @@
+"""jobs, show, logs, result, cancel, stop: everything about jobs that already exist."""
+
+from __future__ import annotations
+
+import argparse
+import pprint
+import sys
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from hpcui.cli import EXIT_OK, exit_code_for
+from hpcui.cli import output as out
+from hpcui.cli.common import cluster_name, connect, get_job
+
+if TYPE_CHECKING:
+    from hpcui.cli.models import ResultOutput
+    from hpcui.job import Job
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import output_type
+
+    if args.registry:
+        return _registry_jobs(args)
+    cluster = connect(cluster_name(args))
+    if args.history:
+        rows: list[Any] = cluster.history(timedelta(days=args.history))
+    else:
+        rows = cluster.queue()
+    if not args.all:
+        rows = [r for r in rows if r.hpcui]
+    if args.state:
+        rows = [r for r in rows if r.state.value in args.state]
+    if args.json:
+        out.emit_json(output_type(args), rows)
+        return EXIT_OK
+    if args.history:
+        out.table(
+            ["JOBID", "NAME", "STATE", "EXIT", "ELAPSED", "NODES", "PARTITION", "END"],
+            [
+                (
+                    r.job_id,
+                    r.name,
+                    r.state.value,
+                    "-" if r.exit_code is None else r.exit_code,
+                    out.duration(r.elapsed_s),
+                    r.nodes,
+                    r.partition,
+                    out.when(r.end_time),
+                )
+                for r in rows
+            ],
+            colours={2: lambda s: out.STATE_COLOURS.get(s)},
+            right=(3, 5),
+        )
+    else:
+        out.table(
+            ["JOBID", "NAME", "STATE", "TIME", "LIMIT", "NODES", "PARTITION", "NODELIST(REASON)"],
+            [
+                (
+                    r.job_id,
+                    r.name,
+                    r.state.value,
+                    out.duration(r.elapsed_s),
+                    out.duration(r.time_limit_s),
+                    r.nodes,
+                    r.partition,
+                    r.nodelist if r.nodelist and r.state.value != "PENDING" else f"({r.reason})",
+                )
+                for r in rows
+            ],
+            colours={2: lambda s: out.STATE_COLOURS.get(s)},
+            right=(3, 4, 5),
+        )
+    if not rows:
+        what = "in the history" if args.history else "in the queue"
+        hint = "" if args.all else " (--all includes jobs not submitted by hpcui)"
+        out.note(f"no jobs {what} on {cluster.name}{hint}")
+    return EXIT_OK
+
+
+def _registry_jobs(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import RegistryJob, output_type
+    from hpcui.registry import Registry
+
+    recs = Registry().list(cluster_name(args))
+    if args.state:
+        recs = [r for r in recs if r.state.value in args.state]
+    rows = [
+        RegistryJob(
+            **r.model_dump(exclude={"meta", "submitted_at", "updated_at"}),
+            submitted_at=datetime.fromtimestamp(r.submitted_at),
+            updated_at=datetime.fromtimestamp(r.updated_at),
+        )
+        for r in recs
+    ]
+    if args.json:
+        out.emit_json(output_type(args), rows)
+        return EXIT_OK
+    out.table(
+        ["CLUSTER", "JOBID", "NAME", "STATE (last seen)", "SUBMITTED"],
+        [
+            (r.cluster, r.job_id or "-", r.name, r.state.value, out.when(r.submitted_at))
+            for r in rows
+        ],
+        colours={3: lambda s: out.STATE_COLOURS.get(s)},
+    )
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ShowOutput
+
+    job = get_job(args, args.job)
+    cluster = job.cluster
+    rec = cluster.registry.get(cluster.name, job.job_id)
+    status = cluster.status.get(job.job_id)
+    accounting = next((h for h in cluster.history(None, job_ids=[job.job_id])), None)
+    info = ShowOutput(
+        cluster=cluster.name,
+        job_id=job.job_id,
+        name=job.name,
+        state=job.state,
+        state_raw=status.state_raw if status else "",
+        folder=job.folder,
+        num_tasks=job.num_tasks,
+        token=rec.token if rec else None,
+        array_index=rec.array_index if rec else -1,
+        submitted_at=datetime.fromtimestamp(rec.submitted_at) if rec else None,
+        accounting=accounting,
+    )
+    if args.json:
+        out.emit_json(ShowOutput, info)
+        return EXIT_OK
+    acc = info.accounting
+    out.key_values(
+        [
+            ("job", f"{info.job_id} on {info.cluster}"),
+            ("name", info.name),
+            (
+                "state",
+                out.state(info.state.value)
+                + (f" ({info.state_raw})" if info.state_raw not in ("", info.state.value) else ""),
+            ),
+            ("tasks", info.num_tasks),
+            ("folder", info.folder),
+            ("submitted", out.when(info.submitted_at)),
+            ("partition", acc.partition if acc else None),
+            ("nodes", f"{acc.nodes} ({acc.nodelist})" if acc and acc.nodelist else None),
+            ("started", out.when(acc.start_time) if acc and acc.start_time else None),
+            ("ended", out.when(acc.end_time) if acc and acc.end_time else None),
+            ("elapsed", out.duration(acc.elapsed_s) if acc else None),
+            ("exit code", acc.exit_code if acc and acc.state.is_final else None),
+            ("efficiency", acc.efficiency.removeprefix("efficiency: ") if acc else None),
+            ("token", info.token),
+        ]
+    )
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from hpcui.logs import LogChunk
+
+    job = get_job(args, args.job, refresh=False)
+    stream = "stderr" if args.stderr else "stdout"
+    if args.rank is not None and not 0 <= args.rank < job.num_tasks:
+        from hpcui.errors import UsageError
+
+        raise UsageError(
+            f"Job {job.job_id} has {job.num_tasks} task(s): --rank must be 0..{job.num_tasks - 1}."
+        )
+    headers = args.rank is None and job.num_tasks > 1 and not args.json
+    target = sys.stdout
+    last = None
+    for chunk in job.cluster.logs(job, stream, args.rank, follow=args.follow):
+        if args.json:
+            out.emit_json_line(LogChunk, chunk)
+            continue
+        if headers and chunk.task != last:
+            target.write(out.style(f"==> rank {chunk.task} <==", "bold") + "\n")
+            last = chunk.task
+        target.write(chunk.text)
+        target.flush()
+    return EXIT_OK
+
+
+def cmd_result(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ResultOutput
+
+    job = get_job(args, args.job, refresh=False)
+    res, code = collect_result(job, args.timeout, all_ranks=args.all_ranks)
+    if args.json:
+        out.emit_json(ResultOutput, res)
+    else:
+        print_result(res)
+    return code
+
+
+def collect_result(
+    job: Job, timeout: float | None, *, all_ranks: bool = False
+) -> tuple[ResultOutput, int]:
+    """The job's outcome as a record and an exit code (5 when it failed, 6 timeout).
+
+    A job failure is an answer here, not a crash: it is returned so --json can print it.
+    """
+    from hpcui.cli.models import ErrorInfo, ResultOutput, jsonable
+    from hpcui.errors import JobError, JobTimeoutError
+
+    try:
+        value = job.results(timeout) if all_ranks else job.result(timeout)
+    except JobTimeoutError:
+        ref = job.job_id
+        raise JobTimeoutError(
+            f"Job {ref} on {job.cluster.name} is still {job.state.value} after {timeout:g} s. "
+            f"`hpcui result {ref}` waits again; `hpcui cancel {ref}` ends it.",
+            job_id=ref,
+        ) from None
+    except JobError as exc:
+        message = str(exc).split("\n", 1)[0]
+        if exc.remote_traceback:  # add the exception line: `ValueError: boom`
+            last = [ln for ln in exc.remote_traceback.strip().splitlines() if ln.strip()][-1:]
+            message = f"{message.rstrip(':')}: {last[0].strip()}" if last else message
+        error = ErrorInfo(
+            type=type(exc).__name__,
+            message=message,
+            remote_traceback=exc.remote_traceback,
+            stderr_tail=exc.stderr_tail,
+        )
+        res = ResultOutput(
+            cluster=job.cluster.name, job_id=job.job_id, state=job.state, ok=False, error=error
+        )
+        print(f"hpcui: {message}", file=sys.stderr)
+        detail = exc.remote_traceback or (str(exc).split("\n", 1)[1:] or [""])[0]
+        if detail.strip():
+            sys.stderr.write(out.style(detail.rstrip(), "dim", stream=sys.stderr) + "\n")
+        return res, exit_code_for(exc)
+    carried, _ = jsonable(value)
+    return (
+        ResultOutput(
+            cluster=job.cluster.name,
+            job_id=job.job_id,
+            state=job.state,
+            ok=True,
+            value=carried,
+            value_repr=repr(value),
+        ),
+        EXIT_OK,
+    )
+
+
+def print_result(res: ResultOutput) -> None:
+    """The value as Python shows it (pprint); failures were already reported on stderr."""
+    if not res.ok or res.value_repr is None:
+        return
+    if res.value is not None:  # JSON-shaped: pretty-printed
+        sys.stdout.write(pprint.pformat(res.value) + "\n")
+    else:
+        sys.stdout.write(res.value_repr + "\n")
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ActionOutput
+    from hpcui.errors import HpcuiError
+
+    results: list[ActionOutput] = []
+    code = EXIT_OK
+    for ref in args.jobs:
+        try:
+            job = get_job(args, ref, refresh=False)
+            job.cancel()
+        except HpcuiError as exc:
+            code = code or exit_code_for(exc)
+            results.append(
+                ActionOutput(
+                    cluster=cluster_name(args) or "", job_id=ref, ok=False, message=str(exc)
+                )
+            )
+            print(f"hpcui: {exc}", file=sys.stderr)
+            continue
+        results.append(
+            ActionOutput(cluster=job.cluster.name, job_id=job.job_id, ok=True, message="cancelled")
+        )
+        if not args.json:
+            print(f"cancelled {job.job_id} on {job.cluster.name}")
+    if args.json:
+        out.emit_json(list[ActionOutput], results)
+    return code
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ActionOutput
+
+    job = get_job(args, args.job, refresh=False)
+    job.stop()
+    msg = (
+        "stop file written: the job ends at its next hpcui.distributed.stop_requested() "
+        "check (jobs that never call it keep running; use `hpcui cancel`)"
+    )
+    if args.json:
+        res = ActionOutput(cluster=job.cluster.name, job_id=job.job_id, ok=True, message=msg)
+        out.emit_json(ActionOutput, res)
+    else:
+        print(f"{job.job_id} on {job.cluster.name}: {msg}")
+    return EXIT_OK

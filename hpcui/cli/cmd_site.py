@@ -1,0 +1,338 @@
+"""quota, modules, partitions, clusters, profiles, trust, exec: the site and its setup."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from hpcui.cli import EXIT_OK, exit_code_for
+from hpcui.cli import output as out
+from hpcui.cli.common import cluster_name, connect, interactive
+
+if TYPE_CHECKING:
+    from hpcui.cli.models import ClusterCheck
+    from hpcui.profiles import Profile
+
+
+def cmd_quota(args: argparse.Namespace) -> int:
+    from hpcui.site import QuotaReport
+
+    report = connect(cluster_name(args)).quota_report()
+    if args.json:
+        out.emit_json(QuotaReport, report)
+        return EXIT_OK
+
+    def limit(soft: int | None, hard: int | None, fmt: Callable[[int], str]) -> str:
+        """`soft/hard`, or `-` when the site sets no limit."""
+        vals = [v for v in (soft, hard) if v is not None]
+        return "/".join(fmt(v) for v in vals) if vals else "-"
+
+    def files(n: int | None) -> str:
+        return "-" if n is None else f"{n:,}"
+
+    rows = [
+        (
+            e.filesystem,
+            e.kind or "",
+            e.name or "",
+            out.size(e.used_bytes),
+            limit(e.soft_bytes, e.hard_bytes, out.size),
+            files(e.files_used),
+            limit(e.files_soft, e.files_hard, files),
+            e.grace or "",
+            "near limit" if e.near_limit else "",
+        )
+        for e in report.entries
+    ]
+    out.table(
+        ["FILESYSTEM", "KIND", "NAME", "USED", "LIMIT", "FILES", "FILE LIMIT", "GRACE", ""],
+        rows,
+        colours={8: "red"},
+        right=(3, 5),
+    )
+    out.note(f"reported by {report.tool}")
+    return EXIT_OK
+
+
+def cmd_modules(args: argparse.Namespace) -> int:
+    from backends.modules import Module
+
+    cluster = connect(cluster_name(args))
+    if args.search:
+        mods = cluster.module_search(args.search)
+    else:
+        state = cluster.modules()
+        mods = state.available if args.avail else state.loaded
+    if args.json:
+        out.emit_json(list[Module], mods)
+        return EXIT_OK
+
+    def flags(m: Module) -> str:
+        return "".join(c for c, on in (("D", m.default), ("L", m.loaded), ("S", m.sticky)) if on)
+
+    out.table(
+        ["MODULE", "FLAGS", "DESCRIPTION"],
+        [
+            (m.full_name, flags(m), (m.description or "").splitlines()[0] if m.description else "")
+            for m in mods
+        ],
+        colours={1: "green"},
+    )
+    if not mods:
+        what = (
+            f"matching {args.search!r}" if args.search else "available" if args.avail else "loaded"
+        )
+        out.note(f"no modules {what} on {cluster.name}")
+    else:
+        out.note("flags: D default, L loaded, S sticky")
+    return EXIT_OK
+
+
+def cmd_partitions(args: argparse.Namespace) -> int:
+    from backends.slurm_queue import PartitionInfo
+
+    parts = connect(cluster_name(args)).partitions()
+    if args.json:
+        out.emit_json(list[PartitionInfo], parts)
+        return EXIT_OK
+    out.table(
+        [
+            "PARTITION",
+            "AVAIL",
+            "TIMELIMIT",
+            "NODES(A/I/O/T)",
+            "CPUS(A/I/O/T)",
+            "GPUS/NODE",
+            "NODELIST",
+        ],
+        [
+            (
+                p.partition + ("*" if p.is_default else ""),
+                p.avail,
+                out.duration(p.time_limit_s) if p.time_limit_s else "infinite",
+                f"{p.nodes_alloc}/{p.nodes_idle}/{p.nodes_other}/{p.nodes_total}",
+                f"{p.cpus_alloc}/{p.cpus_idle}/{p.cpus_other}/{p.cpus_total}",
+                p.gpus_per_node if p.gpus_per_node is not None else "-",
+                p.nodelist,
+            )
+            for p in parts
+        ],
+        colours={1: lambda s: "green" if s == "up" else "red"},
+        right=(5,),
+    )
+    return EXIT_OK
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ClusterRow
+    from hpcui.config import load_config
+
+    cfg = load_config()
+    if args.names_only:  # shell completion: fast, no network
+        print("\n".join(sorted(cfg.clusters)))
+        return EXIT_OK
+    default = cfg.default or "local"
+    names = args.names or sorted(cfg.clusters)
+    for n in names:
+        cfg.cluster(n)  # an unknown name is a usage error (exit 2) that lists the known ones
+    rows = [
+        ClusterRow(
+            name=n,
+            host=cfg.clusters[n].host,
+            profile=cfg.clusters[n].profile,
+            default=n == default,
+        )
+        for n in names
+    ]
+    code = EXIT_OK
+    if args.check:
+        for row in rows:
+            row.check = _check(row.name)
+            code = code or row.check.exit_code
+    if args.json:
+        out.emit_json(list[ClusterRow], rows)
+        return code
+    headers = ["", "NAME", "HOST", "PROFILE"]
+    if args.check:
+        headers += ["CHECK", "PYTHON", "TIME"]
+    table_rows = []
+    for r in rows:
+        row = ["*" if r.default else "", r.name, r.host or "(this machine)", r.profile or ""]
+        if r.check:
+            row += [
+                "ok" if r.check.ok else "FAILED",
+                r.check.python or "-",
+                f"{r.check.seconds * 1000:.0f} ms",
+            ]
+        table_rows.append(row)
+    out.table(headers, table_rows, colours={4: lambda s: "green" if s == "ok" else "red"})
+    for r in rows:
+        if r.check and r.check.error:
+            out.warn(f"{r.name}: {r.check.error}")
+        if r.check and r.check.missing_modules:
+            out.warn(
+                f"{r.name}: setup loads modules the site lacks: {', '.join(r.check.missing_modules)}"
+            )
+    return code
+
+
+def _check(name: str) -> ClusterCheck:
+    """Log in, probe home/job folder/Python in one round trip, check the setup modules."""
+    from hpcui.cli.models import ClusterCheck
+    from hpcui.errors import HpcuiError
+
+    started = time.monotonic()
+    try:
+        cluster = connect(name)
+        info = cluster.remote_info()  # refuses a Python of another minor version
+        python = ".".join(map(str, info.python_version or ()))
+        try:
+            missing = cluster.missing_setup_modules()
+        except HpcuiError:  # no module system: nothing to check
+            missing = []
+    except HpcuiError as exc:
+        return ClusterCheck(
+            ok=False,
+            seconds=time.monotonic() - started,
+            error=str(exc),
+            exit_code=exit_code_for(exc),
+        )
+    return ClusterCheck(
+        ok=True, seconds=time.monotonic() - started, python=python, missing_modules=missing
+    )
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ProfileRow
+    from hpcui.profiles import Profile, builtin_profiles, load_profile
+
+    if args.name:
+        prof = load_profile(args.name)
+        if args.json:
+            out.emit_json(Profile, prof)
+            return EXIT_OK
+        out.key_values(
+            [
+                ("profile", prof.name),
+                ("description", prof.description),
+                ("scheduler", prof.scheduler),
+                ("retired", f"yes (successor: {prof.successor})" if prof.retired else None),
+                ("login hosts", ", ".join(prof.login_hosts)),
+                ("node", _node_shape(prof)),
+                ("per GPU", f"{prof.gpu_cores or '?'} cores" if prof.gpus_per_node else None),
+                ("quota tool", prof.quota_command),
+                ("module system", prof.module_system),
+                ("unconfirmed", ", ".join(prof.unconfirmed)),
+            ]
+        )
+        if prof.partitions:
+            print()
+            out.table(
+                ["PARTITION", "GPU", "AUTO", "MAX TIME", "MAX NODES", "GPUS"],
+                [
+                    (
+                        p.name,
+                        "yes" if p.gpu else "",
+                        "yes" if p.auto else "",
+                        out.duration(p.max_time) if p.max_time else "-",
+                        p.max_nodes or "-",
+                        f"{p.min_gpus or 0}..{p.max_gpus}" if p.max_gpus or p.min_gpus else "-",
+                    )
+                    for p in prof.partitions.values()
+                ],
+            )
+        for n in prof.notes:
+            out.note(f"note: {n}")
+        return EXIT_OK
+    rows = []
+    for name in builtin_profiles():
+        p = load_profile(name)
+        rows.append(
+            ProfileRow(
+                name=name,
+                scheduler=p.scheduler,
+                description=p.description,
+                gpus_per_node=p.gpus_per_node,
+                gpu_model=p.gpu_model,
+                cores_per_node=p.cores_per_node,
+                partitions=list(p.partitions),
+                retired=p.retired,
+            )
+        )
+    if args.json:
+        out.emit_json(list[ProfileRow], rows)
+        return EXIT_OK
+    out.table(
+        ["PROFILE", "SCHEDULER", "NODE", "DESCRIPTION"],
+        [
+            (
+                r.name + (" (retired)" if r.retired else ""),
+                r.scheduler,
+                f"{r.gpus_per_node}x {r.gpu_model or 'GPU'}, {r.cores_per_node or '?'} cores"
+                if r.gpus_per_node
+                else (f"CPU, {r.cores_per_node} cores" if r.cores_per_node else "-"),
+                r.description,
+            )
+            for r in rows
+        ],
+    )
+    return EXIT_OK
+
+
+def _node_shape(prof: Profile) -> str:
+    """`4 x H100 64GB, 80 cores, 512.0G` (`?` where the profile does not know)."""
+    gpus = f"{prof.gpus_per_node} x {prof.gpu_model or 'GPU'}" if prof.gpus_per_node else "CPU"
+    mem = out.size(prof.mem_per_node * 2**20) if prof.mem_per_node else "?"
+    return f"{gpus}, {prof.cores_per_node or '?'} cores, {mem}"
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    """Accept a host key on purpose: the fingerprint is always shown, never added silently."""
+    name = args.name or cluster_name(args)
+    refused: list[str] = []
+
+    def ask(host: str, key_type: str, fingerprint: str) -> bool:
+        print(f"{host} offers {key_type} key {fingerprint}")
+        if args.yes:
+            return True
+        if not interactive():
+            refused.append(host)
+            return False
+        return input("Is this the fingerprint your site publishes? [y/N] ").strip().lower() in (
+            "y",
+            "yes",
+        )
+
+    try:
+        cluster = connect(name, on_unknown_host=ask)
+        cluster.run("true").check("connection test")
+    except Exception as exc:
+        if refused:
+            from hpcui.errors import HostKeyError
+
+            raise HostKeyError(
+                "not a terminal: re-run with --yes after checking the fingerprint above",
+                host=refused[0],
+                fingerprint="",
+                key_type="",
+            ) from exc
+        raise
+    print(f"{cluster.name}: host key trusted, connection works")
+    return EXIT_OK
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from hpcui.errors import UsageError
+
+    cmd = list(args.cmd)
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("exec needs a command, e.g. `hpcui exec -- squeue --me`.")
+    res = connect(cluster_name(args)).run(cmd)
+    sys.stdout.write(res.stdout)
+    sys.stderr.write(res.stderr)
+    return res.exit_status

@@ -1,0 +1,101 @@
+"""What every command shares: connecting (with terminal prompts), jobs, resources."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from hpcui.cli.parser import RESOURCE_PREFIX
+
+if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
+    from hpcui.job import Job
+
+_open: list[Cluster] = []
+
+
+def interactive() -> bool:
+    """A person can answer questions: stdin is a terminal. In CI it is not, and we never ask."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_prompt(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+    """Keyboard-interactive (2FA) answers from the terminal; nothing is echoed or kept."""
+    import getpass
+
+    if title.strip():
+        print(title.strip(), file=sys.stderr)
+    if instructions.strip():
+        print(instructions.strip(), file=sys.stderr)
+    return [input(q) if echo else getpass.getpass(q) for q, echo in prompts]
+
+
+def ask_host_key(host: str, key_type: str, fingerprint: str) -> bool:
+    """Unknown host key, interactive only: show the fingerprint and let the person decide."""
+    print(f"{host} offers an unknown {key_type} host key {fingerprint}", file=sys.stderr)
+    print("Compare it with the fingerprint your site publishes.", file=sys.stderr)
+    return input("Trust it and add it to known_hosts? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def connect(name: str | None, **kwargs: Any) -> Cluster:
+    """The cluster, able to ask 2FA and host-key questions only when someone can answer.
+
+    Without a terminal no callback is passed: the core then fails with an
+    AuthenticationError or HostKeyError that says what to do, instead of hanging.
+    """
+    from hpcui.api import connect as core_connect
+
+    if interactive():
+        kwargs.setdefault("prompt", terminal_prompt)
+        kwargs.setdefault("on_unknown_host", ask_host_key)
+    cluster = core_connect(name, **kwargs)
+    _open.append(cluster)
+    return cluster
+
+
+def close_all() -> None:
+    """Close what this process opened (status threads, SSH) so exit is prompt and clean."""
+    while _open:
+        cluster = _open.pop()
+        try:
+            cluster.close()
+        except Exception:  # closing is best effort; the process is ending anyway
+            pass
+
+
+def cluster_name(args: argparse.Namespace) -> str | None:
+    return getattr(args, "cluster", None)
+
+
+def split_job_ref(ref: str, cluster: str | None) -> tuple[str | None, str]:
+    """`JOB` or `CLUSTER:JOB` (what `hpcui jobs` prints with several clusters)."""
+    if ":" in ref:
+        name, _, job_id = ref.partition(":")
+        if name and job_id:
+            return name, job_id
+    return cluster, ref
+
+
+def get_job(args: argparse.Namespace, ref: str, *, refresh: bool = True) -> Job:
+    """A job from the local registry, with its state fresh from the scheduler (one call)."""
+    name, job_id = split_job_ref(ref, cluster_name(args))
+    cluster = connect(name)
+    job = cluster.get_job(job_id)
+    if refresh:
+        # get_job seeds the state from the registry, which may be stale; one batched poll
+        # (nothing at all for a job the registry already knows is over).
+        cluster.status.poll_once()
+    return job
+
+
+def resource_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The resource options given on the command line, as `Cluster.submit` keywords."""
+    out: dict[str, Any] = {}
+    for key, value in vars(args).items():
+        if key.startswith(RESOURCE_PREFIX) and value is not None:
+            out[key[len(RESOURCE_PREFIX) :]] = value
+    return out

@@ -1,0 +1,176 @@
+"""The stable `--json` output of every command: one type per command (docs/cli.md).
+
+Records that already cross a boundary in the core (QueueJob, HistoryJob, QuotaReport,
+Module, PartitionInfo, LogChunk, Allocation, Profile) are printed as they are; the
+models here only add what is the CLI's own (a submit record, a result, a check).
+Adding a field is compatible; renaming or removing one is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from backends.modules import Module
+from backends.slurm_queue import PartitionInfo
+from backends.states import JobState
+from hpcui.logs import LogChunk
+from hpcui.profiles import Profile
+from hpcui.resources import Allocation
+from hpcui.site import HistoryJob, QueueJob, QuotaReport
+
+
+class ClusterCheck(BaseModel):
+    """`clusters --check`: could we log in, and can the remote Python run our pickles?"""
+
+    ok: bool
+    seconds: float = Field(description="wall time of the check (connect + one probe)")
+    python: str | None = Field(None, description="remote Python version, e.g. 3.11.7")
+    error: str | None = None
+    exit_code: int = Field(0, description="the exit code this error maps to (docs/cli.md)")
+    missing_modules: list[str] = Field(
+        default_factory=list, description="modules your `setup` lines load that the site lacks"
+    )
+
+
+class ClusterRow(BaseModel):
+    name: str
+    host: str | None = Field(None, description="None: this machine, no SSH")
+    profile: str | None = None
+    default: bool
+    check: ClusterCheck | None = None
+
+
+class ProfileRow(BaseModel):
+    name: str
+    scheduler: str
+    description: str = ""
+    gpus_per_node: int | None = None
+    gpu_model: str | None = None
+    cores_per_node: int | None = None
+    partitions: list[str] = Field(default_factory=list)
+    retired: bool = False
+
+
+class RegistryJob(BaseModel):
+    """A job of the local registry (`jobs --registry`): what hpcui remembers, no network."""
+
+    cluster: str
+    job_id: str | None
+    token: str
+    array_index: int = Field(description="-1: not an array element")
+    name: str
+    folder: str
+    num_tasks: int
+    state: JobState = Field(description="the last state seen; may be stale")
+    state_raw: str
+    submitted_at: datetime
+    updated_at: datetime
+
+
+class ErrorInfo(BaseModel):
+    type: str = Field(description="JobFailedError, JobCancelledError, JobLostError, ...")
+    message: str
+    remote_traceback: str | None = None
+    stderr_tail: str | None = None
+
+
+class ResultOutput(BaseModel):
+    cluster: str
+    job_id: str
+    state: JobState
+    ok: bool
+    value: Any = Field(
+        None, description="the return value when JSON can carry it (else null, see value_repr)"
+    )
+    value_repr: str | None = Field(None, description="repr() of the return value")
+    error: ErrorInfo | None = None
+
+
+class SubmitOutput(BaseModel):
+    cluster: str
+    job_id: str
+    name: str
+    folder: str = Field(description="the job folder on the cluster")
+    num_tasks: int
+    state: JobState
+    allocation: str = Field(description="what was asked of the scheduler (one line)")
+    advice: list[str] = Field(default_factory=list)
+    result: ResultOutput | None = Field(None, description="with --wait or --follow")
+
+
+class ShowOutput(BaseModel):
+    cluster: str
+    job_id: str
+    name: str
+    state: JobState
+    state_raw: str = ""
+    folder: str
+    num_tasks: int
+    token: str | None = None
+    array_index: int = -1
+    submitted_at: datetime | None = None
+    accounting: HistoryJob | None = Field(
+        None, description="the scheduler's record: exit code, elapsed, usage, efficiency"
+    )
+
+
+class ActionOutput(BaseModel):
+    cluster: str
+    job_id: str
+    ok: bool
+    message: str
+
+
+class ScriptOutput(BaseModel):
+    cluster: str
+    allocation: Allocation
+    summary: str
+    script: str = Field(description="the batch script; folder and token are placeholders")
+
+
+def output_type(args: argparse.Namespace) -> Any:
+    """The type a command's --json prints, given its options."""
+    cmd = args.command
+    if cmd == "jobs":
+        if getattr(args, "registry", False):
+            return list[RegistryJob]
+        return list[HistoryJob] if getattr(args, "history", None) else list[QueueJob]
+    if cmd == "profiles":
+        return Profile if getattr(args, "name", None) else list[ProfileRow]
+    return {
+        "submit": SubmitOutput,
+        "run": SubmitOutput,
+        "show": ShowOutput,
+        "logs": LogChunk,
+        "result": ResultOutput,
+        "cancel": list[ActionOutput],
+        "stop": ActionOutput,
+        "quota": QuotaReport,
+        "modules": list[Module],
+        "partitions": list[PartitionInfo],
+        "clusters": list[ClusterRow],
+        "script": ScriptOutput,
+    }[cmd]
+
+
+def schema(kind: Any) -> dict[str, Any]:
+    return TypeAdapter(kind).json_schema(mode="serialization")
+
+
+def print_schema(args: argparse.Namespace) -> None:
+    sys.stdout.write(json.dumps(schema(output_type(args)), indent=2) + "\n")
+
+
+def jsonable(value: Any) -> tuple[Any, bool]:
+    """(value, True) when JSON can carry it exactly; (None, False) otherwise."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return None, False
+    return value, True

@@ -1,0 +1,158 @@
+"""Printing for people (aligned tables, colour only on a terminal) and programs (JSON).
+
+Plain ANSI rather than rich: a table of a few hundred rows needs no layout engine, and
+importing rich costs ~60 ms on every command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+_CODES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+STATE_COLOURS = {
+    "PENDING": "yellow",
+    "SUBMITTING": "yellow",
+    "RUNNING": "cyan",
+    "COMPLETING": "cyan",
+    "COMPLETED": "green",
+    "FAILED": "red",
+    "OUT_OF_MEMORY": "red",
+    "NODE_FAIL": "red",
+    "TIMEOUT": "red",
+    "CANCELLED": "magenta",
+    "PREEMPTED": "magenta",
+}
+
+
+def colour_enabled(stream: TextIO | None = None) -> bool:
+    """Colour only for a terminal, and never with NO_COLOR set (https://no-color.org)."""
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def style(text: str, *styles: str, stream: TextIO | None = None) -> str:
+    if not styles or not colour_enabled(stream):
+        return text
+    codes = ";".join(_CODES[s] for s in styles if s in _CODES)
+    return f"\x1b[{codes}m{text}\x1b[0m"
+
+
+def state(value: str, stream: TextIO | None = None) -> str:
+    colour = STATE_COLOURS.get(value)
+    return style(value, colour, stream=stream) if colour else value
+
+
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    colours: dict[int, Any] | None = None,
+    right: Iterable[int] = (),
+    out: TextIO | None = None,
+) -> None:
+    """An aligned table; `colours[i]` maps a cell of column i to a style (None: plain)."""
+    out = out or sys.stdout
+    text_rows = [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in text_rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    right = set(right)
+
+    def fmt(cells: Sequence[str], styled: Sequence[str]) -> str:
+        parts = []
+        for i, (cell, shown) in enumerate(zip(cells, styled)):
+            pad = " " * (widths[i] - len(cell))
+            parts.append(pad + shown if i in right else shown + pad)
+        return "  ".join(parts).rstrip()
+
+    out.write(fmt(headers, [style(h, "bold", stream=out) for h in headers]) + "\n")
+    for row in text_rows:
+        styled = list(row)
+        for i, fn in (colours or {}).items():
+            s = fn(row[i]) if callable(fn) else fn
+            if s:
+                styled[i] = style(row[i], s, stream=out)
+        out.write(fmt(row, styled) + "\n")
+
+
+def key_values(pairs: Iterable[tuple[str, Any]], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    pairs = [(k, v) for k, v in pairs if v not in (None, "")]
+    width = max((len(k) for k, _ in pairs), default=0)
+    for k, v in pairs:
+        out.write(f"{style(k.ljust(width), 'bold', stream=out)}  {v}\n")
+
+
+def duration(seconds: float | None) -> str:
+    """`1-02:03:04`, `02:03:04`, `-` (like squeue)."""
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def size(n: float | None) -> str:
+    """1024-based (`1.5G`), `-` for unknown."""
+    if n is None:
+        return "-"
+    for unit in ("B", "K", "M", "G", "T", "P"):
+        if abs(n) < 1024 or unit == "P":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def when(value: datetime | float | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (int, float)):
+        value = datetime.fromtimestamp(value)
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:
+    """`value` validated as the command's documented type, then printed as JSON."""
+    from pydantic import TypeAdapter
+
+    adapter = TypeAdapter(kind)
+    data = adapter.dump_python(value, mode="json")
+    (out or sys.stdout).write(json.dumps(data, indent=2) + "\n")
+
+
+def emit_json_line(kind: Any, value: Any, out: TextIO | None = None) -> None:
+    """One JSON document per line (streams such as `logs --json`)."""
+    from pydantic import TypeAdapter
+
+    stream = out or sys.stdout
+    stream.write(TypeAdapter(kind).dump_json(value).decode() + "\n")
+    stream.flush()
+
+
+def warn(text: str) -> None:
+    print(style(text, "yellow", stream=sys.stderr), file=sys.stderr)
+
+
+def note(text: str) -> None:
+    print(style(text, "dim", stream=sys.stderr), file=sys.stderr)

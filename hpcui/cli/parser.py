@@ -1,0 +1,240 @@
+"""The argparse tree of `hpcui`. Standard library only: `hpcui --help` must start fast.
+
+The completion generator (`hpcui.cli.completion`) walks this same tree, so a new option
+is completed in bash, zsh and fish without further work.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: (flag, resource keyword, type, metavar, help): the resource options of submit/run/script.
+#: Keywords are those of `Cluster.submit` (`Resources.from_kwargs`), validated by the core.
+RESOURCE_FLAGS: tuple[tuple[str, str, type | None, str | None, str], ...] = (
+    ("--gpus", "gpus", int, "N", "GPUs in total (the profile picks nodes and tasks)"),
+    ("--nodes", "nodes", int, "N", "nodes"),
+    ("--tasks-per-node", "tasks_per_node", int, "N", "tasks per node (default: one per GPU)"),
+    ("--cpus-per-task", "cpus_per_task", int, "N", "CPU cores per task"),
+    ("--mem", "mem", str, "SIZE", "memory per node: 4G, 500M"),
+    ("--time", "time", str, "TIME", "time limit: 90m, 2h, 1:00:00, 1-00:00:00"),
+    ("--partition", "partition", str, "NAME", "partition (PBS: queue)"),
+    ("--qos", "qos", str, "NAME", "quality of service"),
+    ("--account", "account", str, "NAME", "account / project to charge"),
+    ("--constraint", "constraint", str, "EXPR", "node constraint (Slurm --constraint)"),
+    ("--exclusive", "exclusive", None, None, "whole nodes for this job"),
+    ("--name", "name", str, "NAME", "job name"),
+    ("--launcher", "launcher", str, "{submitit,torchrun}", "how ranks start"),
+    ("--max-restarts", "max_restarts", int, "N", "torchrun --max-restarts"),
+    ("--extra", "extra", str, "DIRECTIVE", "another scheduler directive (repeatable)"),
+)
+RESOURCE_PREFIX = "res_"
+JSON_COMMANDS = (
+    "submit",
+    "run",
+    "jobs",
+    "show",
+    "logs",
+    "result",
+    "cancel",
+    "stop",
+    "quota",
+    "modules",
+    "partitions",
+    "clusters",
+    "profiles",
+    "script",
+)
+
+
+def _state_list(text: str) -> list[str]:
+    """`--state running,pending` -> canonical JobState names; argparse turns errors into usage."""
+    from backends.states import JobState  # an Enum, no third-party imports
+
+    names = [s.strip().upper() for s in text.split(",") if s.strip()]
+    bad = [n for n in names if n not in JobState.__members__]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown state {', '.join(bad) or text!r} (choose from {', '.join(JobState.__members__)})"
+        )
+    return names
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every subcommand accepts after its name too (`hpcui jobs -c mn5`)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--cluster",
+        "-c",
+        default=argparse.SUPPRESS,
+        metavar="NAME",
+        help="cluster from the config (default: the configured default)",
+    )
+    p.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
+    return p
+
+
+def _json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output (see docs/cli.md)")
+    p.add_argument(
+        "--json-schema", action="store_true", help="print the JSON schema of --json output and exit"
+    )
+
+
+def _resources(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("resources (validated against the cluster's profile)")
+    for flag, key, kind, metavar, help_ in RESOURCE_FLAGS:
+        dest = RESOURCE_PREFIX + key
+        if kind is None:
+            g.add_argument(flag, dest=dest, action="store_const", const=True, help=help_)
+        elif key == "extra":
+            g.add_argument(flag, dest=dest, action="append", metavar=metavar, help=help_)
+        elif key == "launcher":
+            g.add_argument(flag, dest=dest, choices=("submitit", "torchrun"), help=help_)
+        else:
+            g.add_argument(flag, dest=dest, type=kind, metavar=metavar, help=help_)
+
+
+def _outcome(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", action="store_true", help="show progress until the job ends")
+    p.add_argument("--follow", "-f", action="store_true", help="stream the job's stdout live")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the job id")
+    p.add_argument(
+        "--timeout", type=_positive(float), metavar="S", help="give up waiting after S seconds"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    p = argparse.ArgumentParser(
+        prog="hpcui",
+        description="Drive Slurm/PBS supercomputers from your laptop. With no command, opens the app.",
+        epilog="Exit codes: 0 ok, 1 other error, 2 usage, 3 connection/auth, 4 scheduler "
+        "rejected, 5 job failed, 6 gave up waiting, 130 interrupted.",
+    )
+    p.add_argument(
+        "--cluster", "-c", metavar="NAME", help="cluster from the config (default: the default)"
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str, **kw: object) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, parents=[common], **kw)  # type: ignore[arg-type]
+
+    s = add("submit", "submit MODULE:FUNCTION (your module travels with the job)")
+    s.add_argument("function", metavar="MODULE:FUNCTION", help="e.g. train:main or ./train.py:main")
+    s.add_argument("--args", metavar="JSON", default="[]", help="positional arguments: a JSON list")
+    s.add_argument(
+        "--kwargs", metavar="JSON", default="{}", help="keyword arguments: a JSON object"
+    )
+    _outcome(s)
+    _json(s)
+    _resources(s)
+
+    s = add(
+        "run",
+        "run a plain Python script on the cluster (hpcui options go before SCRIPT, "
+        "everything after it goes to the script)",
+    )
+    s.add_argument(
+        "script", metavar="SCRIPT.py", help="a local file; its content travels with the job"
+    )
+    s.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="sys.argv[1:]")
+    _outcome(s)
+    _json(s)
+    _resources(s)
+
+    s = add("jobs", "your jobs in the queue (hpcui's unless --all), or the history")
+    s.add_argument("--all", "-a", action="store_true", help="also jobs not submitted by hpcui")
+    s.add_argument(
+        "--history",
+        type=_positive(float),
+        metavar="DAYS",
+        help="finished and running jobs of the last DAYS days (sacct) instead of the queue",
+    )
+    s.add_argument("--state", type=_state_list, metavar="S[,S]", help="only these states")
+    s.add_argument(
+        "--registry", action="store_true", help="jobs hpcui remembers locally (no network)"
+    )
+    _json(s)
+
+    s = add("show", "one job: state, folder, tasks, exit code and efficiency")
+    s.add_argument("job", metavar="JOB", help="job id (from `hpcui jobs`)")
+    _json(s)
+
+    s = add("logs", "a job's stdout (or stderr), all ranks unless --rank")
+    s.add_argument("job", metavar="JOB")
+    s.add_argument("--stderr", action="store_true", help="stderr instead of stdout")
+    s.add_argument("--rank", type=int, metavar="N", help="only task/rank N")
+    s.add_argument("--follow", "-f", action="store_true", help="keep reading until the job ends")
+    _json(s)
+
+    s = add("result", "a job's return value (waits for the job to end)")
+    s.add_argument("job", metavar="JOB")
+    s.add_argument("--timeout", type=_positive(float), metavar="S", help="give up after S seconds")
+    s.add_argument("--all-ranks", action="store_true", help="one value per task/rank")
+    _json(s)
+
+    s = add("cancel", "cancel jobs (scancel/qdel)")
+    s.add_argument("jobs", nargs="+", metavar="JOB")
+    _json(s)
+
+    s = add("stop", "ask a running job to stop gracefully (hpcui.distributed.stop_requested)")
+    s.add_argument("job", metavar="JOB")
+    _json(s)
+
+    s = add("quota", "disk quota (the site's tool, or df)")
+    _json(s)
+
+    s = add("modules", "loaded environment modules (or --avail, --search)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--avail", action="store_true", help="available modules, defaults marked")
+    g.add_argument("--search", metavar="TERM", help="modules whose name contains TERM")
+    _json(s)
+
+    s = add("partitions", "partitions with free nodes and GPUs")
+    _json(s)
+
+    s = add("clusters", "configured clusters (--check: connection and remote Python)")
+    s.add_argument("names", nargs="*", metavar="NAME", help="only these (default: all)")
+    s.add_argument("--check", action="store_true", help="connect and check the remote Python")
+    s.add_argument("--names", dest="names_only", action="store_true", help=argparse.SUPPRESS)
+    _json(s)
+
+    s = add("profiles", "built-in site profiles, or one profile's rules")
+    s.add_argument("name", nargs="?", metavar="NAME")
+    _json(s)
+
+    s = add("script", "print the batch script a request would submit (nothing is submitted)")
+    s.add_argument("--array", type=_positive(int), metavar="N", help="as a job array of N")
+    _json(s)
+    _resources(s)
+
+    s = add("trust", "accept a cluster's SSH host key after checking its fingerprint")
+    s.add_argument("name", nargs="?", metavar="NAME", help="cluster (default: the default)")
+    s.add_argument(
+        "--yes", action="store_true", help="accept without asking (fingerprint still printed)"
+    )
+
+    s = add("exec", "run a shell command on the login node (formerly `hpcui run`)")
+    s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
+
+    s = add("completion", "print a shell completion script")
+    s.add_argument("shell", choices=("bash", "zsh", "fish"))
+    return p

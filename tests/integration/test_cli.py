@@ -1,0 +1,291 @@
+"""Every `hpcui` command end to end against the dev cluster, human and --json, as a
+subprocess with no stdin (what CI sees): output, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.devcluster
+
+TASKS = textwrap.dedent(
+    """
+    import time
+
+    def add(a, b, scale=1):
+        print(f"adding {a}+{b}", flush=True)
+        return {"sum": (a + b) * scale}
+
+    def boom():
+        raise ValueError("boom on purpose")
+
+    def ranks():
+        import os
+        print("rank", os.environ["SLURM_PROCID"], flush=True)
+        return int(os.environ["SLURM_PROCID"])
+
+    def slow(n=120):
+        for i in range(n):
+            print("tick", i, flush=True)
+            time.sleep(1)
+        return n
+    """
+)
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    print("script argv", sys.argv[1:], flush=True)
+    if "--fail" in sys.argv:
+        sys.exit(3)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def work(devcluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working directory with the user's module and script, and one registry for the
+    module: each `hpcui` process finds the jobs the previous one submitted."""
+    d = tmp_path_factory.mktemp("cli")
+    (d / "clitasks.py").write_text(TASKS)
+    (d / "hello.py").write_text(SCRIPT)
+    (d / "data").mkdir()
+    return d
+
+
+def hpcui(work: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "HPCUI_CONFIG": str(ROOT / ".devcluster" / "hpcui.toml"),
+        "HPCUI_DATA_DIR": str(work / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", *args],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,  # non-interactive: nothing may wait for input
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert "Traceback (most recent call last)" not in res.stderr.split("raised on the cluster")[0]
+    return res
+
+
+def ok_json(res: subprocess.CompletedProcess):  # type: ignore[no-untyped-def]
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_submit_wait_result_show_logs_jobs(work):
+    rec = ok_json(
+        hpcui(
+            work, "submit", "clitasks:add", "--args", "[1, 2]", "--kwargs", '{"scale": 10}',
+            "--time", "5m", "--name", "cli-add", "--wait", "--json",
+        )
+    )  # fmt: skip
+    jid = rec["job_id"]
+    assert rec["state"] == "COMPLETED" and rec["name"] == "cli-add" and rec["num_tasks"] == 1
+    assert rec["result"]["ok"] and rec["result"]["value"] == {"sum": 30}
+    assert "partition cpu" in rec["allocation"]
+
+    human = hpcui(work, "result", jid)
+    assert human.returncode == 0 and human.stdout.strip() == "{'sum': 30}"
+    assert ok_json(hpcui(work, "result", jid, "--json"))["value"] == {"sum": 30}
+
+    show = hpcui(work, "show", jid)
+    assert show.returncode == 0 and "COMPLETED" in show.stdout and "efficiency" in show.stdout
+    info = ok_json(hpcui(work, "show", jid, "--json"))
+    assert info["state"] == "COMPLETED" and info["folder"] == rec["folder"]
+    assert info["accounting"]["exit_code"] == 0 and info["accounting"]["job_id"] == jid
+
+    logs = hpcui(work, "logs", jid)
+    assert logs.returncode == 0 and "adding 1+2" in logs.stdout
+    chunks = [json.loads(line) for line in hpcui(work, "logs", jid, "--json").stdout.splitlines()]
+    assert chunks and chunks[0]["task"] == 0 and chunks[0]["stream"] == "stdout"
+    assert "adding 1+2" in "".join(c["text"] for c in chunks)
+
+    hist = ok_json(hpcui(work, "jobs", "--history", "1", "--json"))
+    mine = [j for j in hist if j["job_id"] == jid]
+    assert mine and mine[0]["state"] == "COMPLETED" and mine[0]["hpcui"] is True
+    table = hpcui(work, "jobs", "--history", "1", "--state", "completed")
+    assert table.returncode == 0 and table.stdout.startswith("JOBID") and jid in table.stdout
+    reg = ok_json(hpcui(work, "jobs", "--registry", "--json"))
+    assert any(r["job_id"] == jid and r["state"] == "COMPLETED" for r in reg)
+
+
+def test_failed_job_exit_5_with_remote_traceback(work):
+    res = hpcui(work, "submit", "clitasks:boom", "--time", "5m", "--wait")
+    assert res.returncode == 5
+    assert "raised on the cluster: ValueError: boom on purpose" in res.stderr
+    assert 'clitasks.py", line 9, in boom' in res.stderr  # the remote traceback
+    jid = res.stdout.split()[2]  # "submitted job <id> on dev (...)"
+    out = hpcui(work, "result", jid, "--json")
+    assert out.returncode == 5
+    data = json.loads(out.stdout)
+    assert data["ok"] is False and data["state"] == "FAILED"
+    assert data["error"]["type"] == "JobFailedError"
+    assert "ValueError: boom on purpose" in data["error"]["remote_traceback"]
+
+
+def test_multi_task_logs_and_results_per_rank(work):
+    jid = hpcui(
+        work, "submit", "clitasks:ranks", "--gpus", "2", "--time", "5m", "--wait", "-q"
+    ).stdout.split()[0]
+    assert ok_json(hpcui(work, "result", jid, "--all-ranks", "--json"))["value"] == [0, 1]
+    both = hpcui(work, "logs", jid)
+    assert "==> rank 0 <==" in both.stdout and "==> rank 1 <==" in both.stdout
+    one = hpcui(work, "logs", jid, "--rank", "1")
+    assert "rank 1" in one.stdout and "rank 0" not in one.stdout
+    assert hpcui(work, "logs", jid, "--rank", "5").returncode == 2
+
+
+def test_run_script_follow(work):
+    res = hpcui(work, "run", "--time", "5m", "--follow", "hello.py", "--lr", "0.1")
+    assert res.returncode == 0, res.stderr
+    assert "script argv ['--lr', '0.1']" in res.stdout  # the log, streamed
+    assert res.stdout.startswith("submitted job ") and "(hello:" in res.stdout
+
+
+def test_run_script_exit_status_fails_the_job(work):
+    res = hpcui(work, "run", "--time", "5m", "--wait", "--json", "hello.py", "--fail")
+    assert res.returncode == 5
+    data = json.loads(res.stdout)
+    assert (
+        data["state"] == "FAILED" and "exited with status 3" in data["result"]["error"]["message"]
+    )
+
+
+def test_timeout_stop_cancel(work):
+    jid = hpcui(work, "submit", "clitasks:slow", "--time", "5m", "-q").stdout.strip()
+    try:
+        waited = hpcui(work, "result", jid, "--timeout", "1")
+        assert waited.returncode == 6 and f"hpcui cancel {jid}" in waited.stderr
+        queue = ok_json(hpcui(work, "jobs", "--json"))
+        assert any(j["job_id"] == jid and j["hpcui"] for j in queue)
+        human = hpcui(work, "jobs", "--state", "pending,running")
+        assert jid in human.stdout
+        stop = ok_json(hpcui(work, "stop", jid, "--json"))
+        assert stop["ok"] and "stop_requested" in stop["message"]
+        again = hpcui(work, "stop", jid)
+        assert again.returncode == 0 and again.stdout.startswith(f"{jid} on dev: stop file")
+    finally:
+        cancelled = hpcui(work, "cancel", jid, "--json")
+    assert ok_json(cancelled) == [
+        {"cluster": "dev", "job_id": jid, "ok": True, "message": "cancelled"}
+    ]
+    res = hpcui(work, "result", jid, "--timeout", "60")
+    assert res.returncode == 5 and "cancelled" in res.stderr
+    unknown = hpcui(work, "cancel", "999999999")
+    assert unknown.returncode == 2 and "No job 999999999" in unknown.stderr
+
+
+def test_scheduler_rejection_is_exit_4(work):
+    res = hpcui(work, "submit", "clitasks:add", "--args", "[1, 2]", "--qos", "nosuchqos")
+    assert res.returncode == 4 and "rejected the job" in res.stderr
+    assert res.stderr.count("\n") == 1
+
+
+def test_site_state_human_and_json(work):
+    quota = hpcui(work, "quota")
+    assert quota.returncode == 0 and quota.stdout.startswith("FILESYSTEM") and "df" in quota.stderr
+    report = ok_json(hpcui(work, "quota", "--json"))
+    assert report["tool"] == "df" and report["entries"][0]["used_bytes"] > 0
+
+    parts = hpcui(work, "partitions")
+    assert parts.returncode == 0 and "cpu*" in parts.stdout and "gpu" in parts.stdout
+    rows = ok_json(hpcui(work, "partitions", "--json"))
+    assert {p["partition"] for p in rows} >= {"cpu", "gpu"}
+    assert next(p for p in rows if p["partition"] == "gpu")["gpus_per_node"] == 4
+
+    avail = ok_json(hpcui(work, "modules", "--avail", "--json"))
+    assert any(m["full_name"] == "cuda/12.4" and m["default"] for m in avail)
+    found = hpcui(work, "modules", "--search", "cuda")
+    assert found.returncode == 0 and "cuda/12.2" in found.stdout
+    loaded = hpcui(work, "modules", "--json")
+    assert loaded.returncode == 0 and isinstance(json.loads(loaded.stdout), list)
+
+
+def test_clusters_check(work):
+    rows = ok_json(hpcui(work, "clusters", "dev", "local", "--check", "--json"))
+    dev = rows[0]
+    assert dev["name"] == "dev" and dev["default"] is True and dev["check"]["ok"]
+    assert dev["check"]["python"].startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")
+    human = hpcui(work, "clusters", "--check", "dev")
+    assert human.returncode == 0 and "ok" in human.stdout and "hpcui-dev" in human.stdout
+
+
+def test_no_terminal_means_no_prompt_and_a_clear_error(work):
+    """2FA cluster without a terminal: fails at once (exit 3), never waits for input."""
+    started = time.monotonic()
+    res = hpcui(work, "-c", "dev-2fa", "quota", timeout=60)
+    assert res.returncode == 3
+    assert "cannot prompt" in res.stderr and res.stderr.count("\n") == 1
+    assert time.monotonic() - started < 30
+    check = hpcui(work, "clusters", "dev-2fa", "--check", "--json")
+    assert check.returncode == 3
+    row = json.loads(check.stdout)[0]
+    assert row["check"]["ok"] is False and row["check"]["exit_code"] == 3
+
+
+def test_exec_and_script_on_dev(work):
+    res = hpcui(work, "exec", "--", "sh", "-c", "whoami; echo err >&2; exit 7")
+    assert res.returncode == 7 and res.stdout.strip() == "hpcuser" and res.stderr.strip() == "err"
+    data = ok_json(hpcui(work, "script", "--gpus", "4", "--json"))
+    assert "#SBATCH --gres=gpu:4" in data["script"] and data["allocation"]["partition"] == "gpu"
+
+
+def test_terminal_answers_the_2fa_prompt(work):
+    """With a terminal, keyboard-interactive questions are asked there (pty = a person)."""
+    import pty
+    import select
+
+    from tests.conftest import DEVCLUSTER
+
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HPCUI_CONFIG": str(ROOT / ".devcluster" / "hpcui.toml"),
+        "HPCUI_DATA_DIR": str(work / "data"),
+        "PYTHONPATH": str(ROOT),
+        "NO_COLOR": "1",
+    }
+    argv = [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "exec", "whoami"]
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execve(sys.executable, argv, env)
+    seen, answered, deadline = b"", False, time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            seen += data
+            if not answered and seen.rstrip().endswith(b":"):
+                code = subprocess.run(
+                    ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+                ).stdout.strip()
+                os.write(fd, code.encode() + b"\n")
+                answered = True
+    finally:
+        _, status = os.waitpid(pid, 0)
+    text = seen.decode(errors="replace")
+    assert answered, text
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert text.rstrip().endswith("hpcuser")
