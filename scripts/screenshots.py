@@ -1,6 +1,10 @@
 """Regenerate screenshots/ from the real app, with real jobs on the dev cluster.
 
     HPCUI_CONFIG=.devcluster/hpcui.toml python scripts/screenshots.py
+
+One SVG per screen: jobs.svg (live table), history.svg, job.svg (a training-like job's
+log with its loss plot), submit.svg (form with the live batch-script preview),
+cluster.svg (connection, quota, partitions, modules).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+SIZE = (140, 36)
 
 
 def add(a, b):
@@ -30,13 +35,69 @@ def nap():
     _t.sleep(120)
 
 
-async def shoot(out: Path) -> None:
-    from hpcui.tui.app import HpcuiApp
+def train(steps: int = 60) -> float:
+    """Prints a falling loss like a training loop, so the job screen has a plot to show."""
+    import math
+    import time as _t
 
-    app = HpcuiApp("dev")
-    async with app.run_test(size=(110, 24)) as pilot:
-        await pilot.pause(1.5)
-        app.save_screenshot(filename=out.name, path=str(out.parent))
+    loss = 2.5
+    for step in range(steps):
+        loss = 0.2 + 2.3 * math.exp(-step / 15) + 0.05 * math.sin(step)
+        print(f"epoch {step // 20} step {step:3d} loss {loss:.4f} lr 3e-4", flush=True)
+        _t.sleep(0.5)
+    return loss
+
+
+async def _until(pilot, cond, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        await pilot.pause(0.2)
+
+
+async def shoot(out: Path, train_id: str) -> None:
+    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.widgets import JobTable, LogPanel
+
+    app = HpcuiApp("dev", connect=["dev"])
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.hub.conns["dev"].status == "connected", 60)
+        table = app.screen.query_one("#live", JobTable)
+        await _until(pilot, lambda: f"dev:{train_id}" in table.shown, 60)
+        table.set_sort("id", reverse=True)
+        table.move_cursor(row=0)
+        await pilot.pause(1.0)
+        app.save_screenshot(filename="jobs.svg", path=str(out))
+
+        await pilot.press("h")
+        history = app.screen.query_one("#history", JobTable)
+        await _until(pilot, lambda: history.row_count > 0, 60)
+        history.set_sort("id", reverse=True)
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="history.svg", path=str(out))
+        await pilot.press("h")
+
+        app.open_job("dev", train_id)
+        await pilot.pause(0.5)
+        panel = app.screen.query_one(LogPanel)
+        await _until(pilot, lambda: len(panel.lines) >= 30, 120)
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="job.svg", path=str(out))
+
+        await pilot.press("3")
+        form = app.screen
+        form.query_one("#target").value = "examples.ddp_or_fsdp:experiment"
+        form.query_one("#args").value = '["ddp"]'
+        form.query_one("#res-gpus").value = "2"
+        form.query_one("#res-time").value = "30m"
+        await _until(pilot, lambda: "--time=" in form.preview_text, 10)
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="submit.svg", path=str(out))
+
+        await pilot.press("4")
+        parts = app.screen.query_one("#partitions")
+        await _until(pilot, lambda: parts.row_count > 0, 60)
+        await pilot.pause(1.0)
+        app.save_screenshot(filename="cluster.svg", path=str(out))
 
 
 def main() -> None:
@@ -46,16 +107,20 @@ def main() -> None:
     dev = hpcui.connect("dev")
     ok = dev.submit(add, 1, 2, name="add")
     bad = dev.submit(boom, name="boom")
-    running = dev.submit(nap, name="train-ddp", time="10m")
+    running = dev.submit(nap, name="nap", time="10m")
     dev.map(add, range(3), range(3), name="sweep")
+    trainer = dev.submit(train, 200, name="train", time="20m")
     ok.wait(120)
     bad.wait(120)
     time.sleep(1)
-    out = ROOT / "screenshots" / "jobs.svg"
-    out.parent.mkdir(exist_ok=True)
-    asyncio.run(shoot(out))
-    running.cancel()
-    print(f"wrote {out}")
+    out = ROOT / "screenshots"
+    out.mkdir(exist_ok=True)
+    try:
+        asyncio.run(shoot(out, trainer.job_id))
+    finally:
+        running.cancel()
+        trainer.cancel()
+    print(f"wrote {', '.join(sorted(p.name for p in out.glob('*.svg')))} in {out}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 """Headless `hpcui`: parse arguments, call the core, print. Nothing heavy at import.
 
 `hpcui --help` imports only argparse (no pydantic, paramiko, textual or torch); each
-command imports what it needs when it runs. The compute side imports
-`hpcui.cli.runscript` from this package too, so this file must stay standard-library only.
+command imports what it needs when it runs.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from hpcui.cli.runscript import run_script
+    from hpcui.compute.runscript import run_script
 
     path = Path(args.script)
     if not path.is_file():

@@ -1,74 +1,229 @@
-"""hpcui's terminal app: the jobs hpcui knows, refreshed in a worker, never blocking the UI."""
+"""hpcui's terminal app: every job on every connected cluster, live, never blocking the UI.
+
+Screens are Textual modes (jobs, job, submit, cluster); every SSH or scheduler call runs
+in a thread worker; refreshes come from the clusters' shared queue watchers and re-arm
+only after they finish. The app itself holds what the screens share: the connections
+(``Hub``), the registry, the job open on the Job screen, and the submit history that
+makes "resubmit" possible.
+"""
 
 from __future__ import annotations
 
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Footer, Header, Static
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
 
 from hpcui.config import load_config
-from hpcui.registry import Registry
+from hpcui.errors import HpcuiError
+from hpcui.registry import Registry, default_path
+from hpcui.tui.hub import Hub
+from hpcui.tui.screens.cluster import ClusterScreen
+from hpcui.tui.screens.job import JobScreen
+from hpcui.tui.screens.jobs import JobsScreen
+from hpcui.tui.screens.submit import SubmitForm, SubmitScreen
 
-COLUMNS = ("cluster", "id", "name", "state", "updated")
+log = logging.getLogger(__name__)
 
 
-class HpcuiApp(App):
+class HpcuiApp(App[None]):
     TITLE = "hpcui"
-    BINDINGS = [("r", "refresh", "Refresh"), ("q", "quit", "Quit")]
-    CSS = "#info { height: auto; padding: 0 1; color: $text-muted; }"
+    CSS_PATH = "app.tcss"
+    MODES = {
+        "jobs": JobsScreen,
+        "job": JobScreen,
+        "submit": SubmitScreen,
+        "cluster": ClusterScreen,
+    }
+    BINDINGS = [
+        Binding("1", "mode('jobs')", "Jobs", id="app.jobs"),
+        Binding("2", "mode('job')", "Job", id="app.job"),
+        Binding("3", "mode('submit')", "Submit", id="app.submit"),
+        Binding("4", "mode('cluster')", "Cluster", id="app.cluster"),
+        Binding("5", "history", "History", id="app.history"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
 
-    def __init__(self, cluster: str | None = None) -> None:
+    #: bumped on every connection change; screens watch it
+    conn_version: reactive[int] = reactive(0)
+
+    def __init__(self, cluster: str | None = None, *, connect: Iterable[str] | None = None) -> None:
         super().__init__()
         self.cfg = load_config()
-        self.cluster_name = cluster or self.cfg.default or "local"
+        self.start_cluster = self.cfg.cluster(cluster).name or cluster or "local"
+        self.hub = Hub(self, self.cfg)
+        self.registry = Registry()
+        self.current_job: tuple[str, str] | None = None
+        self._connect_first = list(connect) if connect is not None else None
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        host = self.cfg.cluster(self.cluster_name).host or "this machine"
-        yield Static(
-            f"cluster [b]{self.cluster_name}[/b] ({host}) · config {self.cfg.path}", id="info"
-        )
-        yield DataTable(id="jobs", cursor_type="row")
-        yield Footer()
+    # -- startup -----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for col in COLUMNS:
-            table.add_column(col, key=col)
-        self.action_refresh()
-        self.set_interval(5.0, self.action_refresh)
+        self.connections_changed()
+        self.switch_mode("jobs")
+        names = self._connect_first
+        if names is None:
+            names = [self.start_cluster, *self._clusters_with_live_jobs()]
+        for name in dict.fromkeys(names):
+            if name in self.hub.conns:
+                self.hub.connect(name)
 
-    def action_refresh(self) -> None:
-        self.run_worker(self._load, thread=True, exclusive=True, group="refresh")
+    def _clusters_with_live_jobs(self) -> list[str]:
+        """Configured clusters where hpcui has unfinished jobs: their table rows stay live."""
+        try:
+            records = self.registry.list(limit=500)
+        except Exception:  # a locked or broken registry must not stop the app
+            return []
+        return sorted({r.cluster for r in records if not r.state.is_final} & set(self.hub.conns))
 
-    def _load(self) -> None:
-        records = Registry().list()
-        self.call_from_thread(self._show, records)
+    def connections_changed(self) -> None:
+        self.sub_title = self.hub.header_text()
+        self.conn_version += 1
 
-    def _show(self, records) -> None:  # type: ignore[no-untyped-def]
-        import time
+    # -- navigation --------------------------------------------------------------------------
 
-        table = self.query_one(DataTable)
-        with self.batch_update():
-            seen = set()
-            for r in records:
-                key = f"{r.cluster}:{r.job_id or r.token}"
-                seen.add(key)
-                row = (
-                    r.cluster,
-                    r.job_id or "-",
-                    r.name,
-                    r.state.value,
-                    time.strftime("%H:%M:%S", time.localtime(r.updated_at)),
+    def action_mode(self, mode: str) -> None:
+        if mode == "job" and self.current_job is None:
+            self.notify("No job open yet: pick one on the Jobs screen and press Enter.")
+            return
+        self.switch_mode(mode)
+
+    def action_history(self) -> None:
+        self.switch_mode("jobs")
+        screen = self.get_screen_for_mode("jobs")
+        if screen is not None:
+            screen.show_view("history")  # type: ignore[attr-defined]
+
+    def get_screen_for_mode(self, mode: str) -> Screen[Any] | None:
+        stack = self._screen_stacks.get(mode)
+        return stack[0] if stack else None
+
+    def action_help(self) -> None:
+        from hpcui.tui.modals import HelpModal
+
+        self.push_screen(HelpModal())
+
+    def open_job(self, cluster: str, job_id: str) -> None:
+        self.current_job = (cluster, job_id)
+        if self.current_mode == "job":
+            self.screen.show_job(cluster, job_id)  # type: ignore[attr-defined]
+        else:
+            self.switch_mode("job")
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Jobs", "All jobs, live (1)", lambda: self.switch_mode("jobs"))
+        yield SystemCommand("History", "Finished jobs with exit codes (5)", self.action_history)
+        yield SystemCommand(
+            "Submit", "Submit a function or script (3)", lambda: self.switch_mode("submit")
+        )
+        yield SystemCommand(
+            "Cluster", "Quota, modules, partitions (4)", lambda: self.switch_mode("cluster")
+        )
+        for name, conn in self.hub.conns.items():
+            if conn.status in ("idle", "error"):
+                yield SystemCommand(
+                    f"Connect {name}", f"Connect to {conn.host}", lambda n=name: self.hub.connect(n)
                 )
-                if key in table.rows:
-                    for col, value in zip(COLUMNS, row):
-                        if table.get_cell(key, col) != value:
-                            table.update_cell(key, col, value)
-                else:
-                    table.add_row(*row, key=key)
-            for key in [k for k in table.rows if k.value not in seen]:
-                table.remove_row(key)
+
+    # -- job actions shared by screens ---------------------------------------------------------
+
+    def cancel_jobs(self, jobs: list[tuple[str, str]]) -> None:
+        self.run_worker(lambda: self._cancel(jobs), thread=True, group="cancel")
+
+    def _cancel(self, jobs: list[tuple[str, str]]) -> None:
+        by_cluster: dict[str, list[str]] = {}
+        for cluster, job_id in jobs:
+            by_cluster.setdefault(cluster, []).append(job_id)
+        for name, ids in by_cluster.items():
+            cluster = self.hub.cluster(name)
+            if cluster is None:
+                self.call_from_thread(self.notify, f"{name} is not connected", severity="error")
+                continue
+            try:
+                cluster.scheduler.cancel(ids)  # one scancel for all of them
+                cluster.status.track(ids)  # their end reaches the registry
+                cluster.status.interval = cluster.status.fast_s
+                cluster.queue_watcher.poke()  # the table shows it on the next refresh
+            except HpcuiError as exc:
+                self.call_from_thread(
+                    self.notify, str(exc), severity="error", title="cancel failed"
+                )
+                continue
+            self.call_from_thread(self.notify, f"cancelled {name}: {' '.join(ids)}")
+
+    def stop_jobs(self, jobs: list[tuple[str, str]]) -> None:
+        self.run_worker(lambda: self._stop(jobs), thread=True, group="stop")
+
+    def _stop(self, jobs: list[tuple[str, str]]) -> None:
+        for name, job_id in jobs:
+            cluster = self.hub.cluster(name)
+            try:
+                if cluster is None:
+                    raise HpcuiError(f"{name} is not connected")
+                cluster.get_job(job_id).stop()
+            except HpcuiError as exc:
+                self.call_from_thread(self.notify, str(exc), severity="error", title="stop failed")
+                continue
+            self.call_from_thread(
+                self.notify, f"asked {name}:{job_id} to stop (its code must poll stop_requested())"
+            )
+
+    # -- resubmit: what the Submit screen sent, kept beside the registry ------------------------
+
+    @property
+    def submits_path(self) -> Path:
+        return default_path().with_name("tui-submits.json")
+
+    def remember_submit(self, cluster: str, job_id: str, form: dict[str, Any]) -> None:
+        try:
+            data = json.loads(self.submits_path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data[f"{cluster}:{job_id}"] = form
+        self.submits_path.write_text(json.dumps(data, indent=1))
+
+    def resubmit(self, cluster: str, job_id: str) -> None:
+        """Open the Submit form filled as it was for this job (jobs submitted from the app)."""
+        try:
+            form = json.loads(self.submits_path.read_text()).get(f"{cluster}:{job_id}")
+        except (OSError, ValueError):
+            form = None
+        if form is None:
+            self.notify(
+                f"{cluster}:{job_id} was not submitted from this app, so its call is unknown "
+                "here; resubmit it from Python (hpcui.get_job) or the Submit screen.",
+                severity="warning",
+            )
+            return
+        self.switch_mode("submit")
+        screen = self.get_screen_for_mode("submit")
+        self.call_after_refresh(screen.prefill, SubmitForm(**form))  # type: ignore[union-attr]
+        self.notify("Check the form and press ctrl+s to submit again.")
 
 
 def run_app(cluster: str | None = None) -> None:
-    HpcuiApp(cluster).run()
+    """Entry point for `hpcui` with no command (the CLI calls it).
+
+    Library warnings (a failed queue refresh, a dropped connection) would print over the
+    screen; while the app runs they go to Textual's log (`textual console`) instead.
+    """
+    from textual.logging import TextualHandler
+
+    root = logging.getLogger()
+    handler = TextualHandler()
+    added = not root.handlers
+    if added:
+        root.addHandler(handler)
+    try:
+        HpcuiApp(cluster).run()
+    finally:
+        if added:
+            root.removeHandler(handler)

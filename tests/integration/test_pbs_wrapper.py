@@ -7,6 +7,8 @@ exercised too, read back with hpcui's public parsers.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from backends import pbs
@@ -58,5 +60,10 @@ def test_wrapper_qsub_qstat_qdel_round_trip(wrapper_pbs):
         assert job.walltime_limit_s == 300
     finally:
         run(["qdel", job_id]).check("qdel")
-    state = run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"]).stdout.strip()
+    deadline = time.monotonic() + 30
+    while True:  # qdel -> scancel: COMPLETING for a moment while the step is killed
+        state = run(["squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"]).stdout.strip()
+        if state != "COMPLETING" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert state in ("CANCELLED", "")

@@ -200,7 +200,7 @@ def test_unexpected_errors_have_no_traceback_without_debug(monkeypatch, capsys):
 
 
 def test_run_script_executes_source_as_main(capsys):
-    from hpcui.cli.runscript import run_script
+    from hpcui.compute.runscript import run_script
 
     src = textwrap.dedent(
         """

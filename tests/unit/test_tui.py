@@ -1,15 +1,113 @@
-"""The app opens on the embedded default and shows the registry's jobs (Textual Pilot)."""
+"""The app's UI behaviour with Textual's Pilot, no cluster: a `local`-scheduler cluster, the
+registry, and queue snapshots replayed from captured squeue output (tests/fixtures)."""
+
+from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from datetime import datetime, timezone
 
+import pytest
+
+from backends.slurm_queue import parse_squeue
 from backends.states import JobState
 from hpcui.registry import JobRecord, Registry
+from hpcui.site import QueueSnapshot
+from hpcui.site.jobs import QueueJob
+from hpcui.tui import rows as R
 from hpcui.tui.app import HpcuiApp
+from hpcui.tui.bridge import host_key_bridge, prompt_bridge
+from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
+from hpcui.tui.screens.jobs import JobsScreen, QueueUpdate
+from hpcui.tui.widgets import JobTable, LogPanel, MetricPlot
+from tests.conftest import fixture_text
+
+SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
 
 
-def test_app_opens_on_local_and_lists_jobs(tmp_path, monkeypatch):
-    monkeypatch.setenv("HPCUI_CONFIG", str(tmp_path / "none.toml"))
-    (tmp_path / "none.toml").write_text("")  # an empty config: only `local`
+@pytest.fixture
+def box(tmp_path, monkeypatch):
+    """A config whose only cluster runs plain local processes: no Slurm, no SSH."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[clusters.local]\nscheduler = "local"\nremote_base = "{tmp_path}/base"\n')
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    return cfg
+
+
+def queue_jobs(text: str = SQUEUE) -> list[QueueJob]:
+    return [QueueJob.from_entry(e) for e in parse_squeue(text)]
+
+
+def snapshot(jobs: list[QueueJob]) -> QueueSnapshot:
+    return QueueSnapshot(
+        jobs=jobs, taken_at=datetime.now(timezone.utc), took_s=0.01, changed=True, next_refresh_s=2
+    )
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+
+
+# -- rows (pure) -----------------------------------------------------------------------------------
+
+
+def test_rows_from_captured_squeue():
+    jobs = {j.job_id: j for j in queue_jobs()}
+    now = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+    pending = R.queue_row("mn5", jobs["1202"], now)
+    assert pending.key == "mn5:1202"
+    assert pending.cells["why"].startswith("Priority")
+    assert "start" in pending.cells["why"]
+    assert pending.cells["where"] == "acc/acc_debug"
+    assert pending.cells["time"] == "0:00:00/1-0:00:00"
+    running = R.queue_row("mn5", jobs["1201"], now)
+    assert running.cells["time"] == "1:02:03/2:00:00" and running.hpcui
+    assert str(running.cells["state"]) == "RUNNING"
+    rows = R.merge_rows({"mn5": list(jobs.values())}, [], hpcui_only=True)
+    assert list(rows) == ["mn5:1201"]
+    assert R.id_sort_key("1300_10") > R.id_sort_key("1300_9")
+
+
+def test_state_filter_and_text_filter():
+    rows = R.merge_rows({"mn5": queue_jobs()}, [], hpcui_only=False)
+    failed = [r.job_id for r in rows.values() if R.matches(r, "", "failed")]
+    assert sorted(failed) == ["1501", "1502"]
+    assert [r.job_id for r in rows.values() if R.matches(r, "sweep pending", "all")] == [
+        "1300_8",
+        "1300_9",
+    ]
+
+
+def test_registry_record_fills_in_where_the_queue_is_silent():
+    rec = JobRecord(cluster="mn5", token="t", job_id="99", name="old", folder="/x")
+    rec.state = JobState.COMPLETED
+    rows = R.merge_rows({"mn5": queue_jobs()}, [rec], hpcui_only=True)
+    assert set(rows) == {"mn5:1201", "mn5:99"}
+    assert str(rows["mn5:99"].cells["state"]) == "COMPLETED"
+
+
+def test_metric_pattern_parses_loss_lines():
+    plot = MetricPlot()
+    hits = [plot.regex.search(s) for s in ("loss: 0.5", "step 3 loss=1e-3", "val_loss 2", "acc 9")]
+    assert [float(m.group(1)) if m else None for m in hits] == [0.5, 0.001, 2.0, None]
+
+
+# -- the app ---------------------------------------------------------------------------------------
+
+
+def test_app_opens_on_local_and_lists_registry_jobs(box):
     Registry().add(
         [
             JobRecord(
@@ -23,16 +121,260 @@ def test_app_opens_on_local_and_lists_jobs(tmp_path, monkeypatch):
         ]
     )
 
-    async def run() -> tuple[str, list]:
+    async def go():
         app = HpcuiApp()
-        async with app.run_test() as pilot:
-            await pilot.pause(0.5)
-            table = app.query_one("DataTable")
-            rows = [table.get_row_at(i) for i in range(table.row_count)]
-            info = str(app.query_one("#info").render())
-            await pilot.press("q")
-        return info, rows
+        async with app.run_test(size=(140, 30)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
+            table = app.screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == 1)
+            row = table.get_row("local:4242")
+            return app.sub_title, [str(c) for c in row], isinstance(app.screen, JobsScreen)
 
-    info, rows = asyncio.run(run())
-    assert "local" in info
-    assert rows[0][:4] == ["local", "4242", "train", "RUNNING"]
+    title, row, on_jobs = run(go())
+    assert on_jobs and "● local" in title
+    assert row[1:5] == ["local", "4242", "train", "RUNNING"]
+
+
+def test_table_updates_changed_cells_in_place(box, monkeypatch):
+    """A refresh with one changed job costs one update_cell; row keys stay; no rebuild."""
+    calls: list[tuple[str, str]] = []
+    original = JobTable.update_cell
+
+    def spy(self, row_key, column_key, value, *, update_width=False):
+        calls.append((str(getattr(row_key, "value", row_key)), str(column_key)))
+        return original(self, row_key, column_key, value, update_width=update_width)
+
+    monkeypatch.setattr(JobTable, "update_cell", spy)
+    jobs = queue_jobs()
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, JobsScreen)
+            screen.hpcui_only = False
+            screen.post_message(QueueUpdate("mn5", snapshot(jobs), None))
+            table = screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == len(jobs))
+            keys_before = [k.value for k in table.rows]
+            removed: list[str] = []
+            monkeypatch.setattr(
+                JobTable, "remove_row", lambda self, key: removed.append(key) or None
+            )
+            calls.clear()
+            changed = [
+                j.model_copy(update={"state": JobState.RUNNING, "reason": "None"})
+                if j.job_id == "1202"
+                else j
+                for j in jobs
+            ]
+            screen.post_message(QueueUpdate("mn5", snapshot(changed), None))
+            await wait_for(pilot, lambda: bool(calls))
+            await pilot.pause(0.1)
+            state_cell = str(table.get_cell("mn5:1202", "state"))
+            return keys_before, [k.value for k in table.rows], list(calls), removed, state_cell
+
+    before, after, calls_made, removed, state_cell = run(go())
+    assert before == after  # same rows, same keys, same order
+    assert not removed
+    assert sorted(calls_made) == [("mn5:1202", "state"), ("mn5:1202", "why")]
+    assert state_cell == "RUNNING"
+
+
+def test_filter_and_state_filter_keys(box):
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            screen = app.screen
+            screen.hpcui_only = False
+            screen.post_message(QueueUpdate("mn5", snapshot(queue_jobs()), None))
+            table = screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == 12)
+            await pilot.press("slash", *"sweep")
+            await wait_for(pilot, lambda: table.row_count == 3)
+            await pilot.press("enter", "escape")
+            await wait_for(pilot, lambda: table.row_count == 12)
+            await pilot.press("t", "t")  # all -> active -> pending
+            await wait_for(pilot, lambda: table.row_count == 3)
+            return screen.state_filter, sorted(table.shown)
+
+    state, shown = run(go())
+    assert state == "pending"
+    assert shown == ["mn5:1202", "mn5:1300_8", "mn5:1300_9"]
+
+
+def test_cancel_asks_first_and_takes_the_selection(box, monkeypatch):
+    cancelled: list[list[tuple[str, str]]] = []
+    monkeypatch.setattr(HpcuiApp, "cancel_jobs", lambda self, jobs: cancelled.append(jobs))
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            screen = app.screen
+            screen.hpcui_only = False
+            screen.post_message(QueueUpdate("mn5", snapshot(queue_jobs()), None))
+            table = screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == 12)
+            table.focus()
+            await pilot.press("c")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+            await pilot.press("escape")  # "No": nothing happens
+            await wait_for(pilot, lambda: app.screen is screen)
+            assert not cancelled
+            await pilot.press("space", "j", "space")  # select two rows
+            await pilot.press("c")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+            body = str(app.screen.query_one(".dialog-body").render())
+            await pilot.click("#yes")
+            await wait_for(pilot, lambda: bool(cancelled))
+            return body
+
+    body = run(go())
+    assert cancelled == [[("mn5", "1201"), ("mn5", "1202")]]
+    assert "mn5:1201" in body and "mn5:1202" in body
+
+
+class LogApp(HpcuiApp):
+    pass
+
+
+def test_follow_sticks_to_the_bottom_only_while_there(box):
+    from textual.app import App
+
+    class One(App[None]):
+        def compose(self):
+            yield LogPanel(id="log")
+
+    async def go():
+        app = One()
+        async with app.run_test(size=(80, 20)) as pilot:
+            panel = app.query_one(LogPanel)
+            panel.add_lines([f"line {i}" for i in range(100)])
+            await pilot.pause(0.1)
+            log = panel.log_widget
+            at_end = panel.at_bottom() and log.scroll_y > 0
+            log.scroll_home(animate=False, immediate=True)
+            await pilot.pause(0.1)
+            panel.add_lines([f"more {i}" for i in range(5)])
+            await pilot.pause(0.1)
+            kept, counted = log.scroll_y, panel.new_lines
+            status = str(panel.query_one("#log-status").render())
+            panel.to_end()
+            await pilot.pause(0.1)
+            panel.add_lines(["tail"])
+            await pilot.pause(0.1)
+            return at_end, kept, counted, status, panel.new_lines, panel.at_bottom()
+
+    at_end, kept, counted, status, after, bottom = run(go())
+    assert at_end  # followed while at the bottom
+    assert kept == 0  # scrolled up: not yanked down
+    assert counted == 5 and "5 new lines" in status
+    assert after == 0 and bottom  # back at the end: follows again
+
+
+def test_search_and_wrap_keep_the_lines(box):
+    from textual.app import App
+
+    class One(App[None]):
+        def compose(self):
+            yield LogPanel(id="log")
+
+    async def go():
+        app = One()
+        async with app.run_test(size=(40, 10)) as pilot:
+            panel = app.query_one(LogPanel)
+            panel.feed("".join(f"row {i}\n" for i in range(50)) + "epoch 7 loss 0.1\n" + "x\n")
+            await pilot.pause(0.1)
+            found = panel.set_search("epoch 7")
+            panel.set_wrap(True)
+            await pilot.pause(0.1)
+            return found, len(panel.lines), panel.log_widget.wrap
+
+    found, n, wrap = run(go())
+    assert found == 50 and n == 52 and wrap
+
+
+def _ask_in_thread(fn):
+    box: dict[str, object] = {}
+
+    def target():
+        box["answer"] = fn()
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_2fa_prompt_from_a_worker_thread_is_a_modal(box):
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(120, 30)) as pilot:
+            ask = prompt_bridge(app, "mn5")
+            t, answer = _ask_in_thread(
+                lambda: ask("2FA", "Enter the code", [("Verification code: ", False)])
+            )
+            await wait_for(pilot, lambda: isinstance(app.screen, PromptModal))
+            field = app.screen.query_one("#answer-0")
+            password = field.password
+            await pilot.press(*"123456", "enter")
+            await wait_for(pilot, lambda: not t.is_alive())
+            return answer["answer"], password
+
+    answer, password = run(go())
+    assert answer == ["123456"]
+    assert password  # echo off: the code is not shown
+
+
+@pytest.mark.parametrize("accept", [True, False])
+def test_host_key_modal_answers_the_core(box, accept):
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(120, 30)) as pilot:
+            ask = host_key_bridge(app, "mn5")
+            t, answer = _ask_in_thread(lambda: ask("[glogin1]:22", "ssh-ed25519", "SHA256:abc"))
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyModal))
+            text = app.screen.query_one("Markdown").source
+            if accept:
+                await pilot.pause(0.2)
+                await pilot.click("#accept")
+            else:
+                await pilot.press("escape")
+            await wait_for(pilot, lambda: not t.is_alive())
+            return answer["answer"], text
+
+    answer, text = run(go())
+    assert answer is accept
+    assert "SHA256:abc" in text and "ssh-ed25519" in text
+
+
+def test_every_screen_renders(box):
+    """Snapshot-style: each mode draws its own parts (text checked, not pixels)."""
+
+    async def go():
+        app = HpcuiApp()
+        out = {}
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
+            for key, mode in (("1", "jobs"), ("3", "submit"), ("4", "cluster")):
+                await pilot.press(key)
+                await pilot.pause(0.6)
+                out[mode] = app.export_screenshot()
+            await pilot.press("question_mark")
+            await pilot.pause(0.3)
+            out["help"] = app.export_screenshot()
+            await pilot.press("escape", "1", "h")
+            await pilot.pause(0.3)
+            out["history"] = app.export_screenshot()
+        return out
+
+    shots = run(go())
+
+    def has(svg: str, *words: str) -> bool:
+        text = svg.replace("&#160;", " ")
+        return all(w.replace(" ", "&#160;") in svg or w in text for w in words)
+
+    assert has(shots["jobs"], "elapsed/limit", "partition/qos", "hpcui jobs")
+    assert has(shots["submit"], "what to run", "#!/bin/bash")
+    assert has(shots["cluster"], "connected", "Quota", "Partitions", "Modules")
+    assert has(shots["help"], "hpcui keys")
+    assert has(shots["history"], "efficiency", "history (24 h)")

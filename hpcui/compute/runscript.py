@@ -1,22 +1,32 @@
-"""`hpcui run SCRIPT.py`, compute side: run a script whose source travelled in the pickle.
+"""Compute side of `hpcui run SCRIPT` and the app's script submit: run a script whose
+source travelled in the pickle.
 
 The cluster never sees the laptop's files, so the script's text is the job's argument.
-Imported on the compute node from the runtime bundle: standard library only.
+Imported on the compute node from the runtime bundle (which leaves out `hpcui/tui`):
+standard library only.
 """
 
 from __future__ import annotations
 
 import linecache
+import subprocess
 import sys
 import types
 
 
-def run_script(source: str, filename: str, argv: list[str]) -> int:
+def run_script(source: str, filename: str, argv: list[str] | None = None) -> int:
     """Execute `source` as `__main__` with `sys.argv = [filename, *argv]`; returns 0.
 
-    `sys.exit(0)` is success; any other exit status raises, so the job ends FAILED with
-    a traceback like every other failure. Tracebacks show the script's lines (linecache).
+    Python files run in-process (tracebacks show the script's lines via linecache);
+    anything else runs with bash. `sys.exit(0)` is success; any other exit status
+    raises, so the job ends FAILED with a traceback like every other failure.
     """
+    argv = list(argv or [])
+    if not filename.endswith(".py"):
+        done = subprocess.run(["bash", "-c", source, filename, *argv], check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{filename} exited with status {done.returncode}")
+        return 0
     code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     module = types.ModuleType("__main__")

@@ -1,0 +1,181 @@
+"""Connections to the configured clusters, owned by the app and shared by every screen.
+
+Connecting can ask questions (unknown host key, 2FA code): the core's callbacks are
+bridged to modal dialogs (``hpcui.tui.bridge``). A connection that drops is shown in
+the header and re-probed from a worker until it answers again; the core's transport
+reconnects with backoff on the next call, so the probe is one cheap ``true``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hpcui.config import Config
+from hpcui.errors import ClusterConnectionError, HpcuiError
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from hpcui.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+RECONNECT_S = 10.0
+
+#: status -> (symbol, style) in the header and on the Cluster screen
+STATUS_LOOK = {
+    "idle": ("○", "dim"),
+    "connecting": ("◌", "yellow"),
+    "connected": ("●", "green"),
+    "lost": ("◌", "bold red"),
+    "error": ("✗", "bold red"),
+}
+
+
+@dataclass
+class Conn:
+    """What the app knows about one cluster's connection."""
+
+    name: str
+    host: str
+    status: str = "idle"  # idle | connecting | connected | lost | error
+    error: str = ""
+    cluster: Cluster | None = None
+    has_queue: bool = True  # False for the process-only `local` scheduler
+    python: str = ""  # the remote Python check, as a sentence
+    python_ok: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.cluster is not None and self.status in ("connected", "lost")
+
+
+class Hub:
+    """Connects clusters in workers and keeps their state; the app re-renders on changes."""
+
+    def __init__(self, app: App[Any], config: Config) -> None:
+        self.app = app
+        self.config = config
+        names = sorted(config.clusters) or ["local"]
+        if "local" not in names:
+            names.append("local")
+        self.conns: dict[str, Conn] = {
+            n: Conn(
+                n, (config.clusters[n].host if n in config.clusters else None) or "this machine"
+            )
+            for n in names
+        }
+
+    # -- state -----------------------------------------------------------------------------
+
+    def ready(self) -> list[Conn]:
+        return [c for c in self.conns.values() if c.ready]
+
+    def cluster(self, name: str) -> Cluster | None:
+        conn = self.conns.get(name)
+        return conn.cluster if conn is not None else None
+
+    def _set(self, name: str, status: str, error: str = "") -> None:
+        conn = self.conns[name]
+        conn.status, conn.error = status, error
+        self.app.connections_changed()  # type: ignore[attr-defined]
+
+    # -- connecting ------------------------------------------------------------------------
+
+    def connect(self, name: str) -> None:
+        """Connect ``name`` in a worker (modals may ask for a host key or a 2FA code)."""
+        conn = self.conns[name]
+        if conn.status in ("connecting", "connected"):
+            return
+        conn.status, conn.error = "connecting", ""
+        self.app.connections_changed()  # type: ignore[attr-defined]
+        self.app.run_worker(
+            lambda: self._connect(name), thread=True, group=f"connect-{name}", exclusive=True
+        )
+
+    def _connect(self, name: str) -> None:
+        import hpcui
+        from hpcui.tui.bridge import host_key_bridge, prompt_bridge
+
+        try:
+            cluster = hpcui.connect(
+                name,
+                prompt=prompt_bridge(self.app, name),
+                on_unknown_host=host_key_bridge(self.app, name),
+            )
+            cluster.run(["true"]).check("connecting")
+        except HpcuiError as exc:
+            self.app.call_from_thread(self._set, name, "error", str(exc))
+            return
+        except Exception as exc:  # never let a worker error kill the app
+            log.exception("connecting %s", name)
+            self.app.call_from_thread(self._set, name, "error", f"{type(exc).__name__}: {exc}")
+            return
+        self.conns[name].cluster = cluster
+        self.app.call_from_thread(self._set, name, "connected")
+        self.check_python(name)
+
+    def check_python(self, name: str) -> None:
+        """The remote Python check (cloudpickle needs the same minor version)."""
+        conn = self.conns[name]
+        cluster = conn.cluster
+        if cluster is None:
+            return
+        try:
+            info = cluster.remote_info()
+        except HpcuiError as exc:
+            conn.python, conn.python_ok = str(exc), False
+        else:
+            version = ".".join(map(str, info.python_version or ()))
+            conn.python = f"Python {version} ({cluster.config.python}) matches this machine"
+            conn.python_ok = True
+        self.app.call_from_thread(self.app.connections_changed)  # type: ignore[attr-defined]
+
+    # -- losing and finding it again ---------------------------------------------------------
+
+    def report(self, name: str, error: BaseException | str | None) -> None:
+        """A screen saw a call fail (or succeed: ``None``); UI thread only."""
+        conn = self.conns.get(name)
+        if conn is None or conn.cluster is None:
+            return
+        if error is None:
+            if conn.status == "lost":
+                self._set(name, "connected")
+            return
+        if isinstance(error, ClusterConnectionError) and conn.status != "lost":
+            self._set(name, "lost", str(error))
+            self.app.set_timer(RECONNECT_S, lambda: self._probe(name))
+
+    def _probe(self, name: str) -> None:
+        conn = self.conns[name]
+        if conn.status != "lost" or conn.cluster is None:
+            return
+        cluster = conn.cluster
+
+        def probe() -> None:
+            try:
+                cluster.run(["true"]).check("reconnecting")
+            except HpcuiError as exc:
+                self.app.call_from_thread(conn.extra.__setitem__, "last_probe", str(exc))
+                self.app.call_from_thread(
+                    self.app.set_timer, RECONNECT_S, lambda: self._probe(name)
+                )
+                return
+            self.app.call_from_thread(self._set, name, "connected")
+
+        # re-armed only after this probe finished: probes never pile up
+        self.app.run_worker(probe, thread=True, group=f"probe-{name}", exclusive=True)
+
+    def header_text(self) -> str:
+        """One word per cluster that matters: connected, connecting, lost or failed ones."""
+        parts = []
+        for conn in self.conns.values():
+            if conn.status == "idle":
+                continue
+            symbol, _style = STATUS_LOOK[conn.status]
+            word = {"lost": " lost, reconnecting", "error": " failed"}.get(conn.status, "")
+            parts.append(f"{symbol} {conn.name}{word}")
+        return "  ".join(parts) or "no cluster connected"

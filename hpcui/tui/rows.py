@@ -1,0 +1,247 @@
+"""Job rows as the tables show them: pure functions, so the table logic is testable alone.
+
+A row is keyed ``cluster:job_id`` (stable across refreshes, so the table can update cells
+in place) and holds one display value per column. Values are plain strings or Rich
+``Text`` (the coloured state); both compare by value, which is what lets the table touch
+only the cells that changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from rich.text import Text
+
+from backends.states import JobState
+from hpcui.registry import JobRecord
+from hpcui.site.jobs import HistoryJob, QueueJob
+
+#: (key, label) of the live table; "sel" shows the multi-select mark.
+JOB_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sel", " "),
+    ("cluster", "cluster"),
+    ("id", "id"),
+    ("name", "name"),
+    ("state", "state"),
+    ("why", "reason / start"),
+    ("where", "partition/qos"),
+    ("nodes", "nodes"),
+    ("gpus", "GPUs"),
+    ("time", "elapsed/limit"),
+)
+HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("cluster", "cluster"),
+    ("id", "id"),
+    ("name", "name"),
+    ("state", "state"),
+    ("exit", "exit"),
+    ("time", "elapsed/limit"),
+    ("efficiency", "efficiency"),
+)
+
+STATE_STYLE: dict[JobState, str] = {
+    JobState.SUBMITTING: "cyan",
+    JobState.PENDING: "yellow",
+    JobState.RUNNING: "bold green",
+    JobState.COMPLETING: "green",
+    JobState.SUSPENDED: "magenta",
+    JobState.COMPLETED: "blue",
+    JobState.FAILED: "bold red",
+    JobState.CANCELLED: "dim",
+    JobState.TIMEOUT: "red",
+    JobState.PREEMPTED: "magenta",
+    JobState.NODE_FAIL: "bold red",
+    JobState.OUT_OF_MEMORY: "bold red",
+    JobState.REQUEUED: "yellow",
+    JobState.UNKNOWN: "dim",
+}
+
+
+def state_text(state: JobState) -> Text:
+    return Text(state.value, style=STATE_STYLE.get(state, ""))
+
+
+def hms(seconds: int | float | None) -> str:
+    """Slurm's own ``[D-]HH:MM:SS`` (users compare it with squeue at a glance)."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _start(when: datetime | None, now: datetime) -> str:
+    if when is None:
+        return ""
+    if when.tzinfo is None:  # squeue prints the cluster's local time, naive
+        return when.strftime("start %m-%d %H:%M")
+    delta = (when - now).total_seconds()
+    return f"start in {hms(delta)}" if delta > 0 else "start now"
+
+
+@dataclass
+class JobRow:
+    """One table row plus what actions need (the state, whether hpcui submitted it)."""
+
+    key: str
+    cluster: str
+    job_id: str
+    state: JobState
+    hpcui: bool
+    cells: dict[str, str | Text] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """Everything a text filter matches against, lower-cased."""
+        return " ".join(str(v) for v in self.cells.values()).lower()
+
+
+def row_key(cluster: str, job_id: str) -> str:
+    return f"{cluster}:{job_id}"
+
+
+def queue_row(cluster: str, job: QueueJob, now: datetime | None = None) -> JobRow:
+    now = now or datetime.now(timezone.utc)
+    why = ""
+    if job.state is JobState.PENDING:
+        why = " · ".join(p for p in (job.reason, _start(job.start_time, now)) if p)
+    elif job.state is JobState.RUNNING:
+        why = job.nodelist
+    where = "/".join(p for p in (job.partition, job.qos) if p) or "-"
+    limit = hms(job.time_limit_s) if job.time_limit_s else "∞"
+    return JobRow(
+        key=row_key(cluster, job.job_id),
+        cluster=cluster,
+        job_id=job.job_id,
+        state=job.state,
+        hpcui=job.hpcui,
+        cells={
+            "sel": "",
+            "cluster": cluster,
+            "id": job.job_id,
+            "name": job.name,
+            "state": state_text(job.state),
+            "why": why,
+            "where": where,
+            "nodes": str(job.nodes or "-"),
+            "gpus": "-" if job.gpus is None else str(job.gpus),
+            "time": f"{hms(job.elapsed_s)}/{limit}",
+        },
+    )
+
+
+def record_row(rec: JobRecord) -> JobRow:
+    """A registry job the queue no longer (or not yet) lists: what hpcui remembers."""
+    job_id = rec.job_id or f"({rec.token[:8]})"
+    return JobRow(
+        key=row_key(rec.cluster, job_id),
+        cluster=rec.cluster,
+        job_id=job_id,
+        state=rec.state,
+        hpcui=True,
+        cells={
+            "sel": "",
+            "cluster": rec.cluster,
+            "id": job_id,
+            "name": rec.name,
+            "state": state_text(rec.state),
+            "why": rec.state_raw if rec.state_raw and rec.state_raw != rec.state.value else "",
+            "where": "-",
+            "nodes": "-",
+            "gpus": "-",
+            "time": "-",
+        },
+    )
+
+
+def history_row(cluster: str, job: HistoryJob) -> JobRow:
+    if job.exit_code is None:
+        code = "-"
+    else:
+        code = str(job.exit_code) + (f" sig {job.signal}" if job.signal else "")
+    limit = hms(job.time_limit_s) if job.time_limit_s else "∞"
+    return JobRow(
+        key=row_key(cluster, job.job_id),
+        cluster=cluster,
+        job_id=job.job_id,
+        state=job.state,
+        hpcui=job.hpcui,
+        cells={
+            "cluster": cluster,
+            "id": job.job_id,
+            "name": job.name,
+            "state": state_text(job.state),
+            "exit": code,
+            "time": f"{hms(job.elapsed_s)}/{limit}",
+            "efficiency": job.efficiency,
+        },
+    )
+
+
+def merge_rows(
+    queue: dict[str, list[QueueJob]],
+    records: Iterable[JobRecord],
+    *,
+    hpcui_only: bool,
+    now: datetime | None = None,
+) -> dict[str, JobRow]:
+    """The live table's rows: the queue of every cluster, plus the registry's jobs that the
+    queue does not list (finished, or not yet seen). The queue wins where both know a job:
+    it has reason, nodes and times."""
+    rows: dict[str, JobRow] = {}
+    for cluster, jobs in queue.items():
+        for job in jobs:
+            if hpcui_only and not job.hpcui:
+                continue
+            row = queue_row(cluster, job, now)
+            rows[row.key] = row
+    for rec in records:
+        row = record_row(rec)
+        rows.setdefault(row.key, row)
+    return rows
+
+
+STATE_FILTERS: tuple[str, ...] = ("all", "active", "pending", "running", "done", "failed")
+_FAILED = {
+    JobState.FAILED,
+    JobState.TIMEOUT,
+    JobState.NODE_FAIL,
+    JobState.OUT_OF_MEMORY,
+    JobState.CANCELLED,
+    JobState.PREEMPTED,
+}
+
+
+def state_matches(state: JobState, which: str) -> bool:
+    if which == "all":
+        return True
+    if which == "active":
+        return not state.is_final
+    if which == "pending":
+        return state in (JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED)
+    if which == "running":
+        return state in (JobState.RUNNING, JobState.COMPLETING)
+    if which == "done":
+        return state is JobState.COMPLETED
+    if which == "failed":
+        return state in _FAILED
+    raise ValueError(f"unknown state filter {which!r}")
+
+
+def matches(row: JobRow, text: str, which: str) -> bool:
+    """Filter: every word of ``text`` appears somewhere in the row (``state:x`` too)."""
+    if not state_matches(row.state, which):
+        return False
+    hay = row.text()
+    return all(word in hay for word in text.lower().split())
+
+
+_ID_NUM = re.compile(r"\d+")
+
+
+def id_sort_key(job_id: str) -> tuple[int, ...]:
+    """Numeric order for ``123``, ``123_4``, ``123_[5-9]`` (string order puts 1000 < 999)."""
+    return tuple(int(n) for n in _ID_NUM.findall(job_id)) or (0,)

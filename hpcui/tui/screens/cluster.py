@@ -1,0 +1,264 @@
+"""Cluster: connection, login host, Python check, quota bars, partitions, modules.
+
+Each piece is one round trip, fetched in a worker when the screen opens or `r` is
+pressed; quota and modules change slowly, so nothing here polls in the background.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
+
+from hpcui.errors import HpcuiError
+from hpcui.tui.hub import STATUS_LOOK
+from hpcui.tui.rows import hms
+
+if TYPE_CHECKING:
+    from hpcui.site import Module, ModuleState, PartitionInfo, QuotaReport
+    from hpcui.tui.app import HpcuiApp
+
+BAR = 30
+
+
+def quota_bar(used: int | None, limit: int | None, near: bool, width: int = BAR) -> Text:
+    """``[█████░░░░] 52%``; red with a warning when near the limit (or in grace)."""
+    if used is None or not limit:
+        return Text("no limit" if used is not None else "-", style="dim")
+    frac = min(1.0, used / limit)
+    full = round(frac * width)
+    style = "bold red" if near else ("yellow" if frac >= 0.75 else "green")
+    text = Text("█" * full, style=style)
+    text.append("░" * (width - full), style="dim")
+    text.append(f" {100 * used / limit:4.0f}%", style=style)
+    if near:
+        text.append("  ⚠ near the limit", style="bold red")
+    return text
+
+
+class ClusterScreen(Screen[None]):
+    BINDINGS = [
+        Binding("r", "reload", "Reload", id="cluster.reload"),
+        Binding("C", "connect", "Connect", id="cluster.connect"),
+        Binding("slash", "module_search", "Modules", id="cluster.search"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.modules: ModuleState | None = None
+        self.loaded_for: str | None = None
+
+    @property
+    def happ(self) -> HpcuiApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        names = list(self.happ.hub.conns)
+        yield Header()
+        with Horizontal(id="cluster-bar"):
+            yield Select(
+                [(n, n) for n in names],
+                value=self.happ.start_cluster if self.happ.start_cluster in names else names[0],
+                allow_blank=False,
+                id="cluster-pick",
+            )
+            yield Button("Connect", id="connect")
+        with VerticalScroll(id="cluster-body"):
+            yield Static("", id="conn")
+            yield Label("Quota", classes="section")
+            yield Static("", id="quota")
+            yield Label("Partitions", classes="section")
+            yield DataTable(id="partitions", cursor_type="row")
+            yield Label("Modules", classes="section")
+            with Vertical(id="modules-box"):
+                yield Input(placeholder="search modules (Enter asks the site's spider)", id="mod-q")
+                yield Static("", id="loaded")
+                yield DataTable(id="modules", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        parts = self.query_one("#partitions", DataTable)
+        for col in (
+            "partition",
+            "state",
+            "nodes idle/alloc/other/total",
+            "GPUs/node",
+            "time limit",
+        ):
+            parts.add_column(col, key=col)
+        mods = self.query_one("#modules", DataTable)
+        for col in ("module", "version", "default", "loaded", "description"):
+            mods.add_column(col, key=col)
+        self.watch(self.app, "conn_version", self._conn_changed, init=False)
+
+    @property
+    def name_shown(self) -> str:
+        return str(self.query_one("#cluster-pick", Select).value)
+
+    def on_screen_resume(self) -> None:
+        self._show_conn()
+        if self.loaded_for != self.name_shown:
+            self.action_reload()
+
+    def _conn_changed(self, _v: int) -> None:
+        self._show_conn()
+        conn = self.happ.hub.conns[self.name_shown]
+        if conn.ready and self.loaded_for != self.name_shown and self.is_current:
+            self.action_reload()
+
+    @on(Select.Changed, "#cluster-pick")
+    def _picked(self, _event: Select.Changed) -> None:
+        self._show_conn()
+        self.action_reload()
+
+    @on(Button.Pressed, "#connect")
+    def action_connect(self) -> None:
+        self.happ.hub.connect(self.name_shown)
+
+    def _show_conn(self) -> None:
+        conn = self.happ.hub.conns[self.name_shown]
+        symbol, style = STATUS_LOOK[conn.status]
+        cfg = self.happ.hub.config.clusters.get(conn.name)
+        lines = [
+            f"[{style}]{symbol} {conn.status}[/] · [b]{conn.name}[/b] · login host "
+            f"{conn.host} · profile {(cfg.profile if cfg else None) or 'local'}",
+        ]
+        if conn.error:
+            lines.append(f"[red]{_esc(conn.error)}[/]")
+        if conn.python:
+            colour = "green" if conn.python_ok else "red"
+            lines.append(f"[{colour}]{_esc(conn.python)}[/]")
+        self.query_one("#conn", Static).update("\n".join(lines))
+
+    def action_reload(self) -> None:
+        name = self.name_shown
+        conn = self.happ.hub.conns[name]
+        if not conn.ready:
+            if conn.status == "idle":
+                self.happ.hub.connect(name)
+            return
+        self.loaded_for = name
+        self.query_one("#quota", Static).update("loading…")
+        self._load(name)
+
+    @work(thread=True, exclusive=True, group="cluster-load")
+    def _load(self, name: str) -> None:
+        cluster = self.happ.hub.cluster(name)
+        if cluster is None:
+            return
+        for what, fetch in (
+            ("quota", cluster.quota_report),
+            ("partitions", cluster.partitions),
+            ("modules", cluster.modules),
+        ):
+            try:
+                value: Any = fetch()
+            except HpcuiError as exc:
+                self.app.call_from_thread(self._show_error, name, what, str(exc))
+                continue
+            self.app.call_from_thread(getattr(self, f"_show_{what}"), name, value)
+
+    def _show_error(self, name: str, what: str, message: str) -> None:
+        if name != self.name_shown:
+            return
+        if what == "quota":
+            self.query_one("#quota", Static).update(f"[red]{_esc(message)}[/]")
+        elif what == "modules":
+            self.query_one("#loaded", Static).update(f"[red]{_esc(message)}[/]")
+        else:
+            self.notify(f"{what}: {message}", severity="warning")
+
+    def _show_quota(self, name: str, report: QuotaReport) -> None:
+        if name != self.name_shown:
+            return
+        out = Text()
+        out.append(f"from `{report.tool}`\n", style="dim")
+        for e in report.entries:
+            from hpcui.site.jobs import format_bytes
+
+            who = " ".join(p for p in (e.kind, e.name) if p)
+            out.append(f"{e.filesystem:<24} {who:<14} ")
+            limit = e.hard_bytes or e.soft_bytes
+            out.append_text(quota_bar(e.used_bytes, limit, e.near_limit))
+            used = format_bytes(e.used_bytes) if e.used_bytes is not None else "?"
+            out.append(f"  {used} of {format_bytes(limit) if limit else '-'}")
+            if e.files_used is not None:
+                fl = e.files_hard or e.files_soft
+                out.append(f" · files {e.files_used}{f' of {fl}' if fl else ''}")
+            if e.grace:
+                out.append(f" · grace {e.grace}", style="bold red")
+            out.append("\n")
+        self.query_one("#quota", Static).update(out)
+
+    def _show_partitions(self, name: str, parts: list[PartitionInfo]) -> None:
+        if name != self.name_shown:
+            return
+        table = self.query_one("#partitions", DataTable)
+        table.clear()
+        for p in parts:
+            table.add_row(
+                p.partition + ("*" if p.is_default else ""),
+                p.avail,
+                f"{p.nodes_idle}/{p.nodes_alloc}/{p.nodes_other}/{p.nodes_total}",
+                str(p.gpus_per_node or "-"),
+                hms(p.time_limit_s) if p.time_limit_s else "∞",
+            )
+
+    def _show_modules(self, name: str, state: ModuleState) -> None:
+        if name != self.name_shown:
+            return
+        self.modules = state
+        loaded = ", ".join(m.full_name for m in state.loaded) or "none"
+        self.query_one("#loaded", Static).update(f"loaded: {loaded}")
+        self._fill_modules(state.available)
+
+    def _fill_modules(self, modules: list[Module]) -> None:
+        table = self.query_one("#modules", DataTable)
+        table.clear()
+        for m in modules[:2000]:
+            table.add_row(
+                m.name,
+                m.version or "",
+                "D" if m.default else "",
+                "L" if m.loaded else "",
+                (m.description or "")[:60],
+            )
+
+    def action_module_search(self) -> None:
+        self.query_one("#mod-q", Input).focus()
+
+    @on(Input.Changed, "#mod-q")
+    def _mod_filter(self, event: Input.Changed) -> None:
+        if self.modules is None:
+            return
+        q = event.value.lower()
+        self._fill_modules([m for m in self.modules.available if q in m.full_name.lower()])
+
+    @on(Input.Submitted, "#mod-q")
+    def _mod_search(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self._search(self.name_shown, event.value.strip())
+
+    @work(thread=True, exclusive=True, group="module-search")
+    def _search(self, name: str, term: str) -> None:
+        cluster = self.happ.hub.cluster(name)
+        if cluster is None:
+            return
+        try:
+            found = cluster.module_search(term)
+        except HpcuiError as exc:
+            self.app.call_from_thread(self._show_error, name, "modules", str(exc))
+            return
+        self.app.call_from_thread(self._fill_modules, found)
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,396 @@
+"""Job: details, the exact batch script, live logs per stream and rank, result, metric plot.
+
+Logs are read by ``hpcui.logs.LogFollower`` in a thread worker: one stat plus a ranged
+read of only the new bytes per poll, backing off while the file is quiet. The worker is
+cancelled while the screen is hidden and resumes from the same byte offset.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.syntax import Syntax
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from hpcui.errors import HpcuiError, JobError, JobFailedError
+from hpcui.logs import LogFollower, log_path
+from hpcui.tui.modals import ConfirmModal
+from hpcui.tui.rows import hms, state_text
+from hpcui.tui.widgets import DEFAULT_METRIC, LogPanel, MetricPlot
+
+if TYPE_CHECKING:
+    from hpcui.job import Job
+    from hpcui.registry import JobRecord
+    from hpcui.site import QueueJob
+    from hpcui.tui.app import HpcuiApp
+
+TAIL_BYTES = 4 << 20  # open a huge log near its end
+FAST_S, SLOW_S = 0.2, 2.0
+
+
+class JobScreen(Screen[None]):
+    BINDINGS = [
+        Binding("o", "stream('stdout')", "stdout", id="job.stdout"),
+        Binding("e", "stream('stderr')", "stderr", id="job.stderr"),
+        Binding("left_square_bracket", "rank(-1)", "Rank-", id="job.rank_prev"),
+        Binding("right_square_bracket", "rank(1)", "Rank+", id="job.rank_next"),
+        Binding("f", "follow", "Follow", id="job.follow"),
+        Binding("w", "wrap", "Wrap", id="job.wrap"),
+        Binding("slash", "search", "Search", id="job.search"),
+        Binding("n", "next_match", "Next", show=False, id="job.next"),
+        Binding("end,G", "to_end", "End", show=False, id="job.end"),
+        Binding("p", "pager", "Pager", id="job.pager"),
+        Binding("c", "cancel", "Cancel", id="job.cancel"),
+        Binding("x", "stop", "Stop", id="job.stop"),
+        Binding("escape", "back", "Back", id="job.back"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key: tuple[str, str] | None = None  # (cluster, job id) shown
+        self.job: Job | None = None
+        self.record: JobRecord | None = None
+        self.entry: QueueJob | None = None
+        self.stream = "stdout"
+        self.rank = 0
+        self.num_tasks = 1
+        self.metric = DEFAULT_METRIC
+        self._followers: dict[tuple[str, int], LogFollower] = {}
+        self._active = False
+        self.script_text = ""
+
+    @property
+    def happ(self) -> HpcuiApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="job-body"):
+            yield Static(
+                "No job open: pick one on the Jobs screen (1) and press Enter.", id="job-head"
+            )
+            with TabbedContent(initial="tab-logs", id="job-tabs"):
+                with TabPane("Logs", id="tab-logs"):
+                    with Horizontal(id="log-bar"):
+                        yield Input(placeholder="search the log", id="log-search")
+                        yield Input(
+                            value=DEFAULT_METRIC, placeholder="metric regex", id="metric-re"
+                        )
+                    yield LogPanel(id="log")
+                    yield MetricPlot(id="metric")
+                with TabPane("Details", id="tab-details"):
+                    with VerticalScroll():
+                        yield Static("", id="details")
+                with TabPane("Script", id="tab-script"):
+                    with VerticalScroll():
+                        yield Static("", id="script")
+                with TabPane("Result", id="tab-result"):
+                    with VerticalScroll():
+                        yield Static("", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#log-search", Input).display = False
+
+    @property
+    def panel(self) -> LogPanel:
+        return self.query_one("#log", LogPanel)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def on_screen_resume(self) -> None:
+        self._active = True
+        wanted = self.happ.current_job
+        if wanted is None:
+            return
+        if wanted != self.key:
+            self.show_job(*wanted)
+        elif self.job is not None:
+            self._follow()
+
+    def on_screen_suspend(self) -> None:
+        self._active = False
+        self.workers.cancel_group(self, "job-log")
+
+    def show_job(self, cluster: str, job_id: str) -> None:
+        """Switch to another job: forget the old logs, load the new one in a worker."""
+        self.workers.cancel_group(self, "job-log")
+        self.key = (cluster, job_id)
+        self.job = self.record = self.entry = None
+        self.stream, self.rank, self.num_tasks = "stdout", 0, 1
+        self._followers.clear()
+        self.panel.reset(f"{job_id} stdout rank 0")
+        self.query_one("#metric", MetricPlot).reset()
+        self.query_one("#job-head", Static).update(f"{cluster}:{job_id} · loading…")
+        for wid in ("details", "script", "result"):
+            self.query_one(f"#{wid}", Static).update("")
+        self._load(cluster, job_id)
+
+    @work(thread=True, exclusive=True, group="job-load")
+    def _load(self, cluster_name: str, job_id: str) -> None:
+        cluster = self.happ.hub.cluster(cluster_name)
+        record = self.happ.registry.get(cluster_name, job_id)
+        entry = None
+        job = None
+        problem = ""
+        if cluster is None:
+            problem = f"{cluster_name} is not connected (Cluster screen: 4)."
+        else:
+            try:
+                job = cluster.get_job(job_id) if record is not None else None
+                if self.happ.hub.conns[cluster_name].has_queue:
+                    entry = next(
+                        (
+                            j
+                            for j in cluster.queue(include_finished=True, max_age_s=30)
+                            if j.job_id == job_id
+                        ),
+                        None,
+                    )
+            except HpcuiError as exc:
+                problem = str(exc)
+        self.app.call_from_thread(self._loaded, (cluster_name, job_id), job, record, entry, problem)
+
+    def _loaded(
+        self,
+        key: tuple[str, str],
+        job: Job | None,
+        record: JobRecord | None,
+        entry: QueueJob | None,
+        problem: str,
+    ) -> None:
+        if key != self.key:
+            return  # the user opened another job meanwhile
+        self.job, self.record, self.entry = job, record, entry
+        self.num_tasks = record.num_tasks if record else 1
+        self._details(problem)
+        script = (record.meta.get("script") if record else None) or ""
+        self.script_text = script
+        self.query_one("#script", Static).update(
+            Syntax(script, "bash", line_numbers=True, word_wrap=False)
+            if script
+            else "No script recorded: only jobs submitted by hpcui keep their batch script."
+        )
+        if job is None:
+            self.panel.reset("no logs")
+            self.panel.add_lines(
+                [problem or "Not an hpcui job: hpcui knows its state but not where its logs are."]
+            )
+            return
+        self._follow()
+
+    def _details(self, problem: str = "", state: Any = None) -> None:
+        cluster, job_id = self.key or ("?", "?")
+        rec, entry = self.record, self.entry
+        state = state or (entry.state if entry else rec.state if rec else None)
+        head = f"[b]{cluster}:{job_id}[/b]"
+        if rec or entry:
+            head += f" {(rec.name if rec else '') or (entry.name if entry else '')}"
+        if state is not None:
+            head += f" · {state_text(state).markup}"
+        head += f" · {self.stream} rank {self.rank}/{self.num_tasks - 1}"
+        if problem:
+            head += f" · [red]{problem}[/]"
+        self.query_one("#job-head", Static).update(head)
+        lines = []
+        if rec is not None:
+            lines += [
+                f"name        {rec.name}",
+                f"state       {rec.state.value} ({rec.state_raw or '-'})",
+                f"tasks       {rec.num_tasks}",
+                f"folder      {rec.folder}",
+                f"token       {rec.token}",
+                f"submitted   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(rec.submitted_at))}",
+            ]
+        if entry is not None:
+            lines += [
+                f"scheduler   {entry.state_raw} {entry.reason}".rstrip(),
+                f"partition   {entry.partition or '-'}   qos {entry.qos or '-'}   account "
+                f"{entry.account or '-'}",
+                f"nodes       {entry.nodes} {entry.nodelist}",
+                f"GPUs        {entry.gpus if entry.gpus is not None else '-'}",
+                f"elapsed     {hms(entry.elapsed_s)} of {hms(entry.time_limit_s)}",
+            ]
+            if entry.start_time:
+                lines.append(f"start       {entry.start_time}")
+        self.query_one("#details", Static).update("\n".join(lines) or problem or "-")
+
+    # -- logs ----------------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        job = self.job
+        if job is None or not self._active:
+            return
+        key = (self.stream, self.rank)
+        follower = self._followers.get(key)
+        if follower is None:
+            path = log_path(job.folder, job.job_id, self.rank, self.stream)  # type: ignore[arg-type]
+            follower = LogFollower(job.cluster.transport, path, tail_bytes=TAIL_BYTES)
+            self._followers[key] = follower
+        self._read_log(job, follower, key)
+
+    @work(thread=True, exclusive=True, group="job-log")
+    def _read_log(self, job: Job, follower: LogFollower, key: tuple[str, int]) -> None:
+        worker = get_current_worker()
+        interval = FAST_S
+        last_state = None
+        while not worker.is_cancelled:
+            try:
+                done = job.done()  # asked BEFORE reading: the last bytes are never lost
+                state = job.state
+                got = False
+                while text := follower.read():  # text once read is always delivered
+                    got = True
+                    self.app.call_from_thread(self._got_text, key, text)
+                    if worker.is_cancelled:
+                        return
+            except HpcuiError as exc:
+                self.app.call_from_thread(self.happ.hub.report, job.cluster.name, exc)
+                time.sleep(SLOW_S)
+                continue
+            if state != last_state:
+                last_state = state
+                self.app.call_from_thread(self._state_changed, job, state)
+            if done:
+                return
+            interval = FAST_S if got else min(SLOW_S, interval * 1.5)
+            time.sleep(interval)
+
+    def _got_text(self, key: tuple[str, int], text: str) -> None:
+        if key != (self.stream, self.rank):
+            return
+        lines = self.panel.feed(text)
+        self.query_one("#metric", MetricPlot).feed(lines)
+
+    def _state_changed(self, job: Job, state: Any) -> None:
+        if self.job is not job:
+            return
+        self._details(state=state)
+        if state.is_final:
+            self._load_result(job)
+
+    @work(thread=True, exclusive=True, group="job-result")
+    def _load_result(self, job: Job) -> None:
+        try:
+            values = job.results(timeout=30) if job.num_tasks > 1 else [job.result(timeout=30)]
+            text = "\n".join(f"rank {i}: {v!r}" for i, v in enumerate(values))
+            text = f"[green]returned[/]\n{_escape(text)}"
+        except JobFailedError as exc:
+            text = f"[red]raised on the cluster[/]\n{_escape(exc.remote_traceback or str(exc))}"
+        except JobError as exc:
+            text = f"[red]{_escape(str(exc))}[/]"
+        except HpcuiError as exc:
+            text = f"[yellow]could not fetch the result: {_escape(str(exc))}[/]"
+        self.app.call_from_thread(self.query_one("#result", Static).update, text)
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def _switch(self, stream: str, rank: int) -> None:
+        self.workers.cancel_group(self, "job-log")
+        self.stream, self.rank = stream, rank
+        self._followers.pop((stream, rank), None)  # the panel restarts: read from the start
+        self.panel.reset(f"{stream} rank {rank}")
+        self.query_one("#metric", MetricPlot).reset()
+        self._details()
+        self._follow()
+
+    def action_stream(self, stream: str) -> None:
+        self.query_one(TabbedContent).active = "tab-logs"
+        if stream != self.stream:
+            self._switch(stream, self.rank)
+
+    def action_rank(self, step: int) -> None:
+        rank = (self.rank + step) % max(self.num_tasks, 1)
+        if rank != self.rank:
+            self._switch(self.stream, rank)
+
+    def action_follow(self) -> None:
+        self.panel.set_follow(not self.panel.follow)
+
+    def action_wrap(self) -> None:
+        self.panel.set_wrap(not self.panel.wrap)
+
+    def action_to_end(self) -> None:
+        self.panel.to_end()
+
+    def action_search(self) -> None:
+        self.query_one(TabbedContent).active = "tab-logs"
+        box = self.query_one("#log-search", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#log-search")
+    def _searched(self, event: Input.Submitted) -> None:
+        self.panel.set_follow(False)
+        self.panel.set_search(event.value)
+        self.panel.log_widget.focus()
+
+    def action_next_match(self) -> None:
+        self.panel.next_match()
+
+    @on(Input.Submitted, "#metric-re")
+    def _metric_changed(self, event: Input.Submitted) -> None:
+        import re
+
+        try:
+            self.query_one("#metric", MetricPlot).set_pattern(event.value, self.panel.lines)
+        except re.error as exc:
+            self.notify(f"bad regex: {exc}", severity="error")
+            return
+        self.metric = event.value
+
+    def action_pager(self) -> None:
+        """The whole log so far in $PAGER: the app gives the terminal away meanwhile."""
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+            fh.write("\n".join(self.panel.lines) + "\n")
+        pager = shlex.split(os.environ.get("PAGER") or "less -R")
+        try:
+            with self.app.suspend():
+                subprocess.call([*pager, fh.name])
+        except Exception as exc:  # no terminal to give away (web, tests)
+            self.notify(f"cannot open a pager here: {exc}", severity="warning")
+        finally:
+            os.unlink(fh.name)
+
+    def action_cancel(self) -> None:
+        if self.key is None:
+            return
+        cluster, job_id = self.key
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.happ.cancel_jobs([(cluster, job_id)])
+
+        self.app.push_screen(
+            ConfirmModal(f"Cancel {cluster}:{job_id}?", "The job is killed.", yes="Cancel job"),
+            answered,
+        )
+
+    def action_stop(self) -> None:
+        if self.key is not None:
+            self.happ.stop_jobs([self.key])
+
+    def action_back(self) -> None:
+        box = self.query_one("#log-search", Input)
+        if box.display:
+            box.display = False
+            self.panel.log_widget.focus()
+            return
+        self.app.switch_mode("jobs")
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

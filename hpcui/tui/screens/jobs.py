@@ -1,0 +1,393 @@
+"""Jobs: every job of every connected cluster in one table, live, updated in place.
+
+Data comes from two places and no screen polls a scheduler itself:
+- each cluster's ``queue_watcher`` (ONE squeue per refresh, shared with every other
+  subscriber in the process); its thread posts snapshots here as messages;
+- the local registry (hpcui's own jobs, including ended ones the queue forgot), read in a
+  worker that re-arms its timer only after it finished.
+Both stop while the screen is hidden (subscriptions cancelled, timer not re-armed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import ContentSwitcher, Footer, Header, Input, Static
+
+from hpcui.errors import HpcuiError, UsageError
+from hpcui.tui.modals import ConfirmModal
+from hpcui.tui.rows import (
+    HISTORY_COLUMNS,
+    JOB_COLUMNS,
+    STATE_FILTERS,
+    JobRow,
+    history_row,
+    matches,
+    merge_rows,
+)
+from hpcui.tui.widgets import JobTable
+
+if TYPE_CHECKING:
+    from hpcui.registry import JobRecord
+    from hpcui.site import QueueJob, QueueSnapshot, Subscription
+    from hpcui.tui.app import HpcuiApp
+
+REGISTRY_S = 2.0
+HISTORY_S = 30.0
+SORTABLE = (None, "state", "cluster", "id", "name", "time")
+
+
+class QueueUpdate(Message):
+    """A queue snapshot from a cluster's watcher thread (post_message is thread-safe)."""
+
+    def __init__(self, cluster: str, snap: QueueSnapshot, exc: BaseException | None) -> None:
+        super().__init__()
+        self.cluster, self.snap, self.exc = cluster, snap, exc
+
+
+class JobsScreen(Screen[None]):
+    BINDINGS = [
+        Binding("enter", "open", "Open", id="jobs.open"),
+        Binding("space", "mark", "Select", id="jobs.select"),
+        Binding("c", "cancel", "Cancel", id="jobs.cancel"),
+        Binding("x", "stop", "Stop", id="jobs.stop"),
+        Binding("R", "resubmit", "Resubmit", id="jobs.resubmit"),
+        Binding("y", "copy", "Copy id", id="jobs.copy"),
+        Binding("slash", "filter", "Filter", id="jobs.filter"),
+        Binding("t", "state_filter", "State", id="jobs.state"),
+        Binding("s", "sort", "Sort", id="jobs.sort"),
+        Binding("S", "sort_reverse", "Reverse", show=False, id="jobs.sort_reverse"),
+        Binding("a", "toggle_all", "hpcui/all", id="jobs.all"),
+        Binding("h", "history", "History", id="jobs.history"),
+        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hpcui_only = True
+        self.state_filter = "all"
+        self.text_filter = ""
+        self.view = "live"
+        self.queues: dict[str, list[QueueJob]] = {}
+        self.errors: dict[str, str] = {}
+        self.records: list[JobRecord] = []
+        self.rows: dict[str, JobRow] = {}
+        self.history_rows: dict[str, JobRow] = {}
+        self.subs: dict[str, Subscription] = {}
+        self.applied = 0  # table refreshes applied (tests and benchmarks read it)
+        self._registry_timer: Timer | None = None
+        self._history_timer: Timer | None = None
+        self._tracked: set[str] = set()
+        self._active = False
+
+    @property
+    def happ(self) -> HpcuiApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="jobs-bar"):
+            yield Input(placeholder="filter: words that must all appear", id="filter")
+            yield Static("", id="jobs-info")
+        with ContentSwitcher(initial="live", id="jobs-views"):
+            yield JobTable(JOB_COLUMNS, id="live")
+            yield JobTable(HISTORY_COLUMNS, id="history")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.watch(self.app, "conn_version", self._connections_changed, init=False)
+
+    # -- lifecycle: refresh only while visible ------------------------------------------------
+
+    def on_screen_resume(self) -> None:
+        self._active = True
+        self._subscribe_all()
+        self._load_registry()
+        if self.view == "history":
+            self._load_history()
+        self.table.focus()
+
+    def on_screen_suspend(self) -> None:
+        self._active = False
+        for sub in self.subs.values():
+            sub.cancel()
+        self.subs.clear()
+        for timer in (self._registry_timer, self._history_timer):
+            if timer is not None:
+                timer.stop()
+
+    def on_unmount(self) -> None:
+        self.on_screen_suspend()
+
+    def _connections_changed(self, _version: int) -> None:
+        if self._active:
+            self._subscribe_all()
+
+    def _subscribe_all(self) -> None:
+        for conn in self.happ.hub.ready():
+            if conn.has_queue and conn.name not in self.subs and conn.cluster is not None:
+                watcher = conn.cluster.queue_watcher
+                name = conn.name
+
+                def deliver(snap: QueueSnapshot, name: str = name, watcher: Any = watcher) -> None:
+                    exc = watcher.last_exception if snap.error else None
+                    self.post_message(QueueUpdate(name, snap, exc))
+
+                self.subs[name] = watcher.subscribe(deliver)
+
+    # -- data in ---------------------------------------------------------------------------------
+
+    def on_queue_update(self, message: QueueUpdate) -> None:
+        name, snap = message.cluster, message.snap
+        if snap.error is not None:
+            if isinstance(message.exc, UsageError):
+                # this scheduler keeps no queue (plain processes): the registry is the list
+                conn = self.happ.hub.conns[name]
+                conn.has_queue = False
+                sub = self.subs.pop(name, None)
+                if sub is not None:
+                    sub.cancel()
+                self.queues.pop(name, None)
+                self.refresh_table()
+                return
+            self.errors[name] = snap.error
+            self.happ.hub.report(name, message.exc or snap.error)
+        else:
+            self.errors.pop(name, None)
+            self.happ.hub.report(name, None)
+        self.queues[name] = list(snap.jobs)
+        self._track_forgotten()
+        self.refresh_table()
+
+    @work(thread=True, exclusive=True, group="jobs-registry")
+    def _load_registry(self) -> None:
+        records = self.happ.registry.list(limit=500)
+        self.app.call_from_thread(self._registry_loaded, records)
+
+    def _registry_loaded(self, records: list[JobRecord]) -> None:
+        self.records = records
+        self._track_forgotten()
+        self.refresh_table()
+        if self._active:  # re-armed only now: a slow read never piles up
+            self._registry_timer = self.set_timer(REGISTRY_S, self._load_registry)
+
+    def _track_forgotten(self) -> None:
+        """Unfinished registry jobs the queue does not list: the cluster's status service
+        (one batched sacct for all of them) finds their end and writes it to the registry."""
+        listed = {(c, j.job_id) for c, jobs in self.queues.items() for j in jobs}
+        todo: dict[str, list[JobRecord]] = {}
+        for rec in self.records:
+            key = f"{rec.cluster}:{rec.job_id}"
+            if rec.job_id and not rec.state.is_final and key not in self._tracked:
+                if (rec.cluster, rec.job_id) not in listed:
+                    todo.setdefault(rec.cluster, []).append(rec)
+        for name, recs in todo.items():
+            cluster = self.happ.hub.cluster(name)
+            if cluster is None:
+                continue
+            for rec in recs:
+                cluster.status.track([rec.job_id or ""], rec.state)
+                self._tracked.add(f"{rec.cluster}:{rec.job_id}")
+
+    @work(thread=True, exclusive=True, group="jobs-history")
+    def _load_history(self) -> None:
+        rows: dict[str, JobRow] = {}
+        errors: dict[str, str] = {}
+        for conn in self.happ.hub.ready():
+            if not conn.has_queue or conn.cluster is None:
+                continue
+            try:
+                for job in conn.cluster.history(timedelta(days=1)):
+                    row = history_row(conn.name, job)
+                    rows[row.key] = row
+            except HpcuiError as exc:
+                errors[conn.name] = str(exc)
+        self.app.call_from_thread(self._history_loaded, rows, errors)
+
+    def _history_loaded(self, rows: dict[str, JobRow], errors: dict[str, str]) -> None:
+        self.history_rows = rows
+        for name, text in errors.items():
+            self.errors[name] = text
+        self.refresh_table()
+        if self._active and self.view == "history":
+            self._history_timer = self.set_timer(HISTORY_S, self._load_history)
+
+    # -- data out --------------------------------------------------------------------------------
+
+    @property
+    def table(self) -> JobTable:
+        return self.query_one(f"#{self.view}", JobTable)
+
+    def visible(self, row: JobRow) -> bool:
+        if self.hpcui_only and not row.hpcui:
+            return False
+        return matches(row, self.text_filter, self.state_filter)
+
+    def refresh_table(self) -> None:
+        if self.view == "live":
+            self.rows = merge_rows(self.queues, self.records, hpcui_only=self.hpcui_only)
+            rows = self.rows
+        else:
+            rows = self.history_rows
+        self.table.apply(rows, self.visible)
+        self.applied += 1
+        self._info(len(rows))
+
+    def _info(self, total: int) -> None:
+        parts = [
+            "history (24 h)" if self.view == "history" else "live",
+            "hpcui jobs" if self.hpcui_only else "all my jobs",
+            f"state {self.state_filter}",
+        ]
+        if self.text_filter:
+            parts.append(f"filter {self.text_filter!r}")
+        table = self.table
+        parts.append(f"{table.row_count}/{total} shown")
+        if table.marked:
+            parts.append(f"{len(table.marked)} selected")
+        if table.sort_column:
+            parts.append(f"sort {table.sort_column}{' ↓' if table.sort_reverse else ''}")
+        for name, err in self.errors.items():
+            parts.append(f"[red]{name}: {err.splitlines()[0][:80]}[/]")
+        self.query_one("#jobs-info", Static).update(" · ".join(parts))
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def _selected(self) -> list[JobRow]:
+        table = self.table
+        source = self.rows if self.view == "live" else self.history_rows
+        keys: Iterable[str]
+        if table.marked:  # in the order the table shows them
+            keys = [r.key.value for r in table.ordered_rows if r.key.value in table.marked]
+        else:
+            current = table.current_key()
+            keys = [current] if current else []
+        return [source[k] for k in keys if k in source]
+
+    def action_cursor_down(self) -> None:
+        self.table.action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.table.action_cursor_up()
+
+    def action_open(self) -> None:
+        rows = self._selected()
+        if rows:
+            self.happ.open_job(rows[0].cluster, rows[0].job_id)
+
+    def on_data_table_row_selected(self, event: JobTable.RowSelected) -> None:
+        self.action_open()
+
+    def action_mark(self) -> None:
+        self.table.toggle_mark()
+        self._info(len(self.rows))
+
+    def action_copy(self) -> None:
+        rows = self._selected()
+        if rows:
+            text = " ".join(r.job_id for r in rows)
+            self.app.copy_to_clipboard(text)
+            self.notify(f"copied {text}")
+
+    def action_cancel(self) -> None:
+        rows = [r for r in self._selected() if not r.state.is_final]
+        if not rows:
+            self.notify("Nothing to cancel: select unfinished jobs.", severity="warning")
+            return
+        names = ", ".join(f"{r.cluster}:{r.job_id}" for r in rows[:8])
+        more = f" and {len(rows) - 8} more" if len(rows) > 8 else ""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.table.marked.clear()
+                self.happ.cancel_jobs([(r.cluster, r.job_id) for r in rows])
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"Cancel {len(rows)} job{'s' if len(rows) > 1 else ''}?",
+                f"{names}{more}\n\nRunning jobs are killed; their results are lost.",
+                yes="Cancel jobs",
+            ),
+            answered,
+        )
+
+    def action_stop(self) -> None:
+        rows = [r for r in self._selected() if r.hpcui and not r.state.is_final]
+        if not rows:
+            self.notify("Graceful stop needs an unfinished hpcui job.", severity="warning")
+            return
+        self.happ.stop_jobs([(r.cluster, r.job_id) for r in rows])
+
+    def action_resubmit(self) -> None:
+        rows = self._selected()
+        if rows:
+            self.happ.resubmit(rows[0].cluster, rows[0].job_id)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.text_filter = event.value
+        self.refresh_table()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        self.table.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self.text_filter = ""
+        self.table.marked.clear()
+        self.refresh_table()
+        self.table.focus()
+
+    def action_state_filter(self) -> None:
+        i = STATE_FILTERS.index(self.state_filter)
+        self.state_filter = STATE_FILTERS[(i + 1) % len(STATE_FILTERS)]
+        self.refresh_table()
+
+    def action_sort(self) -> None:
+        table = self.table
+        columns = [c for c in SORTABLE if c is None or c in dict(table.column_spec)]
+        i = columns.index(table.sort_column) if table.sort_column in columns else 0
+        table.set_sort(columns[(i + 1) % len(columns)], table.sort_reverse)
+        self._info(len(self.rows))
+
+    def action_sort_reverse(self) -> None:
+        table = self.table
+        table.set_sort(table.sort_column or "id", not table.sort_reverse)
+        self._info(len(self.rows))
+
+    def action_toggle_all(self) -> None:
+        self.hpcui_only = not self.hpcui_only
+        self.refresh_table()
+
+    def action_history(self) -> None:
+        self.show_view("live" if self.view == "history" else "history")
+
+    def show_view(self, view: str) -> None:
+        if view == self.view:
+            return
+        self.view = view
+        self.query_one(ContentSwitcher).current = view
+        if view == "history":
+            self._load_history()
+        self.refresh_table()
+        self.table.focus()

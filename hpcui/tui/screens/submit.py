@@ -1,0 +1,291 @@
+"""Submit: pick a cluster, say what to run, set resources; see the batch script live.
+
+The preview is the core's own plan (``Cluster.plan``: profile rules and defaults, no
+network) rendered by the cluster's scheduler, so what is shown is what ``submit`` sends,
+except for the job folder, token and runtime-bundle path that exist only at submit time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.syntax import Syntax
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+
+from hpcui.errors import HpcuiError
+from hpcui.resources import batch_spec, explain
+
+if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
+    from hpcui.tui.app import HpcuiApp
+
+#: form field -> (label, Resources keyword, type)
+RESOURCE_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("gpus", "GPUs (total)", int),
+    ("nodes", "nodes", int),
+    ("cpus_per_task", "cpus per task", int),
+    ("mem", "memory per node", str),
+    ("time", "time limit", str),
+    ("partition", "partition", str),
+    ("qos", "QoS", str),
+    ("account", "account", str),
+    ("name", "job name", str),
+)
+
+
+class SubmitForm:
+    """The form's values, independent of widgets (tests and resubmit build them)."""
+
+    def __init__(
+        self,
+        cluster: str,
+        target: str,
+        args: str = "[]",
+        kwargs: str = "{}",
+        resources: dict[str, str] | None = None,
+    ) -> None:
+        self.cluster, self.target, self.args, self.kwargs = cluster, target, args, kwargs
+        self.resources = dict(resources or {})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def resource_kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, _label, kind in RESOURCE_FIELDS:
+            raw = self.resources.get(key, "").strip()
+            if raw:
+                try:
+                    out[key] = kind(raw)
+                except ValueError:
+                    raise HpcuiError(f"{key} must be a whole number, got {raw!r}.") from None
+        return out
+
+    def default_name(self) -> str:
+        """What submit will call the job when no name is given (the function, the script)."""
+        target = self.target.strip()
+        if self.is_script():
+            return Path(target).stem or "script"
+        return target.rpartition(":")[2].rpartition(".")[2] or "hpcui"
+
+    def is_script(self) -> bool:
+        return ":" not in self.target and bool(self.target.strip())
+
+    def call(self) -> tuple[Any, list[Any], dict[str, Any]]:
+        """(callable, args, kwargs) to submit: ``pkg.mod:fn`` imported here, or a script file."""
+        try:
+            args = json.loads(self.args or "[]")
+            kwargs = json.loads(self.kwargs or "{}")
+        except json.JSONDecodeError as exc:
+            raise HpcuiError(f"arguments are not valid JSON: {exc}") from None
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise HpcuiError("arguments: a JSON list; keyword arguments: a JSON object.")
+        target = self.target.strip()
+        if not target:
+            raise HpcuiError("Say what to run: `package.module:function` or a script file.")
+        if self.is_script():
+            path = Path(target).expanduser()
+            if not path.is_file():
+                raise HpcuiError(
+                    f"No script file {path} (a function is `package.module:function`)."
+                )
+            from hpcui.compute.runscript import run_script
+
+            return run_script, [path.read_text(), path.name, [str(a) for a in args]], {}
+        module_name, _, attr = target.partition(":")
+        if os.getcwd() not in sys.path:  # the user's own modules, as `python -c` would see them
+            sys.path.insert(0, os.getcwd())
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise HpcuiError(f"Cannot import {target}: {exc}") from None
+        if not callable(obj):
+            raise HpcuiError(f"{target} is not callable.")
+        return obj, args, kwargs
+
+
+def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
+    """(plan summary with billing advice, batch script) — no network."""
+    kwargs = form.resource_kwargs()
+    kwargs.setdefault("name", form.default_name())
+    alloc = cluster.plan(**kwargs)
+    spec = batch_spec(
+        alloc,
+        folder="<job folder>",
+        token="<token>",
+        python=cluster.config.python,
+        setup=cluster.config.setup,
+        pythonpath=("<runtime bundle>",),
+    )
+    return explain(alloc), cluster.scheduler.render_script(spec)
+
+
+class SubmitScreen(Screen[None]):
+    BINDINGS = [Binding("ctrl+s", "submit", "Submit", id="submit.submit")]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._debounce: Timer | None = None
+        self.preview_text = ""  # the batch script shown (tests read it)
+        self.plan_text = ""
+
+    @property
+    def happ(self) -> HpcuiApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        names = list(self.happ.hub.conns)
+        yield Header()
+        with Horizontal(id="submit-body"):
+            with VerticalScroll(id="submit-form"):
+                yield Label("cluster")
+                yield Select(
+                    [(n, n) for n in names],
+                    value=self.happ.start_cluster if self.happ.start_cluster in names else names[0],
+                    allow_blank=False,
+                    id="cluster",
+                )
+                yield Label("what to run: package.module:function, or a script file")
+                yield Input(placeholder="mypkg.train:main  or  train.py", id="target")
+                yield Label("arguments (JSON list)")
+                yield Input(value="[]", id="args")
+                yield Label("keyword arguments (JSON object)")
+                yield Input(value="{}", id="kwargs")
+                with Grid(id="resources"):
+                    for key, label, _kind in RESOURCE_FIELDS:
+                        with Vertical():
+                            yield Label(label)
+                            yield Input(id=f"res-{key}")
+                yield Button("Submit (ctrl+s)", id="submit", variant="primary")
+                yield Static("", id="submit-status")
+            with VerticalScroll(id="submit-preview"):
+                yield Static("", id="plan")
+                yield Static("", id="script-preview")
+        yield Footer()
+
+    def on_screen_resume(self) -> None:
+        self._cluster_picked()
+
+    # -- form <-> values --------------------------------------------------------------------
+
+    def form(self) -> SubmitForm:
+        return SubmitForm(
+            cluster=str(self.query_one("#cluster", Select).value),
+            target=self.query_one("#target", Input).value,
+            args=self.query_one("#args", Input).value,
+            kwargs=self.query_one("#kwargs", Input).value,
+            resources={
+                key: self.query_one(f"#res-{key}", Input).value for key, _l, _k in RESOURCE_FIELDS
+            },
+        )
+
+    def prefill(self, form: SubmitForm) -> None:
+        if form.cluster in self.happ.hub.conns:
+            self.query_one("#cluster", Select).value = form.cluster
+        self.query_one("#target", Input).value = form.target
+        self.query_one("#args", Input).value = form.args
+        self.query_one("#kwargs", Input).value = form.kwargs
+        for key, _l, _k in RESOURCE_FIELDS:
+            self.query_one(f"#res-{key}", Input).value = form.resources.get(key, "")
+        self._schedule_preview()
+
+    @on(Select.Changed, "#cluster")
+    def _cluster_picked(self, _event: Select.Changed | None = None) -> None:
+        name = str(self.query_one("#cluster", Select).value)
+        conn = self.happ.hub.conns.get(name)
+        if conn is None:
+            return
+        if not conn.ready:
+            self.happ.hub.connect(name)
+        cfg = self.happ.hub.config.clusters.get(name)
+        defaults = cfg.defaults if cfg else {}
+        for key, _label, _kind in RESOURCE_FIELDS:
+            box = self.query_one(f"#res-{key}", Input)
+            value = defaults.get(key)
+            box.placeholder = (
+                f"{value} (cluster default)" if value is not None else "profile default"
+            )
+        self._schedule_preview()
+
+    @on(Input.Changed)
+    def _changed(self, _event: Input.Changed) -> None:
+        self._schedule_preview()
+
+    def _schedule_preview(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(0.25, self.update_preview)
+
+    def update_preview(self) -> None:
+        form = self.form()
+        cluster = self.happ.hub.cluster(form.cluster)
+        plan = self.query_one("#plan", Static)
+        script = self.query_one("#script-preview", Static)
+        if cluster is None:
+            plan.update(f"[yellow]{form.cluster}: {self.happ.hub.conns[form.cluster].status}…[/]")
+            return
+        try:
+            summary, text = preview(cluster, form)
+        except HpcuiError as exc:
+            plan.update(f"[red]{_esc(str(exc))}[/]")
+            script.update("")
+            return
+        self.plan_text, self.preview_text = summary, text
+        style = "yellow" if "advice:" in summary else "green"
+        plan.update(f"[{style}]{_esc(summary)}[/]")
+        script.update(Syntax(text, "bash", line_numbers=False, word_wrap=True))
+
+    # -- submit -------------------------------------------------------------------------------
+
+    @on(Button.Pressed, "#submit")
+    def action_submit(self) -> None:
+        form = self.form()
+        cluster = self.happ.hub.cluster(form.cluster)
+        if cluster is None:
+            self.notify(f"{form.cluster} is not connected yet.", severity="warning")
+            return
+        self.query_one("#submit-status", Static).update("submitting…")
+        self._submit(cluster, form)
+
+    @work(thread=True, exclusive=True, group="submit")
+    def _submit(self, cluster: Cluster, form: SubmitForm) -> None:
+        try:
+            fn, args, kwargs = form.call()
+            resources = form.resource_kwargs()
+            resources.setdefault("name", form.default_name())
+            job = cluster.submit(fn, *args, kwargs=kwargs, **resources)
+        except HpcuiError as exc:
+            self.app.call_from_thread(self._failed, str(exc))
+            return
+        except Exception as exc:  # the user's function failed to pickle, etc.
+            self.app.call_from_thread(self._failed, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._submitted, form, job.job_id)
+
+    def _failed(self, message: str) -> None:
+        self.query_one("#submit-status", Static).update(f"[red]{_esc(message)}[/]")
+        self.notify(message, severity="error", title="submit failed")
+
+    def _submitted(self, form: SubmitForm, job_id: str) -> None:
+        self.query_one("#submit-status", Static).update(f"[green]submitted {job_id}[/]")
+        self.happ.remember_submit(form.cluster, job_id, form.as_dict())
+        self.happ.open_job(form.cluster, job_id)
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,220 @@
+"""The app driven by Pilot against the real dev cluster: submit from the form, watch the
+table, read the log, cancel with confirmation, filter, host-key and 2FA dialogs."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+
+import pytest
+
+from hpcui.tui.app import HpcuiApp
+from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
+from hpcui.tui.widgets import JobTable, LogPanel, MetricPlot
+from tests.conftest import DEVCLUSTER
+
+pytestmark = pytest.mark.devcluster
+
+SIZE = (160, 45)
+
+
+def chatty(n: int) -> int:
+    import time as _t
+
+    for i in range(n):
+        print(f"step {i} loss {1 / (i + 1):.4f}", flush=True)
+        _t.sleep(0.4)
+    return 2 * n
+
+
+def nap(seconds: float) -> None:
+    import time as _t
+
+    _t.sleep(seconds)
+
+
+async def wait_for(pilot, cond, timeout: float = 60.0, what: object = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+        await pilot.pause(0.1)
+
+
+def cell(table: JobTable, key: str, col: str) -> str | None:
+    return str(table.shown[key][col]) if key in table.shown else None
+
+
+def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            await pilot.press("3")
+            form = app.screen
+            form.query_one("#target").value = "tests.integration.test_tui_dev:chatty"
+            form.query_one("#args").value = "[15]"
+            form.query_one("#res-time").value = "5m"
+            await wait_for(
+                pilot,
+                lambda: "--time=" in form.preview_text and "chatty" in form.preview_text,
+                10,
+                "preview",
+            )
+            preview = form.preview_text
+            await pilot.click("#submit")
+            await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
+            cluster, job_id = app.current_job
+            key = f"dev:{job_id}"
+            await pilot.press("1")
+            table = app.screen.query_one("#live", JobTable)
+            seen: list[str] = []
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                state = cell(table, key, "state")
+                if state and (not seen or seen[-1] != state):
+                    seen.append(state)
+                if state == "COMPLETED":
+                    break
+                await pilot.pause(0.1)
+            app.open_job(cluster, job_id)
+            job_screen = app.screen
+            panel = job_screen.query_one(LogPanel)
+            await wait_for(
+                pilot,
+                lambda: sum("loss" in ln for ln in panel.lines) == 15,
+                60,
+                lambda: f"log lines, got {panel.lines}",
+            )
+            result = job_screen.query_one("#result")
+            await wait_for(pilot, lambda: "30" in str(result.render()), 60, "result")
+            metric = job_screen.query_one(MetricPlot).values
+            script = job_screen.script_text
+            return preview, seen, metric, str(result.render()), script
+
+    preview, seen, metric, result, script = asyncio.run(go())
+    assert "--time=" in preview and "chatty" in preview
+    assert seen[-1] == "COMPLETED", seen
+    assert "RUNNING" in seen, seen  # the table followed the job, in place
+    assert metric[:3] == [1.0, 0.5, 0.3333]
+    assert "returned" in result and "30" in result
+    assert "#SBATCH" in script
+
+
+def test_cancel_from_the_table_with_confirmation_and_filter(dev):
+    job = dev.submit(nap, 300, name="tui-nap", time="10m")
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            table = screen.query_one("#live", JobTable)
+            key = f"dev:{job.job_id}"
+            await wait_for(pilot, lambda: key in table.shown, 60, "row")
+            await pilot.press("slash", *job.job_id, "enter")
+            await wait_for(pilot, lambda: list(table.shown) == [key], 10, "filter")
+            table.move_cursor(row=table.get_row_index(key))
+            await pilot.press("c")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), 10, "confirm")
+            await pilot.press("y")
+            await wait_for(pilot, lambda: cell(table, key, "state") == "CANCELLED", 120, "cancel")
+            return True
+
+    try:
+        assert asyncio.run(go())
+    finally:
+        if not job.done():
+            job.cancel()
+
+
+def _fresh_config(tmp_path, known_hosts):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[clusters.fresh]\nhost = "hpcui-dev"\nssh_config = "{DEVCLUSTER}/ssh/config"\n'
+        f'known_hosts = "{known_hosts}"\nprofile = "dev"\npython = "/usr/bin/python3"\n'
+    )
+    return cfg
+
+
+def test_host_key_dialog_accept_writes_known_hosts(devcluster, tmp_path, monkeypatch):
+    kh = tmp_path / "known_hosts"
+    monkeypatch.setenv("HPCUI_CONFIG", str(_fresh_config(tmp_path, kh)))
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    fp = subprocess.run(
+        ["ssh-keygen", "-lf", str(DEVCLUSTER / "ssh" / "host_main_ed25519.pub")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1]
+
+    async def go():
+        app = HpcuiApp("fresh", connect=["fresh"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyModal), 30, "dialog")
+            shown = app.screen.query_one("Markdown").source
+            await pilot.pause(0.2)
+            await pilot.click("#accept")
+            await wait_for(pilot, lambda: app.hub.conns["fresh"].status == "connected", 30, "ok")
+            return shown
+
+    try:
+        shown = asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+    assert fp in shown
+    assert kh.read_text().startswith("[127.0.0.1]:2222 ssh-ed25519 ")
+
+
+def test_two_factor_dialog_answers_the_real_sshd(dev_env):
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+
+    async def go():
+        app = HpcuiApp("dev-2fa", connect=["dev-2fa"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, PromptModal), 30, "2FA dialog")
+            code = subprocess.run(
+                ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            await pilot.press(*code, "enter")
+            await wait_for(
+                pilot, lambda: app.hub.conns["dev-2fa"].status == "connected", 30, "connected"
+            )
+            return app.sub_title
+
+    import hpcui.api
+
+    try:
+        title = asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+    assert "● dev-2fa" in title
+
+
+def test_cluster_screen_shows_quota_partitions_modules(dev_env):
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            parts = screen.query_one("#partitions")
+            mods = screen.query_one("#modules")
+            await wait_for(pilot, lambda: parts.row_count > 0 and mods.row_count > 0, 60, "data")
+            await wait_for(pilot, lambda: "matches" in str(screen.query_one("#conn").render()), 30)
+            quota = str(screen.query_one("#quota").render())
+            names = [str(parts.get_row_at(i)[0]) for i in range(parts.row_count)]
+            await pilot.click("#mod-q")
+            await pilot.press(*"cuda")
+            await pilot.pause(0.3)
+            cuda = [str(mods.get_row_at(i)[0]) for i in range(mods.row_count)]
+            return quota, names, cuda, str(screen.query_one("#conn").render())
+
+    quota, names, cuda, conn = asyncio.run(go())
+    assert "df" in quota and "%" in quota
+    assert "cpu*" in names and "gpu" in names
+    assert cuda and set(cuda) == {"cuda"}
+    assert "connected" in conn and "Python 3." in conn
