@@ -41,6 +41,7 @@ WINDOW_SIZE = 64 * 1024 * 1024
 MAX_PACKET = 256 * 1024
 SFTP_CHUNK = 256 * 1024
 UPLOAD = ".upload.tar"
+STREAM_MIN = 8 * 1024 * 1024  # from this size, files go through a plain channel
 DIRECT_FILES = 3  # up to this many files go by plain SFTP writes, more as one tar
 LOGIN_SHELL = (
     "exec /bin/sh -c 'if command -v bash >/dev/null 2>&1; "
@@ -562,6 +563,17 @@ class SshTransport(Transport):
     def write_file(
         self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
     ) -> int:
+        """Small files by SFTP (no channel setup); large ones streamed through `cat`.
+
+        Measured on loopback: paramiko's SFTP moves ~100 MiB/s, a plain channel ~200 MiB/s
+        (fewer Python round trips per byte), against ~50 ms to open the channel.
+        """
+        if isinstance(data, bytes) and len(data) >= STREAM_MIN:
+            cmd = b"cat > " + quote(path)
+            if mode is not None:
+                cmd += f" && chmod {mode:o} ".encode() + quote(path)
+            self._run_exec(cmd, data, None).check(f"writing {path}")
+            return len(data)
         chunks = [data] if isinstance(data, bytes) else data
         written = 0
         with self._sftp_lock:
@@ -578,6 +590,7 @@ class SshTransport(Transport):
         return written
 
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        """A range by SFTP readv (log tails: no channel setup), large ranges through `cat`."""
         with self._sftp_lock:
             sftp = self.sftp()
             with sftp.open(path, "rb") as fh:
@@ -585,8 +598,13 @@ class SshTransport(Transport):
                 end = size if length is None else min(size, offset + length)
                 if end <= offset:
                     return b""
-                chunks = [(o, min(SFTP_CHUNK, end - o)) for o in range(offset, end, SFTP_CHUNK)]
-                return b"".join(fh.readv(chunks))
+                if end - offset < STREAM_MIN:
+                    chunks = [(o, min(SFTP_CHUNK, end - o)) for o in range(offset, end, SFTP_CHUNK)]
+                    return b"".join(fh.readv(chunks))
+        cmd = b"tail -c +" + str(offset + 1).encode() + b" " + quote(path)
+        cmd += b" | head -c " + str(end - offset).encode()
+        res = self._run_exec(cmd, b"", None).check(f"reading {path}")
+        return res.stdout_bytes
 
     def stat_size(self, path: str) -> int | None:
         with self._sftp_lock:
