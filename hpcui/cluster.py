@@ -55,6 +55,7 @@ class Cluster:
         self._prompt = prompt
         self._on_unknown_host = on_unknown_host
         self._remote: submission.RemoteInfo | None = None
+        self._setup_checked = False
         self._lock = threading.Lock()
         _silence_submitit()
 
@@ -179,6 +180,23 @@ class Cluster:
             )
         return info
 
+    def _check_setup_modules(self) -> None:
+        """Before the first submit: every module the `setup` lines load must exist here.
+
+        `module load` of a missing module only prints an error and the job would run
+        without it (or fail much later); say so now, with the fix. Once per process.
+        """
+        if self._setup_checked or not site.setup_modules(self.config.setup):
+            return
+        missing = self.missing_setup_modules()
+        if missing:
+            raise UsageError(
+                f"setup of cluster {self.name!r} loads {', '.join(missing)}, which "
+                f"{self.name} does not have. Fix `setup` in the cluster config; "
+                f"`hpcui modules -c {self.name} --search NAME` lists what exists."
+            )
+        self._setup_checked = True
+
     def _ensure_bundle(self, info: submission.RemoteInfo) -> str:
         digest, data = build_bundle()
         path = f"{info.base}/runtime/{digest}.zip"
@@ -237,6 +255,7 @@ class Cluster:
         alloc = self._plan(req, getattr(fn, "__name__", "hpcui"))
         pickles = submission.pickle_calls(fn, calls)  # fails early on unpicklable input
         info = self.remote_info()
+        self._check_setup_modules()
         bundle = self._ensure_bundle(info)
         token = uuid.uuid4().hex[:16]
         folder = f"{info.base}/jobs/{token}"

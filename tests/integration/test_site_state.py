@@ -181,3 +181,25 @@ def test_follow_a_running_jobs_log(dev):
     assert out.task == 0 and out.offset == 0 and out.text == text
     err = "".join(c.text for c in dev.logs(job, "stderr", rank=0))
     assert "tock on stderr" in err
+
+
+def add_one(x):
+    return x + 1
+
+
+def test_missing_setup_module_is_refused_before_submitting(dev_env):
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+    from hpcui.errors import UsageError
+
+    base = load_config().cluster("dev")
+    bad = base.model_copy(update={"setup": ["module load cuda/12.4", "module load nosuchmod/1.0"]})
+    with Cluster(bad) as c:
+        before = c.run("ls ~/.hpcui/jobs | wc -l").stdout
+        with pytest.raises(UsageError, match="nosuchmod/1.0") as err:
+            c.submit(add_one, 1)
+        assert "cuda" not in str(err.value).split("loads")[1].split(",")[0]
+        assert c.run("ls ~/.hpcui/jobs | wc -l").stdout == before
+    good = base.model_copy(update={"setup": ["module load cuda/12.4"]})
+    with Cluster(good) as c:
+        assert c.submit(add_one, 1, time="5m").result(timeout=120) == 2

@@ -100,9 +100,15 @@ def test_files_sftp_offsets_and_one_stream_upload(devcluster):
         assert t.stat_size(f"{base}/missing") is None
         big = bytes(range(251)) * 50_000  # ~12 MB: streamed through a channel, not SFTP
         assert t.write_file(f"{base}/big", big, mode=0o640) == len(big)
-        assert t.run(["stat", "-c", "%a %s", f"{base}/big"]).stdout.split() == ["640", str(len(big))]
+        assert t.run(["stat", "-c", "%a %s", f"{base}/big"]).stdout.split() == [
+            "640",
+            str(len(big)),
+        ]
         assert t.read_file(f"{base}/big") == big
-        assert t.read_file(f"{base}/big", offset=1_000_001, length=9_000_000) == big[1_000_001:10_000_001]
+        assert (
+            t.read_file(f"{base}/big", offset=1_000_001, length=9_000_000)
+            == big[1_000_001:10_000_001]
+        )
         files = {f"d/f{i}.txt": f"content {i}".encode() for i in range(50)}
         res = t.put_files(base, files, then=["cat", f"{base}/d/f49.txt"])
         assert res.stdout == "content 49"
