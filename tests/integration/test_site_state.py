@@ -196,7 +196,7 @@ def test_missing_setup_module_is_refused_before_submitting(dev_env):
     bad = base.model_copy(update={"setup": ["module load cuda/12.4", "module load nosuchmod/1.0"]})
     with Cluster(bad) as c:
         before = c.run("ls ~/.hpcui/jobs | wc -l").stdout
-        with pytest.raises(UsageError, match="nosuchmod/1.0") as err:
+        with pytest.raises(UsageError, match=r"nosuchmod/1\.0") as err:
             c.submit(add_one, 1)
         assert "cuda" not in str(err.value).split("loads")[1].split(",")[0]
         assert c.run("ls ~/.hpcui/jobs | wc -l").stdout == before

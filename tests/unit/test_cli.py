@@ -276,10 +276,10 @@ def test_zsh_and_fish_completion(shell):
         assert cmd in text
     assert "hpcui clusters --names" in text
     exe = shutil.which(shell)
-    if exe:  # syntax check where the shell is installed
-        args = [exe, "-n"] if shell == "zsh" else [exe, "--no-execute"]
-        res = subprocess.run([*args, "/dev/stdin"], input=text, text=True, capture_output=True)
-        assert res.returncode == 0, res.stderr
+    assert exe, f"{shell} is not installed: scripts/install-deps installs it"
+    args = [exe, "-n"] if shell == "zsh" else [exe, "--no-execute"]
+    res = subprocess.run([*args, "/dev/stdin"], input=text, text=True, capture_output=True)
+    assert res.returncode == 0, res.stderr
 
 
 def test_no_command_opens_the_app(monkeypatch):
