@@ -46,6 +46,10 @@ class Config(BaseModel):
 
     default: str | None = None
     clusters: dict[str, ClusterConfig] = Field(default_factory=dict)
+    #: user profiles, `[profiles.NAME]` tables (a full profile, or `base = "lumi-g"` + changes)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: the app's key bindings by binding id, `[keys]` table: `cancel = "x"`
+    keys: dict[str, str] = Field(default_factory=dict)
     path: str | None = None
 
     def cluster(self, name: str | None) -> ClusterConfig:
@@ -86,6 +90,12 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{p} is not valid TOML: {exc}. Fix the file.") from exc
     elif path or os.environ.get("HPCUI_CONFIG"):
         raise ConfigError(f"Config file {p} does not exist: check HPCUI_CONFIG or the path given.")
+    unknown = sorted(set(data) - {"default", "clusters", "profiles", "keys"})
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown top-level key(s) {', '.join(unknown)}; expected default, "
+            "[clusters.NAME], [profiles.NAME] and [keys]. Check the spelling."
+        )
     clusters = data.get("clusters", {})
     if not isinstance(clusters, dict):
         raise ConfigError(f"{p}: `clusters` must be a table of [clusters.NAME] tables.")
@@ -94,7 +104,13 @@ def load_config(path: str | Path | None = None) -> Config:
         for name, table in clusters.items():
             if isinstance(table, dict):
                 table["name"] = name
-        cfg = Config(default=data.get("default"), clusters=clusters, path=str(p))
+        cfg = Config(
+            default=data.get("default"),
+            clusters=clusters,
+            profiles=data.get("profiles", {}),
+            keys=data.get("keys", {}),
+            path=str(p),
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])

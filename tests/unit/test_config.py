@@ -27,6 +27,7 @@ def test_named_cluster_and_default(tmp_path):
         ('[clusters.x]\nhots = "typo"\n', "hots"),
         ('default = "nope"\n', "names no"),
         ("clusters = 3\n", "must be a table"),
+        ('[cluster.x]\nhost = "h"\n', "unknown top-level key"),
     ],
 )
 def test_bad_config_is_a_clear_error(tmp_path, text, match):
