@@ -3,7 +3,9 @@
 The script runs stock submitit on the compute node. The pickle was uploaded under a
 name that does not depend on the job id; the script links it to the name submitit
 expects (`<id>_submitted.pkl`) before srun starts the tasks, so there is no race and no
-second round trip after sbatch.
+second round trip after sbatch. A requeued job (a Checkpointable's time-limit or
+preemption requeue) runs the script again and finds the checkpointed pickle there
+instead of the link: the script leaves it, so the job resumes rather than restarts.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def render_script(spec: BatchSpec) -> str:
     lines += [
         'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun 22.05+ does not inherit it',
         f"export HPCUI_JOB_FOLDER={folder} HPCUI_JOB_ID={job}  # hpcui.distributed: stop file",
-        f"ln -sf {pkl} {folder}/{job}_submitted.pkl",
+        # After a requeue the file is the state submitit's checkpoint() dumped: keep it.
+        f"[ -e {folder}/{job}_submitted.pkl ] || ln -sf {pkl} {folder}/{job}_submitted.pkl",
         f"srun --unbuffered {srun_extra}--output={quote(spec.folder + '/' + out + '.out')} "
         f"--error={quote(spec.folder + '/' + out + '.err')} "
         f"{quote(spec.python)} -u -m {entry} {folder}",

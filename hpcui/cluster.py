@@ -18,7 +18,7 @@ from hpcui import site, submission
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
 from hpcui.job import Job
-from hpcui.profiles import Profile, load_profile
+from hpcui.profiles import Profile, resolve_profile
 from hpcui.registry import JobRecord, Registry
 from hpcui.resources import Allocation, Resources, batch_spec, resolve
 from hpcui.runtime_bundle import build_bundle
@@ -93,7 +93,21 @@ class Cluster:
     @cached_property
     def profile(self) -> Profile:
         default = "local" if self.config.is_local else "generic"
-        return load_profile(self.config.profile or default, self.config.profile_overrides or None)
+        return resolve_profile(
+            self.config.profile or default,
+            self.config.user_profiles,
+            self.config.profile_overrides or None,
+        )
+
+    @property
+    def python(self) -> str:
+        """The Python jobs run with: the cluster config's, else the profile's, else python3."""
+        return self.config.python or self.profile.python or "python3"
+
+    @property
+    def setup(self) -> list[str]:
+        """Shell lines run before Python: the cluster config's, else the profile's."""
+        return list(self.config.setup if self.config.setup is not None else self.profile.setup)
 
     @cached_property
     def scheduler(self) -> Scheduler:
@@ -160,12 +174,14 @@ class Cluster:
         """
         with self._lock:
             if self._remote is None:
-                self._remote = submission.probe_remote(self.transport, self.config)
+                self._remote = submission.probe_remote(
+                    self.transport, self.config, python=self.python, setup=self.setup
+                )
             info = self._remote
         want = local_version or sys.version_info[:2]
         if info.python_version is None:
             raise RemotePythonError(
-                f"No usable Python on {self.name}: `{self.config.python}` failed "
+                f"No usable Python on {self.name}: `{self.python}` failed "
                 f"({info.python_error.strip() or 'no output'}). Set `python = ...` (and `setup` "
                 "lines such as `module load python/3.X`) in this cluster's config."
             )
@@ -173,7 +189,7 @@ class Cluster:
             have = ".".join(map(str, info.python_version[:2]))
             local = ".".join(map(str, want))
             raise RemotePythonError(
-                f"{self.name}'s Python is {have} (`{self.config.python}`), this machine runs "
+                f"{self.name}'s Python is {have} (`{self.python}`), this machine runs "
                 f"{local}: cloudpickle cannot carry functions across minor versions. Load a "
                 f'Python {local} on the cluster (e.g. setup = ["module load python/{local}"] and '
                 f'python = "python3", or a venv\'s python), or run hpcui locally with Python {have}.'
@@ -186,7 +202,7 @@ class Cluster:
         `module load` of a missing module only prints an error and the job would run
         without it (or fail much later); say so now, with the fix. Once per process.
         """
-        if self._setup_checked or not site.setup_modules(self.config.setup):
+        if self._setup_checked or not site.setup_modules(self.setup):
             return
         missing = self.missing_setup_modules()
         if missing:
@@ -253,7 +269,8 @@ class Cluster:
             raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
         req = resources or Resources.from_kwargs(**resource_kwargs)
         alloc = self._plan(req, getattr(fn, "__name__", "hpcui"))
-        pickles = submission.pickle_calls(fn, calls)  # fails early on unpicklable input
+        # fails early on unpicklable input
+        pickles = submission.pickle_calls(fn, calls, time_s=alloc.time_s)
         info = self.remote_info()
         self._check_setup_modules()
         bundle = self._ensure_bundle(info)
@@ -264,8 +281,8 @@ class Cluster:
             folder=folder,
             token=token,
             array_size=len(calls) if is_array else None,
-            python=self.config.python,
-            setup=self.config.setup,
+            python=self.python,
+            setup=self.setup,
             pythonpath=(bundle,),
         )
         script = self.scheduler.render_script(spec)
@@ -430,9 +447,9 @@ class Cluster:
 
     def missing_setup_modules(self) -> list[str]:
         """Modules the config's `setup` lines load that this site does not have."""
-        if not site.setup_modules(self.config.setup):
+        if not site.setup_modules(self.setup):
             return []
-        return site.missing_modules(self.config.setup, self.modules())
+        return site.missing_modules(self.setup, self.modules())
 
     def logs(
         self,

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from hpcui.errors import ConfigError
 
@@ -29,16 +29,25 @@ class ClusterConfig(BaseModel):
     login_shell: bool = True
     profile: str | None = None
     scheduler: Literal["auto", "slurm", "pbs", "local"] = "auto"
-    python: str = "python3"
-    setup: list[str] = Field(default_factory=list)
+    #: None: the profile's `python`, else "python3" (see `Cluster.python`)
+    python: str | None = None
+    #: None: the profile's `setup` lines (see `Cluster.setup`); [] means none at all
+    setup: list[str] | None = None
     remote_base: str = "~/.hpcui"
     defaults: dict[str, str | int | bool] = Field(default_factory=dict)
     #: deep-merged over the built-in profile (see docs/profiles.md), e.g. partition limits
     profile_overrides: dict[str, Any] = Field(default_factory=dict)
+    #: the config's `[profiles.NAME]` tables (set by `Config`, not a key of the table)
+    _user_profiles: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     @property
     def is_local(self) -> bool:
         return self.host is None
+
+    @property
+    def user_profiles(self) -> dict[str, dict[str, Any]]:
+        """The user profiles of the config this cluster comes from (`profile` may name one)."""
+        return self._user_profiles
 
 
 class Config(BaseModel):
@@ -48,9 +57,16 @@ class Config(BaseModel):
     clusters: dict[str, ClusterConfig] = Field(default_factory=dict)
     #: user profiles, `[profiles.NAME]` tables (a full profile, or `base = "lumi-g"` + changes)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    #: the app's key bindings by binding id, `[keys]` table: `cancel = "x"`
+    #: the app's key bindings by binding id, `[keys]` table: `jobs.cancel = "x"` (TOML reads
+    #: the dotted id as a nested table; `load_config` flattens it back to "jobs.cancel")
     keys: dict[str, str] = Field(default_factory=dict)
     path: str | None = None
+
+    @model_validator(mode="after")
+    def _share_profiles(self) -> Config:
+        for c in self.clusters.values():
+            c._user_profiles = self.profiles
+        return self
 
     def cluster(self, name: str | None) -> ClusterConfig:
         name = name or self.default or LOCAL
@@ -63,6 +79,19 @@ class Config(BaseModel):
                 f"No cluster named {name!r} in {where} (known: {known}). Add a "
                 f'[clusters.{name}] table with at least `host = "..."`, or pick a known one.'
             ) from None
+
+
+def _flat_keys(table: Any, p: Path, prefix: str = "") -> dict[str, Any]:
+    """`[keys]` with `jobs.cancel = "x"` parses as {"jobs": {"cancel": "x"}}: join it back."""
+    if not isinstance(table, dict):
+        raise ConfigError(f'{p}: `keys` must be a table: [keys] then lines like jobs.cancel = "x".')
+    flat: dict[str, Any] = {}
+    for name, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flat_keys(value, p, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
 
 
 def config_path() -> Path:
@@ -108,7 +137,7 @@ def load_config(path: str | Path | None = None) -> Config:
             default=data.get("default"),
             clusters=clusters,
             profiles=data.get("profiles", {}),
-            keys=data.get("keys", {}),
+            keys=_flat_keys(data.get("keys", {}), p),
             path=str(p),
         )
     except ValidationError as exc:
@@ -119,4 +148,12 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(
             f"{p}: default = {cfg.default!r} names no [clusters.{cfg.default}] table."
         )
+    if cfg.profiles:
+        from hpcui.profiles import resolve_profile
+
+        for name in cfg.profiles:  # a bad table fails here, naming it, not at first use
+            try:
+                resolve_profile(name, cfg.profiles)
+            except ConfigError as exc:
+                raise ConfigError(f"{p}: {exc}") from None
     return cfg

@@ -58,10 +58,31 @@ def by_value(fn: Callable[..., Any]) -> Iterator[None]:
             cloudpickle.unregister_pickle_by_value(pkg)
 
 
-def pickle_calls(fn: Callable[..., Any], calls: list[tuple[tuple, dict]]) -> list[bytes]:
-    """One submitit DelayedSubmission pickle per (args, kwargs)."""
+#: Time-limit requeues a Checkpointable gets (submitit's executors default to 3 as well).
+MAX_NUM_TIMEOUT = 3
+
+
+def pickle_calls(
+    fn: Callable[..., Any],
+    calls: list[tuple[tuple, dict]],
+    *,
+    time_s: int | None = None,
+    max_num_timeout: int = MAX_NUM_TIMEOUT,
+) -> list[bytes]:
+    """One submitit DelayedSubmission pickle per (args, kwargs).
+
+    The timeout is what submitit's signal handler reads on USR2: without it (a
+    DelayedSubmission's default countdown is 0) every signal counts as a time-out "too
+    many times" and a Checkpointable is never requeued. submitit's own executors set it.
+    """
     import cloudpickle
     from submitit.core.utils import DelayedSubmission
 
+    timeout_min = -(-time_s // 60) if time_s else 0
+    out = []
     with by_value(fn):
-        return [cloudpickle.dumps(DelayedSubmission(fn, *a, **kw)) for a, kw in calls]
+        for a, kw in calls:
+            delayed = DelayedSubmission(fn, *a, **kw)
+            delayed.set_timeout(timeout_min, max_num_timeout)
+            out.append(cloudpickle.dumps(delayed))
+    return out

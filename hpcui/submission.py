@@ -7,6 +7,7 @@ lines for the scheduler itself come from backends/.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from backends.states import JobState
@@ -43,19 +44,26 @@ def base_word(remote_base: str) -> str:
     return f'"{remote_base}"'
 
 
-def probe_command(cfg: ClusterConfig) -> str:
-    setup = "; ".join(cfg.setup)
-    py = f"{quote(cfg.python).decode()} -c {quote(_PY).decode()}"
+def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ()) -> str:
+    """One shell line: make the job base, print home/base/bundles, run `python` after `setup`.
+
+    `python`/`setup` are the effective ones (`Cluster.python`/`Cluster.setup`: the cluster
+    config's, else its profile's), so they are passed, not read from `cfg`.
+    """
+    setup_line = "; ".join(setup)
+    py = f"{quote(python).decode()} -c {quote(_PY).decode()}"
     return (
         f'b={base_word(cfg.remote_base)}; mkdir -p "$b/jobs" "$b/runtime" && chmod 700 "$b" && '
         'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
         'for f in "$b"/runtime/*.zip; do [ -e "$f" ] && printf \'BUNDLE=%s\\n\' "${f##*/}"; done; '
-        f"( {setup + '; ' if setup else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
+        f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
     )
 
 
-def probe_remote(transport: Transport, cfg: ClusterConfig) -> RemoteInfo:
-    res = transport.run(probe_command(cfg)).check(f"probing {cfg.name}")
+def probe_remote(
+    transport: Transport, cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ()
+) -> RemoteInfo:
+    res = transport.run(probe_command(cfg, python=python, setup=setup)).check(f"probing {cfg.name}")
     values: dict[str, str] = {}
     bundles, pyout = set(), []
     for line in res.stdout.splitlines():

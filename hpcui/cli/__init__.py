@@ -38,6 +38,7 @@ _COMMANDS = {
     "profiles": "hpcui.cli.cmd_site",
     "trust": "hpcui.cli.cmd_site",
     "exec": "hpcui.cli.cmd_site",
+    "serve": "hpcui.cli.cmd_serve",
 }
 
 

@@ -207,22 +207,28 @@ def _check(name: str) -> ClusterCheck:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     from hpcui.cli.models import ProfileRow
-    from hpcui.profiles import Profile, builtin_profiles, load_profile
+    from hpcui.config import load_config
+    from hpcui.profiles import Profile, builtin_profiles, resolve_profile
 
+    user = load_config().profiles
+    builtins = builtin_profiles()
     if args.name:
-        prof = load_profile(args.name)
+        prof = resolve_profile(args.name, user)
         if args.json:
             out.emit_json(Profile, prof)
             return EXIT_OK
         out.key_values(
             [
                 ("profile", prof.name),
+                ("source", _source(args.name, user, builtins)),
                 ("description", prof.description),
                 ("scheduler", prof.scheduler),
                 ("retired", f"yes (successor: {prof.successor})" if prof.retired else None),
                 ("login hosts", ", ".join(prof.login_hosts)),
                 ("node", _node_shape(prof)),
                 ("per GPU", f"{prof.gpu_cores or '?'} cores" if prof.gpus_per_node else None),
+                ("python", prof.python),
+                ("setup", "; ".join(prof.setup)),
                 ("quota tool", prof.quota_command),
                 ("module system", prof.module_system),
                 ("unconfirmed", ", ".join(prof.unconfirmed)),
@@ -248,8 +254,9 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             out.note(f"note: {n}")
         return EXIT_OK
     rows = []
-    for name in builtin_profiles():
-        p = load_profile(name)
+    for name in sorted(set(builtins) | set(user)):
+        p = resolve_profile(name, user)
+        base = user[name].get("base") if name in user else None
         rows.append(
             ProfileRow(
                 name=name,
@@ -260,16 +267,20 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                 cores_per_node=p.cores_per_node,
                 partitions=list(p.partitions),
                 retired=p.retired,
+                source="user" if name in user else "built-in",
+                base=base if isinstance(base, str) else None,
+                shadows_builtin=name in user and name in builtins,
             )
         )
     if args.json:
         out.emit_json(list[ProfileRow], rows)
         return EXIT_OK
     out.table(
-        ["PROFILE", "SCHEDULER", "NODE", "DESCRIPTION"],
+        ["PROFILE", "SOURCE", "SCHEDULER", "NODE", "DESCRIPTION"],
         [
             (
                 r.name + (" (retired)" if r.retired else ""),
+                _source(r.name, user, builtins),
                 r.scheduler,
                 f"{r.gpus_per_node}x {r.gpu_model or 'GPU'}, {r.cores_per_node or '?'} cores"
                 if r.gpus_per_node
@@ -280,6 +291,16 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         ],
     )
     return EXIT_OK
+
+
+def _source(name: str, user: dict, builtins: list[str]) -> str:
+    """`built-in`, `user`, `user (base lumi-g)` or `user (changes built-in)`."""
+    if name not in user:
+        return "built-in"
+    base = user[name].get("base")
+    if name in builtins:
+        return "user (changes built-in)"
+    return f"user (base {base})" if base else "user"
 
 
 def _node_shape(prof: Profile) -> str:

@@ -222,8 +222,8 @@ def cmd_script(args: argparse.Namespace) -> int:
         folder=f"{base}/jobs/TOKEN",
         token="TOKEN",
         array_size=args.array,
-        python=cluster.config.python,
-        setup=cluster.config.setup,
+        python=cluster.python,
+        setup=cluster.setup,
         pythonpath=(f"{base}/runtime/BUNDLE.zip",),
     )
     text = cluster.scheduler.render_script(spec)

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -55,6 +55,12 @@ class ProfileRow(BaseModel):
     cores_per_node: int | None = None
     partitions: list[str] = Field(default_factory=list)
     retired: bool = False
+    #: `built-in`: shipped with hpcui; `user`: a [profiles.NAME] table of the config
+    source: Literal["built-in", "user"] = "built-in"
+    #: a user profile's `base` (None: a full profile, or a built-in)
+    base: str | None = None
+    #: a user profile that changes the built-in of the same name (`base` = its own name)
+    shadows_builtin: bool = False
 
 
 class RegistryJob(BaseModel):

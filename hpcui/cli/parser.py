@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--names", dest="names_only", action="store_true", help=argparse.SUPPRESS)
     _json(s)
 
-    s = add("profiles", "built-in site profiles, or one profile's rules")
+    s = add("profiles", "site profiles (built-in and your own), or one profile's rules")
     s.add_argument("name", nargs="?", metavar="NAME")
     _json(s)
 
@@ -234,6 +234,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("exec", "run a shell command on the login node (formerly `hpcui run`)")
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
+
+    s = add("serve", "serve the app to a web browser on localhost (textual-serve)")
+    s.add_argument(
+        "--port", type=_positive(int), default=8000, metavar="N", help="TCP port (default 8000)"
+    )
+    s.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
 
     s = add("completion", "print a shell completion script")
     s.add_argument("shell", choices=("bash", "zsh", "fish"))

@@ -4,6 +4,8 @@ A profile is a TOML file in this package; the code here only knows the *shape* o
 (a limit, a per-GPU share, a billing formula), never a site's numbers. Users change any
 value per cluster with `[clusters.NAME.profile_overrides]` (deep-merged, see
 `Profile.with_overrides`); values SITES.md marks unconfirmed are listed in `unconfirmed`.
+Users add profiles of their own with `[profiles.NAME]` tables: a full profile, or
+`base = "<profile>"` plus the values that differ (see `resolve_profile`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from pydantic import (
 from hpcui.errors import ConfigError
 from hpcui.profiles.units import parse_mem_mb, parse_time
 
-__all__ = ["Billing", "Partition", "Profile", "Qos", "builtin_profiles", "load_profile"]
+__all__ = [
+    "Billing",
+    "Partition",
+    "Profile",
+    "Qos",
+    "builtin_profiles",
+    "load_profile",
+    "resolve_profile",
+]
 
 
 def _time(v: Any) -> int | None:
@@ -154,6 +164,11 @@ class Profile(BaseModel):
     #: directives added to every Slurm script (MN5: --hint=nomultithread)
     extra_directives: list[str] = Field(default_factory=list)
 
+    #: the Python jobs run with where the cluster config sets no `python` (None: "python3")
+    python: str | None = None
+    #: shell lines run before Python where the cluster config sets no `setup`
+    setup: list[str] = Field(default_factory=list)
+
     #: the site's quota tool (a key of backends.quota.QUOTA_COMMANDS); None: try them in order
     quota_command: str | None = None
     module_system: Literal["lmod", "envmodules"] | None = None
@@ -205,14 +220,16 @@ class Profile(BaseModel):
         if not overrides:
             return self
         data = _deep_merge(self.model_dump(exclude_defaults=False), overrides)
-        try:
-            return Profile.model_validate(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(x) for x in first["loc"])
-            raise ConfigError(
-                f"profile_overrides for {self.name!r}: {loc}: {first['msg']}. Fix that value."
-            ) from None
+        return _validate(data, f"profile_overrides for {self.name!r}")
+
+
+def _validate(data: dict[str, Any], where: str) -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"{where}: {loc}: {first['msg']}. Fix that value.") from None
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -251,3 +268,72 @@ def _builtin(name: str) -> Profile:
 def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     """A built-in profile by name, with the cluster config's `profile_overrides` applied."""
     return _builtin(name).with_overrides(overrides)
+
+
+def resolve_profile(
+    name: str,
+    user_profiles: dict[str, dict[str, Any]] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Profile:
+    """The profile `name`: the user's `[profiles.NAME]` table, else the built-in one, with a
+    cluster's `profile_overrides` applied last.
+
+    A user table is a full profile, or `base = "<profile>"` plus the values that differ
+    (deep-merged like `profile_overrides`: tables merge, other values replace). A base is
+    a built-in or another user profile. A user table may take a built-in's name only as
+    `base = "<that name>"`: it then changes the built-in for every cluster that uses it.
+    Unknown bases, cycles and bad values are `ConfigError`s naming the table.
+    """
+    return _resolve(name, user_profiles or {}, ()).with_overrides(overrides)
+
+
+def _resolve(name: str, user: dict[str, dict[str, Any]], chain: tuple[str, ...]) -> Profile:
+    builtins = builtin_profiles()
+    if name in chain:
+        loop = " -> ".join((*chain[chain.index(name) :], name))
+        raise ConfigError(
+            f"[profiles.{chain[-1]}]: the `base` profiles form a cycle ({loop}). Base one of "
+            "them on a built-in profile, or write it out in full without `base`."
+        )
+    table = user.get(name)
+    if table is None:
+        if name in builtins:
+            return _builtin(name)
+        yours = f"; yours: {', '.join(sorted(user))}" if user else ""
+        where = f"[profiles.{chain[-1]}]: base = {name!r}" if chain else f"profile {name!r}"
+        fix = (
+            "Fix `base` in that table"
+            if chain
+            else f"Fix `profile = ...` in your cluster config, or add a [profiles.{name}] table"
+        )
+        raise ConfigError(
+            f"No built-in or user profile {name!r} for {where} "
+            f"(known: {', '.join(builtins)}{yours}). {fix}."
+        )
+    where = f"[profiles.{name}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table of profile values. Fix your config.")
+    data = dict(table)
+    base = data.pop("base", None)
+    data.pop("name", None)  # the table key is the name
+    if base is None:
+        if name in builtins:
+            raise ConfigError(
+                f"{where} has the name of a built-in profile. To change the built-in for every "
+                f'cluster, add base = "{name}" to the table; for a profile of your own, pick '
+                "another name."
+            )
+        return _validate({**data, "name": name}, where)
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{where}: base must be a profile name, not {base!r}. Fix `base`.")
+    if base == name:
+        if name not in builtins:
+            raise ConfigError(
+                f"{where}: base = {name!r} names the table itself and no built-in profile has "
+                "that name. Name a built-in or another user profile, or drop `base`."
+            )
+        parent = _builtin(name)  # deliberately changing the built-in of the same name
+    else:
+        parent = _resolve(base, user, (*chain, name))
+    merged = _deep_merge(parent.model_dump(exclude_defaults=False), data)
+    return _validate({**merged, "name": name}, where)

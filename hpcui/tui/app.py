@@ -20,8 +20,8 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from hpcui.config import load_config
-from hpcui.errors import HpcuiError
+from hpcui.config import Config, load_config
+from hpcui.errors import ConfigError, HpcuiError
 from hpcui.registry import Registry, default_path
 from hpcui.tui.hub import Hub
 from hpcui.tui.screens.cluster import ClusterScreen
@@ -62,6 +62,7 @@ class HpcuiApp(App[None]):
         self.registry = Registry()
         self.current_job: tuple[str, str] | None = None
         self._connect_first = list(connect) if connect is not None else None
+        self.set_keymap(user_keymap(self.cfg))
 
     # -- startup -----------------------------------------------------------------------------
 
@@ -207,6 +208,48 @@ class HpcuiApp(App[None]):
         screen = self.get_screen_for_mode("submit")
         self.call_after_refresh(screen.prefill, SubmitForm(**form))  # type: ignore[union-attr]
         self.notify("Check the form and press ctrl+s to submit again.")
+
+
+def binding_ids() -> dict[str, str]:
+    """Every remappable binding of the app: id -> default key (the app's and its screens')."""
+    ids: dict[str, str] = {}
+    for owner in (HpcuiApp, *HpcuiApp.MODES.values()):
+        for binding in owner.BINDINGS:  # type: ignore[attr-defined]
+            if isinstance(binding, Binding) and binding.id:
+                ids[binding.id] = binding.key
+    return ids
+
+
+def user_keymap(cfg: Config) -> dict[str, str]:
+    """The config's ``[keys]`` table checked against the app's binding ids.
+
+    Unknown ids raise ConfigError naming the closest known ids, so a typo is not silently
+    ignored (Textual's keymap would just skip it).
+    """
+    if not cfg.keys:
+        return {}
+    known = binding_ids()
+    unknown = sorted(set(cfg.keys) - set(known))
+    if unknown:
+        import difflib
+
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1)
+            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        where = cfg.path or "the config"
+        raise ConfigError(
+            f"{where}: [keys] names unknown binding id(s) {', '.join(hints)}. Use the ids "
+            f"listed in docs/tui.md, e.g. {', '.join(sorted(known)[:4])}; fix or remove those "
+            "lines."
+        )
+    empty = sorted(k for k, v in cfg.keys.items() if not v.strip())
+    if empty:
+        raise ConfigError(
+            f"{cfg.path or 'the config'}: [keys] gives no key for {', '.join(empty)}; write "
+            'a Textual key name such as "x", "ctrl+x" or "f2" (several: "x,delete").'
+        )
+    return {k: ",".join(p.strip() for p in v.split(",")) for k, v in cfg.keys.items()}
 
 
 def run_app(cluster: str | None = None) -> None:

@@ -130,7 +130,7 @@ class Hub:
             conn.python, conn.python_ok = str(exc), False
         else:
             version = ".".join(map(str, info.python_version or ()))
-            conn.python = f"Python {version} ({cluster.config.python}) matches this machine"
+            conn.python = f"Python {version} ({cluster.python}) matches this machine"
             conn.python_ok = True
         self.app.call_from_thread(self.app.connections_changed)  # type: ignore[attr-defined]
 

@@ -248,8 +248,7 @@ def test_table_has_no_colour_when_not_a_terminal(capsys):
 
 
 def test_bash_completion_completes_commands_options_and_choices(tmp_path):
-    if shutil.which("bash") is None:
-        pytest.skip("no bash")
+    assert shutil.which("bash"), "bash is needed to test bash completion"
     path = tmp_path / "hpcui.bash"
     path.write_text(completion_script("bash"))
 
@@ -289,3 +288,62 @@ def test_no_command_opens_the_app(monkeypatch):
     monkeypatch.setattr(hpcui.tui.app, "run_app", lambda cluster=None: opened.append(cluster))
     assert main([]) == 0 and main(["-c", "mn5"]) == 0
     assert opened == [None, "mn5"]
+
+
+def test_profiles_lists_user_profiles_marked(tmp_path, monkeypatch, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[profiles.mydev]\nbase = "dev"\npython = "/usr/bin/python3"\n'
+        'description = "dev, our python"\n\n'
+        '[profiles.pbsbox]\nscheduler = "pbs"\ngpus_per_node = 2\ngpu_directive = "ngpus"\n\n'
+        '[profiles.lumi-g]\nbase = "lumi-g"\ncpus_per_gpu = 6\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    assert main(["profiles", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["mn5-acc"]["source"] == "built-in" and rows["mn5-acc"]["base"] is None
+    assert rows["puhti"]["retired"] is True and rows["puhti"]["source"] == "built-in"
+    mydev = rows["mydev"]
+    assert (mydev["source"], mydev["base"], mydev["shadows_builtin"]) == ("user", "dev", False)
+    assert mydev["gpus_per_node"] == 4 and mydev["partitions"] == ["cpu", "gpu"]
+    assert (rows["pbsbox"]["source"], rows["pbsbox"]["base"], rows["pbsbox"]["scheduler"]) == (
+        "user",
+        None,
+        "pbs",
+    )
+    assert rows["lumi-g"]["source"] == "user" and rows["lumi-g"]["shadows_builtin"] is True
+    assert list(rows) == sorted(rows)  # one row per name, the user's where it shadows
+
+    assert main(["profiles"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "SOURCE" in lines[0]
+    line = {ln.split()[0]: ln for ln in lines[1:] if ln.strip()}
+    assert "user (base dev)" in line["mydev"] and "built-in" in line["mn5-acc"]
+    assert "user (changes built-in)" in line["lumi-g"]
+    assert "(retired)" in line["puhti"] and "built-in" in line["puhti"]
+    assert "user" in line["pbsbox"] and "base" not in line["pbsbox"]
+
+    assert main(["profiles", "mydev", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["name"] == "mydev" and one["python"] == "/usr/bin/python3"
+    assert main(["profiles", "lumi-g", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cpus_per_gpu"] == 6
+    assert main(["profiles", "mydev"]) == 0
+    out_text = capsys.readouterr().out
+    assert "/usr/bin/python3" in out_text and "user (base dev)" in out_text
+
+
+def test_script_uses_the_profile_python_when_the_cluster_sets_none(tmp_path, monkeypatch, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[profiles.mydev]\nbase = "dev"\npython = "/opt/venv/bin/python"\n'
+        'setup = ["source /opt/venv/bin/activate"]\n\n'
+        '[clusters.mine]\nhost = "login.example"\nprofile = "mydev"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})  # connect() caches clusters per process
+    assert main(["script", "-c", "mine", "--json"]) == 0
+    script = json.loads(capsys.readouterr().out)["script"]
+    assert "/opt/venv/bin/python" in script and "source /opt/venv/bin/activate" in script

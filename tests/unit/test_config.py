@@ -48,3 +48,74 @@ def test_missing_explicit_config_file(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCUI_CONFIG", str(tmp_path / "absent.toml"))
     with pytest.raises(ConfigError, match="does not exist"):
         load_config()
+
+
+USER_PROFILES = """
+[profiles.mydev]
+base = "dev"
+python = "/opt/py/bin/python3"
+setup = ["module load python/3.11"]
+
+[clusters.a]
+host = "login.example"
+profile = "mydev"
+
+[clusters.b]
+host = "login.example"
+profile = "mydev"
+python = "/usr/bin/python3"
+setup = []
+
+[clusters.c]
+host = "login.example"
+profile = "dev"
+"""
+
+
+def test_user_profiles_reach_clusters_and_give_python_and_setup(tmp_path):
+    from hpcui.cluster import Cluster
+
+    p = tmp_path / "c.toml"
+    p.write_text(USER_PROFILES)
+    cfg = load_config(p)
+    a, b, c = (Cluster(cfg.cluster(n)) for n in "abc")
+    assert a.config.python is None and a.config.setup is None  # not set in the table
+    assert a.profile.name == "mydev" and a.profile.gpus_per_node == 4
+    assert (a.python, a.setup) == ("/opt/py/bin/python3", ["module load python/3.11"])
+    assert (b.python, b.setup) == ("/usr/bin/python3", [])  # the cluster's own values win
+    assert (c.python, c.setup) == ("python3", [])  # neither sets them
+    # a copy of the cluster config (tests, the TUI) keeps the user profiles
+    copy = cfg.cluster("a").model_copy(update={"setup": ["true"]})
+    assert Cluster(copy).profile.name == "mydev" and Cluster(copy).setup == ["true"]
+
+
+def test_submit_script_and_probe_use_the_effective_python(tmp_path):
+    from hpcui.cluster import Cluster
+    from hpcui.resources import batch_spec
+    from hpcui.submission import probe_command
+
+    p = tmp_path / "c.toml"
+    p.write_text(USER_PROFILES)
+    a = Cluster(load_config(p).cluster("a"))
+    probe = probe_command(a.config, python=a.python, setup=a.setup)
+    assert "module load python/3.11; /opt/py/bin/python3 -c" in probe
+    spec = batch_spec(a.plan(), folder="/f", token="t", python=a.python, setup=a.setup)
+    text = a.scheduler.render_script(spec)
+    assert "module load python/3.11" in text and "/opt/py/bin/python3" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('[profiles.x]\nbase = "nope"\n', r"c\.toml: .*\[profiles\.x\]: base = 'nope'"),
+        ('[profiles.x]\nbase = "y"\n[profiles.y]\nbase = "x"\n', r"\[profiles\.y\].*cycle"),
+        ('[profiles.x]\nbase = "dev"\ncpus_per_gpu = "two"\n', r"\[profiles\.x\]: cpus_per_gpu"),
+        ("[profiles.lumi-g]\ngpus_per_node = 4\n", r'base = "lumi-g"'),
+        ("[profiles]\nx = 3\n", r"profiles\.x"),
+    ],
+)
+def test_bad_user_profile_fails_at_load_naming_the_table(tmp_path, text, match):
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_config(p)

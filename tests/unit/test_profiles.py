@@ -3,7 +3,7 @@ import pytest
 from backends.quota import QUOTA_COMMANDS
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
-from hpcui.profiles import Profile, builtin_profiles, load_profile
+from hpcui.profiles import Profile, builtin_profiles, load_profile, resolve_profile
 
 SITES = [
     "mn5-acc",
@@ -108,3 +108,77 @@ def test_cluster_config_carries_overrides():
         name="lumi", host="lumi.csc.fi", profile="lumi-g", profile_overrides={"cpus_per_gpu": 6}
     )
     assert load_profile(cfg.profile, cfg.profile_overrides).gpu_cores == 6
+
+
+# -- user profiles ([profiles.NAME]) ---------------------------------------------------------
+
+
+def test_user_profile_based_on_a_builtin_deep_merges():
+    user = {
+        "mylumi": {
+            "base": "lumi-g",
+            "description": "LUMI with our reservation",
+            "partitions": {"small-g": {"max_time": "2-00:00:00"}, "resv": {"gpu": True}},
+            "python": "/project/venv/bin/python",
+            "setup": ["module load LUMI/24.03"],
+        }
+    }
+    p = resolve_profile("mylumi", user)
+    base = load_profile("lumi-g")
+    assert p.name == "mylumi" and p.description == "LUMI with our reservation"
+    assert p.partitions["small-g"].max_time == 2 * 86400
+    assert p.partitions["small-g"].billing == base.partitions["small-g"].billing  # merged
+    assert p.partitions["resv"].gpu and "standard-g" in p.partitions
+    assert (p.gpus_per_node, p.cpus_per_gpu, p.env) == (8, 7, base.env)
+    assert p.python == "/project/venv/bin/python" and p.setup == ["module load LUMI/24.03"]
+    # a cluster's profile_overrides still go on top
+    assert resolve_profile("mylumi", user, {"cpus_per_gpu": 6}).gpu_cores == 6
+
+
+def test_user_profile_chain_and_full_profile():
+    user = {
+        "site": {"scheduler": "pbs", "gpus_per_node": 2, "gpu_directive": "ngpus"},
+        "site-big": {"base": "site", "gpus_per_node": 8},
+    }
+    full = resolve_profile("site", user)
+    assert (full.name, full.scheduler, full.gpus_per_node, full.python) == ("site", "pbs", 2, None)
+    big = resolve_profile("site-big", user)
+    assert (big.scheduler, big.gpus_per_node, big.gpu_directive) == ("pbs", 8, "ngpus")
+    # built-ins are still found when user profiles exist
+    assert resolve_profile("dev", user).name == "dev"
+
+
+def test_user_profile_shadows_a_builtin_only_with_its_own_base():
+    changed = resolve_profile("dev", {"dev": {"base": "dev", "cpus_per_gpu": 1}})
+    assert changed.name == "dev" and changed.cpus_per_gpu == 1 and changed.gpus_per_node == 4
+    with pytest.raises(ConfigError, match=r"\[profiles\.dev\].*built-in.*base = \"dev\""):
+        resolve_profile("dev", {"dev": {"gpus_per_node": 1}})
+
+
+@pytest.mark.parametrize(
+    ("user", "name", "match"),
+    [
+        (
+            {"a": {"base": "nope"}},
+            "a",
+            r"\[profiles\.a\]: base = 'nope'.*known: .*lumi-g.*Fix `base`",
+        ),
+        ({"a": {"base": "b"}, "b": {"base": "a"}}, "a", r"cycle \(a -> b -> a\)"),
+        ({"a": {"base": "a"}}, "a", r"\[profiles\.a\]: base = 'a' names the table itself"),
+        ({"a": {"base": 3}}, "a", r"\[profiles\.a\]: base must be a profile name"),
+        ({"a": {"base": "dev", "gpus_per_nod": 2}}, "a", r"\[profiles\.a\]: gpus_per_nod"),
+        ({"a": {"base": "dev", "cpus_per_gpu": "many"}}, "a", r"\[profiles\.a\]: cpus_per_gpu"),
+        ({"a": {"scheduler": "lsf"}}, "a", r"\[profiles\.a\]: scheduler"),
+        ({"a": {"base": "dev"}}, "zzz", r"profile 'zzz'.*yours: a.*\[profiles\.zzz\]"),
+    ],
+)
+def test_user_profile_errors_name_the_table_and_fix(user, name, match):
+    with pytest.raises(ConfigError, match=match):
+        resolve_profile(name, user)
+
+
+def test_builtin_profiles_leave_python_and_setup_unset():
+    # SITES.md names no site's Python: built-ins suggest nothing, cluster/user configs do
+    for name in builtin_profiles():
+        p = load_profile(name)
+        assert p.python is None and p.setup == [], name

@@ -378,3 +378,37 @@ def test_every_screen_renders(box):
     assert has(shots["cluster"], "connected", "Quota", "Partitions", "Modules")
     assert has(shots["help"], "hpcui keys")
     assert has(shots["history"], "efficiency", "history (24 h)")
+
+
+# -- keymap overrides from the config ------------------------------------------------------------
+
+
+def test_config_keys_remap_a_binding(box):
+    """`[keys] jobs.cancel = "z"`: z asks to cancel, c no longer does."""
+    box.write_text(box.read_text() + '\n[keys]\njobs.cancel = "z"\n')
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            screen = app.screen
+            screen.hpcui_only = False
+            screen.post_message(QueueUpdate("mn5", snapshot(queue_jobs()), None))
+            table = screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == 12)
+            table.focus()
+            await pilot.press("c")
+            await pilot.pause(0.3)
+            old_key_opened = isinstance(app.screen, ConfirmModal)
+            await pilot.press("z")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+            return old_key_opened
+
+    assert run(go()) is False
+
+
+def test_config_keys_with_an_unknown_binding_id_say_how_to_fix(box):
+    from hpcui.errors import ConfigError
+
+    box.write_text(box.read_text() + '\n[keys]\n"jobs.cancle" = "z"\n')
+    with pytest.raises(ConfigError, match=r"unknown binding id.*'jobs\.cancle'.*'jobs\.cancel'"):
+        HpcuiApp()

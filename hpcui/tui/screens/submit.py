@@ -126,8 +126,8 @@ def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
         alloc,
         folder="<job folder>",
         token="<token>",
-        python=cluster.config.python,
-        setup=cluster.config.setup,
+        python=cluster.python,
+        setup=cluster.setup,
         pythonpath=("<runtime bundle>",),
     )
     return explain(alloc), cluster.scheduler.render_script(spec)

@@ -1,0 +1,259 @@
+"""Snapshot tests (pytest-textual-snapshot) of every screen of the app, fed with captured
+scheduler output replayed from tests/fixtures: squeue -O, sacct -P, sinfo, bsc_quota
+and Lmod (list, avail, spider --json).
+
+The cluster is a real `Cluster` (its profile plans the Submit preview) whose remote calls
+are answered from the fixtures; the clock the table uses for "start in" is frozen, the
+terminal size is fixed, and nothing on screen depends on the time the test runs.
+Regenerate after an intended UI change: `pytest tests/unit/test_tui_snapshots.py
+--snapshot-update`, then look at the SVGs in tests/unit/__snapshots__/.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import pytest
+
+from backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from backends.states import JobState
+from hpcui.cluster import Cluster
+from hpcui.config import load_config
+from hpcui.registry import JobRecord, Registry
+from hpcui.site import QueueSnapshot, fetch_modules, parse_quota
+from hpcui.site.jobs import HistoryJob, QueueJob
+from hpcui.site.quota import QuotaReport
+from hpcui.site.remote import MARK
+from hpcui.transport.base import CommandResult
+from hpcui.tui.app import HpcuiApp
+from tests.canned import CannedTransport, scripted
+from tests.conftest import fixture_text
+
+SIZE = (140, 36)
+NOW = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+SUBMITTED = NOW.timestamp() - 3723
+LOG = (
+    "".join(f"epoch {i} step {i * 100} loss {2.0 / (i + 1):.4f} lr 3e-4\n" for i in range(24))
+    + "done: best loss 0.0800\n"
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class FrozenDatetime(datetime):
+    @classmethod
+    def now(cls, tz=None):  # type: ignore[override]
+        return NOW if tz else NOW.replace(tzinfo=None)
+
+
+def _framed(*outputs: str) -> CommandResult:
+    body = "".join(f"\n{MARK} {i} 0\n{out.rstrip(chr(10))}\n" for i, out in enumerate(outputs))
+    return CommandResult(0, body.encode(), b"")
+
+
+class Watcher:
+    """The queue watcher's interface, replaying one captured squeue."""
+
+    last_exception = None
+
+    def __init__(self, snap: QueueSnapshot) -> None:
+        self.snap = snap
+
+    def subscribe(self, deliver):
+        deliver(self.snap)
+        return SimpleNamespace(cancel=lambda: None)
+
+    def refresh(self, max_age_s: float = 0.0) -> QueueSnapshot:
+        return self.snap
+
+    def poke(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayJob:
+    """A finished hpcui job: its log and result as the Job screen reads them."""
+
+    num_tasks = 1
+    state = JobState.COMPLETED
+
+    def __init__(self, cluster: ReplayCluster, job_id: str, folder: str) -> None:
+        self.cluster, self.job_id, self.folder = cluster, job_id, folder
+
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> object:
+        return {"best_loss": 0.08, "epochs": 24}
+
+
+class ReplayFollower:
+    def __init__(self, transport: object, path: str, tail_bytes: int = 0) -> None:
+        self.left = LOG
+
+    def read(self) -> str:
+        text, self.left = self.left, ""
+        return text
+
+
+class ReplayCluster(Cluster):
+    """A real Cluster (profile, planner, script renderer) whose remote answers are fixtures."""
+
+    queue_watcher = None  # type: ignore[assignment]  # set per instance
+    status = SimpleNamespace(track=lambda *a, **k: None, interval=0, fast_s=0)  # type: ignore[assignment]
+
+    def __init__(self, name: str) -> None:
+        super().__init__(load_config().cluster(name), transport=CannedTransport({}, strict=True))
+        jobs = [QueueJob.from_entry(e) for e in parse_squeue(SQUEUE)]
+        self.jobs = jobs
+        self.queue_watcher = Watcher(  # type: ignore[assignment]
+            QueueSnapshot(jobs=jobs, taken_at=NOW, took_s=0.01, changed=True, next_refresh_s=2)
+        )
+
+    def run(self, cmd, **kw):  # type: ignore[override]
+        return SimpleNamespace(check=lambda what: None)
+
+    def remote_info(self):  # type: ignore[override]
+        return SimpleNamespace(python_version=(3, 11))
+
+    def queue(self, *, include_finished: bool = False, max_age_s: float = 0.0):  # type: ignore[override]
+        return self.jobs
+
+    def history(self, since=None, *, job_ids=None):  # type: ignore[override]
+        return [HistoryJob.from_entry(e) for e in parse_sacct(SACCT)]
+
+    def partitions(self):  # type: ignore[override]
+        return parse_sinfo(SINFO)
+
+    def quota_report(self):  # type: ignore[override]
+        return QuotaReport(tool="bsc_quota", entries=parse_quota(QUOTA), tried=[])
+
+    def modules(self):  # type: ignore[override]
+        return fetch_modules(scripted(_framed(*LMOD)), "lmod", cluster=self.name)
+
+    def get_job(self, job_id: str):  # type: ignore[override]
+        return ReplayJob(self, job_id, f"/gpfs/home/bsc/bsc012345/.hpcui/jobs/{job_id}")
+
+
+SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
+SACCT = fixture_text("slurm-constructed/sacct_P.txt")
+SINFO = fixture_text("slurm-constructed/sinfo_o_pipe.txt")
+QUOTA = fixture_text("quota/bsc_quota_plain.txt")
+LMOD = (
+    fixture_text("lmod-8.6.19/t_list_redirect.stdout"),
+    fixture_text("lmod-8.6.19/t_avail.stderr"),
+    fixture_text("lmod-8.6.19/spider_json.stdout"),
+)
+
+
+@pytest.fixture
+def replay(tmp_path, monkeypatch):
+    """Config with one `mn5` cluster answered from fixtures; frozen clock; fixed TZ."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'default = "mn5"\n[clusters.mn5]\nhost = "glogin1.bsc.es"\nprofile = "mn5-acc"\n'
+        'remote_base = "/gpfs/home/bsc/bsc012345/.hpcui"\n'
+        '[clusters.mn5.defaults]\nqos = "acc_debug"\naccount = "ehpc01"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    import hpcui
+    import hpcui.api
+    import hpcui.tui.rows
+    import hpcui.tui.screens.job
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui, "connect", lambda name, **kw: ReplayCluster(name))
+    monkeypatch.setattr(hpcui.tui.rows, "datetime", FrozenDatetime)
+    monkeypatch.setattr(hpcui.tui.screens.job, "LogFollower", ReplayFollower)
+    Registry().add(
+        [
+            JobRecord(
+                cluster="mn5",
+                token="5f0c2a9e41b7",
+                job_id="1201",
+                name="train",
+                folder="/gpfs/home/bsc/bsc012345/.hpcui/jobs/1201",
+                state=JobState.RUNNING,
+                submitted_at=SUBMITTED,
+                updated_at=SUBMITTED,
+                meta={"script": "#!/bin/bash\n#SBATCH --job-name=train\nsrun python -m train\n"},
+            )
+        ]
+    )
+    yield
+    time.tzset()
+
+
+async def until(pilot, cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.05)
+    await pilot.pause(0.2)
+
+
+def _connected(app) -> bool:
+    return app.hub.conns["mn5"].status == "connected" and bool(app.hub.conns["mn5"].python)
+
+
+async def _jobs(pilot) -> None:
+    app = pilot.app
+    await until(pilot, lambda: _connected(app))
+    await pilot.press("a")  # all my jobs, not only hpcui's
+    await until(pilot, lambda: app.screen.query_one("#live").row_count == 12)
+
+
+async def _history(pilot) -> None:
+    app = pilot.app
+    await until(pilot, lambda: _connected(app))
+    await pilot.press("5")
+    await until(pilot, lambda: app.screen.query_one("#history").row_count > 0)
+
+
+async def _job(pilot) -> None:
+    app = pilot.app
+    await until(pilot, lambda: _connected(app))
+    app.open_job("mn5", "1201")
+    await until(pilot, lambda: app.current_mode == "job")
+    screen = app.screen
+    await until(pilot, lambda: len(screen.panel.lines) == LOG.count("\n"))
+    await until(pilot, lambda: "COMPLETED" in str(screen.query_one("#job-head").render()))
+
+
+async def _submit(pilot) -> None:
+    app = pilot.app
+    await until(pilot, lambda: _connected(app))
+    await pilot.press("3")
+    screen = app.screen
+    await until(pilot, lambda: "#SBATCH" in getattr(screen, "preview_text", ""))
+
+
+async def _cluster(pilot) -> None:
+    app = pilot.app
+    await until(pilot, lambda: _connected(app))
+    await pilot.press("4")
+    screen = app.screen
+    await until(pilot, lambda: screen.query_one("#modules").row_count > 0)
+    await until(pilot, lambda: screen.query_one("#partitions").row_count == 3)
+
+
+async def _help(pilot) -> None:
+    await until(pilot, lambda: _connected(pilot.app))
+    await pilot.press("question_mark")
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize(
+    "run_before",
+    [_jobs, _history, _job, _submit, _cluster, _help],
+    ids=["jobs", "history", "job", "submit", "cluster", "help"],
+)
+def test_screen_snapshot(replay, snap_compare, run_before):
+    assert snap_compare(HpcuiApp(), terminal_size=SIZE, run_before=run_before)
