@@ -87,9 +87,30 @@ class Registry:
             )
 
     def set_job_ids(self, cluster: str, token: str, base_id: str, is_array: bool) -> None:
-        """Complete a submission: give every record of `token` its scheduler id."""
+        """Complete a submission: give every record of `token` its scheduler id.
+
+        A scheduler can hand out an id again (a reinstalled controller starts from 1):
+        older records holding one of the new ids keep their data but give up the id
+        (kept in meta as `reused_job_id`), so the new job is recorded, never lost.
+        """
         now = time.time()
         with self._lock, self._db:
+            indices = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT array_index FROM jobs WHERE cluster=? AND token=?", (cluster, token)
+                )
+            ]
+            new_ids = [f"{base_id}_{i}" for i in indices] if is_array else [base_id]
+            for start in range(0, len(new_ids), 500):
+                chunk = new_ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                self._db.execute(
+                    "UPDATE jobs SET meta = json_set(meta, '$.reused_job_id', job_id), "
+                    f"job_id = NULL, updated_at = ? WHERE cluster = ? AND token != ? "
+                    f"AND job_id IN ({marks})",
+                    (now, cluster, token, *chunk),
+                )
             if is_array:
                 self._db.execute(
                     "UPDATE jobs SET job_id = ? || '_' || array_index, state=?, updated_at=? "

@@ -19,6 +19,15 @@ def fixture_text(rel: str) -> str:
     return (FIXTURES / rel).read_text(encoding="utf-8")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_data_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Module- and session-scoped fixtures are set up before the per-test one below: they
+    get a registry of their own too, never the user's real one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_DATA_DIR", str(tmp_path_factory.mktemp("hpcui-data-session")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """Each test gets its own registry: tests never touch the user's real one."""
