@@ -56,6 +56,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
             form.query_one("#target").value = "tests.integration.test_tui_dev:chatty"
             form.query_one("#args").value = "[15]"
             form.query_one("#res-time").value = "5m"
+            form.query_one("#res-extra").value = "--begin=now+4"  # PENDING (BeginTime) first
             await wait_for(
                 pilot,
                 lambda: "--time=" in form.preview_text and "chatty" in form.preview_text,
@@ -96,7 +97,8 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
     preview, seen, metric, result, script = asyncio.run(go())
     assert "--time=" in preview and "chatty" in preview
     assert seen[-1] == "COMPLETED", seen
-    assert "RUNNING" in seen, seen  # the table followed the job, in place
+    assert seen[:3] == ["PENDING", "RUNNING", "COMPLETED"], seen  # followed in place
+    assert "--begin=now+4" in preview
     assert metric[:3] == [1.0, 0.5, 0.3333]
     assert "returned" in result and "30" in result
     assert "#SBATCH" in script

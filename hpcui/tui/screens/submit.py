@@ -41,6 +41,7 @@ RESOURCE_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("qos", "QoS", str),
     ("account", "account", str),
     ("name", "job name", str),
+    ("extra", "extra directives", str.split),  # e.g. --begin=now+60 --mail-type=END
 )
 
 
