@@ -155,7 +155,12 @@ def test_host_key_dialog_accept_writes_known_hosts(devcluster, tmp_path, monkeyp
     async def go():
         app = HpcuiApp("fresh", connect=["fresh"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyModal), 30, "dialog")
+            await wait_for(  # pushed, and composed (the query races the compose otherwise)
+                pilot,
+                lambda: isinstance(app.screen, HostKeyModal) and bool(app.screen.query("Markdown")),
+                30,
+                "dialog",
+            )
             shown = app.screen.query_one("Markdown").source
             await pilot.pause(0.2)
             await pilot.click("#accept")
@@ -177,7 +182,16 @@ def test_two_factor_dialog_answers_the_real_sshd(dev_env):
     async def go():
         app = HpcuiApp("dev-2fa", connect=["dev-2fa"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, PromptModal), 30, "2FA dialog")
+            await wait_for(  # pushed, composed and focused before we type
+                pilot,
+                lambda: (
+                    isinstance(app.screen, PromptModal)
+                    and app.focused is not None
+                    and app.focused in app.screen.query("Input")
+                ),
+                30,
+                "2FA dialog",
+            )
             code = subprocess.run(
                 ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
             ).stdout.strip()
