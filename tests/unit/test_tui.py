@@ -234,19 +234,20 @@ def test_cancel_asks_first_and_takes_the_selection(box, monkeypatch):
     assert "mn5:1201" in body and "mn5:1202" in body
 
 
-class LogApp(HpcuiApp):
-    pass
-
-
-def test_follow_sticks_to_the_bottom_only_while_there(box):
+def one_panel_app():
+    """A bare app holding one LogPanel."""
     from textual.app import App
 
     class One(App[None]):
         def compose(self):
             yield LogPanel(id="log")
 
+    return One()
+
+
+def test_follow_sticks_to_the_bottom_only_while_there(box):
     async def go():
-        app = One()
+        app = one_panel_app()
         async with app.run_test(size=(80, 20)) as pilot:
             panel = app.query_one(LogPanel)
             panel.add_lines([f"line {i}" for i in range(100)])
@@ -273,14 +274,8 @@ def test_follow_sticks_to_the_bottom_only_while_there(box):
 
 
 def test_search_and_wrap_keep_the_lines(box):
-    from textual.app import App
-
-    class One(App[None]):
-        def compose(self):
-            yield LogPanel(id="log")
-
     async def go():
-        app = One()
+        app = one_panel_app()
         async with app.run_test(size=(40, 10)) as pilot:
             panel = app.query_one(LogPanel)
             panel.feed("".join(f"row {i}\n" for i in range(50)) + "epoch 7 loss 0.1\n" + "x\n")
