@@ -95,3 +95,22 @@ def parse_sbatch_parsable(stdout: str) -> SubmittedJob:
         "sbatch --parsable printed no job id (expected a line 'ID' or 'ID;CLUSTER'); "
         f"its stdout was: {stdout.strip()[-500:]!r}"
     )
+
+
+def expand_array_ids(job_id: str) -> list[str]:
+    """`123_[1-3,7:2%2]` (pending elements, as squeue/sacct print them) -> the element ids.
+
+    Status is tracked per element; any other id comes back as its allocation id.
+    """
+    parsed = parse_job_id(job_id)
+    if parsed.array_spec is None:
+        return [parsed.base]
+    out = []
+    for part in parsed.array_spec.split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        step = 1
+        if ":" in hi:
+            hi, st = hi.split(":")
+            step = int(st)
+        out += [f"{parsed.job}_{i}" for i in range(int(lo), int(hi or lo) + 1, step)]
+    return out

@@ -18,6 +18,7 @@ from hpcui import site, submission
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
 from hpcui.job import Job
+from hpcui.pickling import pickle_calls
 from hpcui.profiles import Profile, resolve_profile
 from hpcui.registry import JobRecord, Registry
 from hpcui.resources import Allocation, Resources, batch_spec, resolve
@@ -270,7 +271,7 @@ class Cluster:
         req = resources or Resources.from_kwargs(**resource_kwargs)
         alloc = self._plan(req, getattr(fn, "__name__", "hpcui"))
         # fails early on unpicklable input
-        pickles = submission.pickle_calls(fn, calls, time_s=alloc.time_s)
+        pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
         info = self.remote_info()
         self._check_setup_modules()
         bundle = self._ensure_bundle(info)
@@ -369,6 +370,14 @@ class Cluster:
             return {}
         found = submission.list_results(self.transport, list(by_folder))
         return submission.judge_vanished(job_ids, found)
+
+    def cancel(self, job_ids: list[str]) -> None:
+        """Cancel jobs with one scheduler call; their end reaches the registry and the queue."""
+        if not job_ids:
+            return
+        self.scheduler.cancel(job_ids)
+        self.status.track(job_ids)  # fast polling again until they are final
+        self._queue_changed()
 
     def _queue_changed(self) -> None:
         """After a submit or cancel: watchers refresh fast again (only if one exists)."""

@@ -62,10 +62,7 @@ class Job:
         return state
 
     def cancel(self) -> None:
-        self.cluster.scheduler.cancel([self.job_id])
-        self.cluster.status.track([self.job_id])
-        self.cluster.status.interval = self.cluster.status.fast_s
-        self.cluster._queue_changed()
+        self.cluster.cancel([self.job_id])
 
     def stop(self) -> None:
         """Ask a running job to end itself: writes the stop file its ranks poll.
@@ -79,7 +76,7 @@ class Job:
 
         path = stop_file(self.folder, self.job_id)
         self.cluster.transport.write_file(path, b"stop\n", mode=0o644)
-        self.cluster.status.interval = self.cluster.status.fast_s
+        self.cluster.status.track([self.job_id])  # poll fast: the job ends soon
 
     # -- results ---------------------------------------------------------------------------
 
@@ -87,11 +84,11 @@ class Job:
         return f"{self.folder}/{self.job_id}_{task}_{suffix}"
 
     def _outcome(self, task: int) -> tuple[str, Any] | None:
-        t = self.cluster.transport
-        path = self._path(task, "result.pkl")
-        if t.stat_size(path) is None:
+        try:  # one read, no separate stat: a missing file is the answer
+            data = self.cluster.transport.read_file(self._path(task, "result.pkl"))
+        except FileNotFoundError:
             return None
-        return pickle.loads(t.read_file(path))
+        return pickle.loads(data)
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's return value (task 0). Raises a JobError subclass on failure."""
@@ -142,10 +139,11 @@ class Job:
     # -- logs ------------------------------------------------------------------------------
 
     def _log(self, task: int, suffix: str) -> str:
-        path = self._path(task, suffix)
-        if self.cluster.transport.stat_size(path) is None:
-            return ""
-        return self.cluster.transport.read_file(path).decode("utf-8", "replace")
+        try:
+            data = self.cluster.transport.read_file(self._path(task, suffix))
+        except FileNotFoundError:
+            return ""  # not written yet (pending job)
+        return data.decode("utf-8", "replace")
 
     def stdout(self, task: int = 0) -> str:
         return self._log(task, "log.out")

@@ -13,12 +13,9 @@ from dataclasses import dataclass, field
 from backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
-from hpcui.pickling import pickle_calls
 from hpcui.schedulers.base import JobStatus
 from hpcui.transport.base import Command, Transport
 from hpcui.transport.quoting import quote, to_command
-
-__all__ = ["RemoteInfo", "pickle_calls", "probe_remote"]
 
 _BASE_OK = re.compile(r"^[A-Za-z0-9_./~${}-]+$")
 _PY = "import sys; print('PY=%d.%d.%d' % sys.version_info[:3])"

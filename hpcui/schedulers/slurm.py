@@ -59,7 +59,7 @@ class SlurmScheduler(Scheduler):
                 return {
                     jid: JobStatus(e.state, e.state_raw, e.exit_code)
                     for e in slurm_queue.parse_sacct(res.stdout)
-                    for jid in _expand(e.job_id)
+                    for jid in slurm_jobids.expand_array_ids(e.job_id)
                 }
             log.info(
                 "sacct failed (%s); using squeue for %.0f s", res.stderr.strip(), ACCOUNTING_RETRY_S
@@ -70,7 +70,7 @@ class SlurmScheduler(Scheduler):
         out: dict[str, JobStatus] = {}
         for e in slurm_queue.parse_squeue(res.stdout):
             status = JobStatus(e.state, e.state_raw, None, e.reason or "")
-            for jid in _expand(e.job_id):
+            for jid in slurm_jobids.expand_array_ids(e.job_id):
                 out[jid] = status
         return out
 
@@ -119,19 +119,3 @@ def _checked(res: CommandResult, tool: str) -> CommandResult:
         f"busy, rate-limiting or down; hpcui retries with backoff. If it persists, run "
         f"`{tool}` on the login node yourself, or ask the site's support."
     )
-
-
-def _expand(job_id: str) -> list[str]:
-    """`123_[1-3,7%2]` (pending array elements) -> 123_1 123_2 123_3 123_7; others as they are."""
-    parsed = slurm_jobids.parse_job_id(job_id)
-    if parsed.array_spec is None:
-        return [parsed.base]
-    out = []
-    for part in parsed.array_spec.split("%")[0].split(","):
-        lo, _, hi = part.partition("-")
-        step = 1
-        if ":" in hi:
-            hi, st = hi.split(":")
-            step = int(st)
-        out += [f"{parsed.job}_{i}" for i in range(int(lo), int(hi or lo) + 1, step)]
-    return out

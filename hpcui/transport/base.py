@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hpcui.errors import RemoteCommandError
@@ -81,20 +81,11 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
-        """Read a file, or a range of it (resumable log reads)."""
+        """Read a file, or a range of it (resumable log reads); FileNotFoundError if missing."""
 
     @abc.abstractmethod
     def stat_size(self, path: str) -> int | None:
         """Size of a file, None when it does not exist."""
-
-    def iter_read(self, path: str, *, offset: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
-        """Read a large file chunk by chunk."""
-        while True:
-            data = self.read_file(path, offset=offset, length=chunk)
-            if not data:
-                return
-            offset += len(data)
-            yield data
 
     def home(self) -> str:
         """The remote user's home directory (cached by implementations)."""

@@ -149,10 +149,7 @@ class HpcuiApp(App[None]):
                 self.call_from_thread(self.notify, f"{name} is not connected", severity="error")
                 continue
             try:
-                cluster.scheduler.cancel(ids)  # one scancel for all of them
-                cluster.status.track(ids)  # their end reaches the registry
-                cluster.status.interval = cluster.status.fast_s
-                cluster.queue_watcher.poke()  # the table shows it on the next refresh
+                cluster.cancel(ids)  # one scancel for all of them
             except HpcuiError as exc:
                 self.call_from_thread(
                     self.notify, str(exc), severity="error", title="cancel failed"

@@ -86,3 +86,11 @@ def test_parse_sbatch_parsable(stdout, job_id, cluster):
 def test_parse_sbatch_parsable_without_id(stdout):
     with pytest.raises(ValueError, match="printed no job id"):
         parse_sbatch_parsable(stdout)
+
+
+def test_expand_array_ids():
+    from backends.slurm_jobids import expand_array_ids
+
+    assert expand_array_ids("123_[1-3,7%2]") == ["123_1", "123_2", "123_3", "123_7"]
+    assert expand_array_ids("9_[0-6:3]") == ["9_0", "9_3", "9_6"]
+    assert expand_array_ids("5_2") == ["5_2"] and expand_array_ids("9.batch") == ["9"]
