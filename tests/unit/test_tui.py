@@ -60,6 +60,17 @@ async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
         await pilot.pause(0.05)
 
 
+async def show_all_jobs(pilot, jobs) -> JobTable:
+    """The Jobs screen, "all my jobs", showing one replayed squeue snapshot of `jobs`."""
+    screen = pilot.app.screen
+    assert isinstance(screen, JobsScreen)
+    screen.hpcui_only = False
+    screen.post_message(QueueUpdate("mn5", snapshot(jobs), None))
+    table = screen.query_one("#live", JobTable)
+    await wait_for(pilot, lambda: table.row_count == len(jobs))
+    return table
+
+
 # -- rows (pure) -----------------------------------------------------------------------------------
 
 
@@ -151,11 +162,7 @@ def test_table_updates_changed_cells_in_place(box, monkeypatch):
         app = HpcuiApp()
         async with app.run_test(size=(140, 30)) as pilot:
             screen = app.screen
-            assert isinstance(screen, JobsScreen)
-            screen.hpcui_only = False
-            screen.post_message(QueueUpdate("mn5", snapshot(jobs), None))
-            table = screen.query_one("#live", JobTable)
-            await wait_for(pilot, lambda: table.row_count == len(jobs))
+            table = await show_all_jobs(pilot, jobs)
             keys_before = [k.value for k in table.rows]
             removed: list[str] = []
             monkeypatch.setattr(
@@ -186,10 +193,7 @@ def test_filter_and_state_filter_keys(box):
         app = HpcuiApp()
         async with app.run_test(size=(140, 30)) as pilot:
             screen = app.screen
-            screen.hpcui_only = False
-            screen.post_message(QueueUpdate("mn5", snapshot(queue_jobs()), None))
-            table = screen.query_one("#live", JobTable)
-            await wait_for(pilot, lambda: table.row_count == 12)
+            table = await show_all_jobs(pilot, queue_jobs())
             await pilot.press("slash", *"sweep")
             await wait_for(pilot, lambda: table.row_count == 3)
             await pilot.press("enter", "escape")
@@ -211,10 +215,7 @@ def test_cancel_asks_first_and_takes_the_selection(box, monkeypatch):
         app = HpcuiApp()
         async with app.run_test(size=(140, 30)) as pilot:
             screen = app.screen
-            screen.hpcui_only = False
-            screen.post_message(QueueUpdate("mn5", snapshot(queue_jobs()), None))
-            table = screen.query_one("#live", JobTable)
-            await wait_for(pilot, lambda: table.row_count == 12)
+            table = await show_all_jobs(pilot, queue_jobs())
             table.focus()
             await pilot.press("c")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
@@ -385,11 +386,7 @@ def test_config_keys_remap_a_binding(box):
     async def go():
         app = HpcuiApp()
         async with app.run_test(size=(140, 30)) as pilot:
-            screen = app.screen
-            screen.hpcui_only = False
-            screen.post_message(QueueUpdate("mn5", snapshot(queue_jobs()), None))
-            table = screen.query_one("#live", JobTable)
-            await wait_for(pilot, lambda: table.row_count == 12)
+            table = await show_all_jobs(pilot, queue_jobs())
             table.focus()
             await pilot.press("c")
             await pilot.pause(0.3)
