@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from backends import slurm_script
 from backends.batch import BatchSpec
 from backends.pbs_dialect import PbsDialect
 from backends.pbs_ids import parse_pbs_id
@@ -87,9 +88,8 @@ def format_walltime(seconds: int) -> str:
 def _check_spec(spec: BatchSpec, dialect: PbsDialect) -> None:
     """Refuse what PBS cannot express instead of dropping it (the wrapper's sin)."""
     if dialect == "slurm-torque-wrapper":
-        raise ValueError(
-            "this site's qsub is Slurm's Torque wrapper: it drops ngpus and all but the last -l"
-        )
+        _check_wrapper_spec(spec)
+        return
     if spec.qos:
         raise ValueError(f"PBS has no QoS (got qos={spec.qos!r}): pick a queue instead")
     if spec.gpu_type:
@@ -106,8 +106,10 @@ def _check_spec(spec: BatchSpec, dialect: PbsDialect) -> None:
 
 
 def directives(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> list[str]:
-    """The ``#PBS`` lines (without the prefix) for PBS Pro or Torque."""
+    """The ``#PBS`` lines (without the prefix) for PBS Pro, Torque or Slurm's wrapper."""
     _check_spec(spec, dialect)
+    if dialect == "slurm-torque-wrapper":
+        return wrapper_directives(spec)
     ncpus = spec.tasks_per_node * spec.cpus_per_task
     is_array = spec.array_size is not None
     d = [f"-N {spec.name}", "-S /bin/bash"]
@@ -167,6 +169,97 @@ def _array_directives(spec: BatchSpec, dialect: PbsDialect) -> list[str]:
     return out
 
 
+# --- Slurm's Torque wrapper ---------------------------------------------------------------
+# The wrapper's qsub (Perl, slurm-wlm-torque) reads only its command line; the script's
+# `#PBS` lines are read by sbatch itself, which knows Torque's `nodes=N:ppn=P:gpus=G` (it
+# becomes -N, -n N*P and a gres/gpu per node) but not PBS Pro's `select`/`ngpus` (dropped
+# without a word). So the wrapper gets ONE `-l` in Torque syntax, verified against the
+# real wrapper by tests/integration/test_pbs_wrapper.py (scontrol shows every resource).
+# What that language cannot say is refused, never dropped.
+
+#: what the wrapper's qsub splices unquoted into a shell command line (its backticks)
+_WRAPPER_SAFE = re.compile(r"[A-Za-z0-9_./%+=:@,-]+")
+
+
+def _check_wrapper_spec(spec: BatchSpec) -> None:
+    use_slurm = '; use scheduler = "slurm" on this cluster for that'
+    for what, value in (
+        ("a QoS", spec.qos),
+        ("a GPU type", spec.gpu_type),
+        ("a constraint", spec.constraint),  # node properties become host names (-w) there
+        ("an exclusive node", spec.exclusive or None),
+    ):
+        if value:
+            raise ValueError(f"Slurm's Torque wrapper cannot express {what} ({value!r}){use_slurm}")
+    if spec.array_size is not None:
+        raise ValueError(
+            "Slurm's Torque wrapper cannot show array elements (its qstat prints one record "
+            f"per array and `qstat ID_N` finds nothing), so map() cannot be tracked{use_slurm}"
+        )
+    if not _WRAPPER_SAFE.fullmatch(spec.folder):
+        raise ValueError(
+            f"the job folder {spec.folder!r} has characters Slurm's Torque wrapper would pass "
+            "to a shell unquoted; set a remote_base without spaces or shell characters"
+        )
+
+
+def wrapper_directives(spec: BatchSpec) -> list[str]:
+    """The ``#PBS`` lines for Slurm's Torque wrapper: one ``-l``, Torque syntax, mem per node."""
+    ncpus = spec.tasks_per_node * spec.cpus_per_task
+    res = f"nodes={spec.nodes}:ppn={ncpus}"
+    if spec.gpus_per_node:
+        res += f":gpus={spec.gpus_per_node}"
+    if spec.time_s is not None:
+        res += f",walltime={format_walltime(spec.time_s)}"
+    if spec.mem_mb is not None:
+        res += f",mem={spec.mem_mb}mb"  # sbatch's PBS reader makes it --mem: per node
+    d = [f"-N {spec.name}", f"-l {res}"]
+    if spec.account:
+        d.append(f"-A {spec.account}")
+    if spec.partition:
+        d.append(f"-q {spec.partition}")
+    for x in spec.extra:
+        d.append(x if x.startswith("-") else f"-{x}")
+    return d
+
+
+def render_wrapper_script(spec: BatchSpec) -> str:
+    """A job for Slurm's Torque wrapper: PBS directives, then a Slurm body, because what
+    runs is a plain Slurm job (srun starts the tasks; no PBS_NODEFILE, no PBS_JOBID)."""
+    lines = ["#!/bin/bash", *(f"#PBS {d}" for d in wrapper_directives(spec))]
+    # The wrapper's qstat shows no Variable_List: the token rides in Slurm's comment, where
+    # find_token (squeue) looks after a dropped connection.
+    lines.append(f"#SBATCH --comment={slurm_script.TOKEN_PREFIX}{spec.token}")
+    return "\n".join([*lines, *slurm_script.body(spec, reshape=True)])
+
+
+def wrapper_qsub_command(script_path: str) -> list[str]:
+    """``qsub -j oe -o FOLDER/pbs-%j.log SCRIPT``: the wrapper never reads ``#PBS -o``/``-j``
+    (sbatch does, after the wrapper's own default ``-o NAME.o%A`` in the cwd won)."""
+    if not _WRAPPER_SAFE.fullmatch(script_path):
+        raise ValueError(f"unsafe path for Slurm's Torque wrapper: {script_path!r}")
+    folder = script_path.rpartition("/")[0]
+    log = f"{folder}/pbs-%j.log" if folder else "pbs-%j.log"  # relative: beside the script
+    return ["qsub", "-j", "oe", "-o", log, script_path]
+
+
+#: all jobs in full, the user's name first (the wrapper has no qselect; its -u drops -f)
+WRAPPER_USER_JOBS = "id -un; qstat -f; true"
+
+
+def wrapper_status_command(job_ids: Sequence[str]) -> str:
+    """ONE round trip: ``qstat -f`` for live states, then sacct for how ended jobs ended."""
+    from backends import slurm_queue
+
+    ids = sorted({j.strip() for j in job_ids})
+    bad = [j for j in ids if not re.fullmatch(r"\d+(?:_\d+)?", j)]
+    if bad:
+        raise ValueError(f"not Slurm job ids: {bad}")
+    qstat = " ".join(["qstat", "-f", *ids])  # digits and _ only, checked above
+    sacct = " ".join(quote(a) for a in slurm_queue.sacct_command(ids))
+    return f"{qstat} 2>/dev/null; echo __HPCUI_SACCT__; {sacct} 2>/dev/null; true"
+
+
 # --- the script --------------------------------------------------------------------------
 
 # Derives hpcui's job id from PBS's: PBS Pro sets PBS_ARRAY_INDEX, Torque PBS_ARRAYID;
@@ -220,6 +313,9 @@ exit $rc"""
 
 def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
     """The whole qsub script (also run as ``submission.sh --node`` on the other nodes)."""
+    if dialect == "slurm-torque-wrapper":
+        _check_spec(spec, dialect)
+        return render_wrapper_script(spec)
     lines = ["#!/bin/bash"]
     for d in directives(spec, dialect):
         if "\n" in d:

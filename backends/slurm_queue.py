@@ -342,17 +342,22 @@ class PartitionInfo(BaseModel):
     is_default: bool
     avail: str  # up, down, drain, inact
     time_limit_s: int | None
-    nodes_alloc: int
-    nodes_idle: int
-    nodes_other: int
-    nodes_total: int
-    cpus_alloc: int
-    cpus_idle: int
-    cpus_other: int
-    cpus_total: int
+    # None where the scheduler does not count per partition (PBS's qstat -Q)
+    nodes_alloc: int | None
+    nodes_idle: int | None
+    nodes_other: int | None
+    nodes_total: int | None
+    cpus_alloc: int | None
+    cpus_idle: int | None
+    cpus_other: int | None
+    cpus_total: int | None
     gres: str
     gpus_per_node: int | None
     nodelist: str
+    # PBS counts jobs per queue (qstat -Q); sinfo does not: None there
+    jobs_queued: int | None = None
+    jobs_running: int | None = None
+    kind: str | None = None  # PBS: "exec" runs jobs, "route" forwards them to other queues
 
 
 def _compose_job_id(v: Mapping[str, str]) -> str:

@@ -113,8 +113,8 @@ def cmd_partitions(args: argparse.Namespace) -> int:
                 p.partition + ("*" if p.is_default else ""),
                 p.avail,
                 out.duration(p.time_limit_s) if p.time_limit_s else "infinite",
-                f"{p.nodes_alloc}/{p.nodes_idle}/{p.nodes_other}/{p.nodes_total}",
-                f"{p.cpus_alloc}/{p.cpus_idle}/{p.cpus_other}/{p.cpus_total}",
+                _counts(p.nodes_alloc, p.nodes_idle, p.nodes_other, p.nodes_total),
+                _counts(p.cpus_alloc, p.cpus_idle, p.cpus_other, p.cpus_total),
                 p.gpus_per_node if p.gpus_per_node is not None else "-",
                 p.nodelist,
             )
@@ -124,6 +124,11 @@ def cmd_partitions(args: argparse.Namespace) -> int:
         right=(5,),
     )
     return EXIT_OK
+
+
+def _counts(*values: int | None) -> str:
+    """`a/i/o/t`, or `-` where the scheduler does not count per partition (PBS queues)."""
+    return "-" if any(v is None for v in values) else "/".join(map(str, values))
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:

@@ -1,9 +1,12 @@
-"""PBS Pro and Torque through any transport: qsub, ONE qstat per poll, qdel.
+"""PBS Pro, Torque and Slurm's Torque wrappers through any transport: qsub, ONE qstat per
+poll, qdel.
 
 The dialect is probed once (``qstat --version``, ``qsub --help`` only if needed) before
 the first script is rendered or the first status is read. Slurm's Torque wrappers also
-answer to qsub/qstat but silently drop ``ngpus`` and all but the last ``-l``: hpcui
-refuses to send them PBS syntax and says to use ``scheduler = "slurm"``.
+answer to qsub/qstat but silently drop ``ngpus`` and all but the last ``-l``: hpcui sends
+them one ``-l`` in the Torque syntax they do translate, and asks Slurm (the job's real
+scheduler there) what their qstat cannot say: the outcome of an ended job (``C`` for every
+end), the token after a dropped connection, accounting history.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 
-from backends import pbs, pbs_script
+from backends import pbs, pbs_queues, pbs_script, slurm_jobids, slurm_queue
 from backends.batch import BatchSpec
 from backends.pbs_dialect import PbsDialect
 from backends.pbs_job import PbsJob
@@ -20,16 +24,13 @@ from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
 from backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.schedulers.slurm import SlurmScheduler
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
 
-WRAPPER_REFUSAL = (
-    "The qsub/qstat on this cluster are Slurm's Torque wrappers (slurm-wlm-torque), not PBS: "
-    "they silently drop `ngpus` and every `-l` but the last, so a PBS job would run without "
-    'its GPUs. Use the Slurm backend instead: set `scheduler = "slurm"` for this cluster '
-    "in hpcui's config (or a Slurm profile)."
-)
+WRAPPER = "slurm-torque-wrapper"
+_SACCT_MARK = "__HPCUI_SACCT__"
 
 
 class PbsScheduler(Scheduler):
@@ -44,7 +45,7 @@ class PbsScheduler(Scheduler):
 
     @property
     def dialect(self) -> PbsDialect:
-        """PBS Pro or Torque, probed once; raises for Slurm's wrapper or an unknown qstat."""
+        """PBS Pro, Torque or Slurm's wrapper, probed once; raises for an unknown qstat."""
         with self._probe_lock:
             if self._dialect is None:
                 self.calls += 1
@@ -60,9 +61,12 @@ class PbsScheduler(Scheduler):
                         'Torque, use scheduler = "slurm" or "local".'
                     ) from None
                 log.info("PBS dialect of %s: %s", self.transport.description, self._dialect)
-        if self._dialect == "slurm-torque-wrapper":
-            raise UsageError(WRAPPER_REFUSAL)
         return self._dialect
+
+    @cached_property
+    def _slurm(self) -> SlurmScheduler:
+        """Slurm itself, for what the wrapper's qstat cannot tell (wrapper dialect only)."""
+        return SlurmScheduler(self.transport)
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -73,6 +77,11 @@ class PbsScheduler(Scheduler):
             raise UsageError(f"Cannot express this request on PBS: {exc}.") from None
 
     def submit_command(self, script_path: str) -> Command:
+        if self.dialect == WRAPPER:
+            try:
+                return pbs_script.wrapper_qsub_command(script_path)
+            except ValueError as exc:
+                raise UsageError(f"{exc}; set a remote_base without shell characters.") from None
         return pbs_script.qsub_command(script_path)
 
     def parse_submit(self, stdout: str) -> str:
@@ -83,6 +92,8 @@ class PbsScheduler(Scheduler):
 
     def find_token(self, token: str) -> str | None:
         dialect = self.dialect
+        if dialect == WRAPPER:  # its qstat has no Variable_List; the comment is Slurm's
+            return self._slurm.find_token(token)
         self.calls += 1
         res = self.transport.run(pbs_script.find_token_command(dialect))
         _checked(res, "qselect/qstat (token lookup)")
@@ -103,6 +114,8 @@ class PbsScheduler(Scheduler):
         the status service judges them by their result files (no history on the server)."""
         if not job_ids:
             return {}
+        if self.dialect == WRAPPER:
+            return self._wrapper_status(job_ids)
         wanted: dict[tuple[int, int | None], list[str]] = {}
         for jid in job_ids:
             key = pbs_script.id_key(jid)
@@ -113,6 +126,30 @@ class PbsScheduler(Scheduler):
             key = pbs_script.id_key(job.job_id)
             for jid in wanted.get(key, []) if key else []:
                 out[jid] = _job_status(job)
+        return out
+
+    def _wrapper_status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """qstat for live states; an ended job (``C``, whatever the end) and one qstat has
+        forgotten take sacct's verdict, in the same round trip. Neither: left out (the
+        status service reads the result files)."""
+        self.calls += 1
+        res = self.transport.run(pbs_script.wrapper_status_command(job_ids))
+        qstat_text, _, sacct_text = res.stdout.partition(_SACCT_MARK)
+        ended = {}
+        try:
+            for e in slurm_queue.parse_sacct(sacct_text):
+                for jid in slurm_jobids.expand_array_ids(e.job_id):
+                    ended[jid] = JobStatus(e.state, f"C ({e.state_raw})", e.exit_code)
+        except ValueError as exc:  # sacct missing or accounting off: result files decide
+            log.info("sacct output unusable on the wrapper site: %s", exc)
+        out: dict[str, JobStatus] = {}
+        listed = {j.job_id: j for j in pbs.parse_torque_qstat_f(qstat_text)}
+        for jid in job_ids:
+            job = listed.get(jid)
+            if job is not None and job.state is not JobState.UNKNOWN:
+                out[jid] = _job_status(job)
+            elif jid in ended and ended[jid].state.is_final:
+                out[jid] = ended[jid]
         return out
 
     def cancel(self, job_ids: Sequence[str]) -> None:
@@ -126,6 +163,12 @@ class PbsScheduler(Scheduler):
 
     def _user_jobs(self, history: bool) -> list[PbsJob]:
         dialect = self.dialect
+        if dialect == WRAPPER:  # no qselect there, and its -u prints only the table
+            self.calls += 1
+            res = _checked(self.transport.run(pbs_script.WRAPPER_USER_JOBS), "qstat")
+            user, _, text = res.stdout.partition("\n")
+            jobs = pbs.parse_torque_qstat_f(text)
+            return [j for j in jobs if j.owner == user.strip() and j.state_raw != "C"]
         x = "-x " if history and dialect == "pbspro" else ""
         fmt = "" if dialect == "torque" else " -F json"
         cmd = f'u=$(id -un); ids=$(qselect {x}-u "$u"); [ -z "$ids" ] || qstat {x}-t -f{fmt} $ids'
@@ -143,8 +186,11 @@ class PbsScheduler(Scheduler):
     ) -> list[AccountingEntry]:
         """The user's jobs the server still lists (PBS Pro: with history, when it keeps one).
 
-        `since` is not applied: PBS keeps history for a server-set time only.
+        `since` is not applied: PBS keeps history for a server-set time only. On Slurm's
+        wrapper the jobs are Slurm jobs: their history is sacct's.
         """
+        if self.dialect == WRAPPER:
+            return self._slurm.history(since, job_ids)
         if job_ids:
             jobs = self._qstat(job_ids)
         else:
@@ -152,8 +198,14 @@ class PbsScheduler(Scheduler):
         return [_accounting_entry(j) for j in jobs]
 
     def partitions(self) -> list[PartitionInfo]:
-        log.info("queue listing (qstat -Q) is not implemented for PBS yet")
-        return []
+        """The server's queues from ``qstat -Q`` (PBS has no node counts per queue there)."""
+        self.dialect  # noqa: B018 - probe first, so an unknown qstat gets its own message
+        self.calls += 1
+        res = _checked(self.transport.run(pbs_queues.QSTAT_Q_COMMAND), "qstat -Q")
+        try:
+            return pbs_queues.parse_qstat_q(res.stdout)
+        except ValueError as exc:
+            raise SchedulerError(f"qstat -Q printed something hpcui cannot read: {exc}") from exc
 
 
 def _checked(res: CommandResult, tool: str) -> CommandResult:

@@ -20,6 +20,7 @@ from backends.pbs import (
     pbs_id_matches,
     pbs_state,
 )
+from backends.pbs_queues import parse_qstat_q
 from backends.states import JobState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -346,3 +347,41 @@ def test_detect_refuses_to_guess():
         detect_pbs_dialect("bash: qstat: command not found", None)
     with pytest.raises(ValueError):
         detect_pbs_dialect(None, None)
+
+
+# --- qstat -Q: queues ------------------------------------------------------------------------
+
+
+def test_qstat_q_pbspro_with_routing_and_stopped_queues():
+    queues = {q.partition: q for q in parse_qstat_q(read(BUILT / "pbspro_qstat_Q_alcf.txt"))}
+    assert len(queues) == 28
+    assert queues["debug"].jobs_queued == 2 and queues["debug"].jobs_running == 13
+    assert queues["debug"].avail == "up" and queues["debug"].kind == "exec"
+    assert queues["prod"].kind == "route"  # `Rou*`: PBS Pro cut the word
+    assert queues["R6138500"].avail == "inact"  # enabled, not started: jobs wait
+    assert queues["debug"].nodes_total is None  # qstat -Q does not count nodes
+
+
+def test_qstat_q_pbspro_exec_type_and_counts():
+    queues = parse_qstat_q(read(BUILT / "pbspro_qstat_Q_thin.txt"))
+    assert [(q.partition, q.jobs_queued, q.jobs_running, q.kind) for q in queues] == [
+        ("gpu", 0, 1, "exec"),
+        ("all", 0, 0, "exec"),
+        ("fat", 0, 0, "exec"),
+        ("thin", 95, 16, "exec"),
+        ("dssc", 0, 0, "exec"),
+    ]
+
+
+def test_qstat_q_slurm_wrapper_unknown_counts():
+    queues = parse_qstat_q(read(WRAPPER / "qstat_Q.txt"))
+    assert [(q.partition, q.avail, q.kind, q.jobs_queued) for q in queues] == [
+        ("cpu", "up", "exec", None),
+        ("gpu", "up", "exec", None),
+    ]
+
+
+def test_qstat_q_refuses_text_without_its_header():
+    with pytest.raises(ValueError, match="header"):
+        parse_qstat_q("qstat: cannot connect to server pbs01 (errno=111)\n")
+    assert parse_qstat_q(read(WRAPPER / "qstat_Q.txt").split("cpu")[0]) == []

@@ -1,25 +1,47 @@
-"""The dev cluster's real Slurm Torque wrappers (slurm-wlm-torque): detected, and refused.
+"""hpcui's PBS path against the dev cluster's real Slurm Torque wrappers (slurm-wlm-torque).
 
-They answer to qsub/qstat/qdel but drop `ngpus` and every `-l` but the last: hpcui must
-recognise them and never send them a PBS Pro job. The qsub/qstat/qdel flow itself is
-exercised too, read back with hpcui's public parsers.
+They answer to qsub/qstat/qdel but drop PBS Pro's `select`/`ngpus` and every `-l` but the
+last. hpcui recognises them and speaks the one language they translate (a single `-l` in
+Torque's `nodes=N:ppn=P:gpus=G` syntax); these tests submit Python callables that way and
+check, in Slurm's own records, that no resource was dropped on the way.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import pytest
 
 from backends import pbs
+from backends.states import JobState
 from hpcui.cluster import Cluster
-from hpcui.errors import UsageError
+from hpcui.errors import JobCancelledError, JobFailedError, UsageError
 
 pytestmark = pytest.mark.devcluster
 
 
 def add(a, b):
     return a + b
+
+
+def rank_layout():
+    return (
+        int(os.environ["SLURM_PROCID"]),
+        int(os.environ["SLURM_NTASKS"]),
+        int(os.environ["SLURM_CPUS_PER_TASK"]),
+        os.environ.get("SLURM_GPUS_ON_NODE"),
+    )
+
+
+def boom():
+    raise ValueError("no luck on the wrapper")
+
+
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds
 
 
 @pytest.fixture
@@ -32,19 +54,72 @@ def wrapper_pbs(dev_env):
     cluster.close()
 
 
+def scontrol(cluster: Cluster, job_id: str) -> str:
+    return cluster.run(["scontrol", "--oneliner", "show", "job", job_id]).check("scontrol").stdout
+
+
 def test_probe_detects_the_wrapper(wrapper_pbs):
-    sched = wrapper_pbs.scheduler
-    with pytest.raises(UsageError, match='scheduler = "slurm"'):
-        sched.dialect  # noqa: B018 - the property probes
-    assert sched._dialect == "slurm-torque-wrapper"
+    assert wrapper_pbs.scheduler.dialect == "slurm-torque-wrapper"
+    assert wrapper_pbs.scheduler.submit_command("/x/submission.sh")[0] == "qsub"
 
 
-def test_pbs_submit_is_refused_before_anything_is_uploaded(wrapper_pbs):
+def test_callable_through_qsub_keeps_every_resource(wrapper_pbs):
+    job = wrapper_pbs.submit(add, 1, 2, gpus=1, time="7m", mem="1500M", name="wrap-add")
+    assert job.result(timeout=120) == 3
+    assert job.state is JobState.COMPLETED
+    info = scontrol(wrapper_pbs, job.job_id)
+    # what the wrapper made of `-l nodes=1:ppn=C:gpus=1,walltime=00:07:00,mem=1500mb`
+    assert "gres/gpu=1" in info and "TimeLimit=00:07:00" in info and "mem=1500M" in info
+    assert "JobName=wrap-add" in info and "Partition=gpu" in info
+    out = re.search(r"StdOut=(\S+)", info)[1]
+    assert out == f"{job.folder}/pbs-{job.job_id}.log"  # from qsub's -o: it went through qsub
+    home = wrapper_pbs.transport.home()
+    junk = wrapper_pbs.run(f"ls {home} | grep -E '\\.(o|e){job.job_id}$'; true").stdout
+    assert junk == ""  # the wrapper's default -o NAME.o<id> in the cwd was never used
+
+
+def test_ranks_are_laid_out_by_srun_not_by_ppn(wrapper_pbs):
+    plan = wrapper_pbs.plan(gpus=2)
+    job = wrapper_pbs.submit(rank_layout, gpus=2)
+    results = sorted(job.results(timeout=120))
+    tasks = plan.tasks_per_node
+    assert tasks == 2
+    assert results == [(r, tasks, plan.cpus_per_task, "2") for r in range(tasks)]
+
+
+def test_remote_failure_reaches_the_caller(wrapper_pbs):
+    job = wrapper_pbs.submit(boom)
+    with pytest.raises(JobFailedError, match="no luck on the wrapper"):
+        job.result(timeout=120)
+    assert job.state is JobState.FAILED
+
+
+def test_qdel_through_cancel(wrapper_pbs):
+    job = wrapper_pbs.submit(nap, 300, time="10m")
+    deadline = time.monotonic() + 60
+    while job.state is not JobState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert job.state is JobState.RUNNING  # from the wrapper's qstat: R
+    listed = {q.job_id: q for q in wrapper_pbs.queue()}
+    assert listed[job.job_id].state is JobState.RUNNING
+    job.cancel()
+    with pytest.raises(JobCancelledError):
+        job.result(timeout=60)
+    assert job.state is JobState.CANCELLED  # C + sacct's CANCELLED
+
+
+def test_map_is_refused_before_anything_is_uploaded(wrapper_pbs):
     before = wrapper_pbs.run("ls ~/.hpcui/jobs 2>/dev/null | wc -l").stdout
-    with pytest.raises(UsageError, match="drop `ngpus`"):
-        wrapper_pbs.submit(add, 1, 2, gpus=1)
+    with pytest.raises(UsageError, match="array elements"):
+        wrapper_pbs.map(add, [1, 2], [3, 4])
     assert wrapper_pbs.run("ls ~/.hpcui/jobs 2>/dev/null | wc -l").stdout == before
     assert wrapper_pbs.registry.list(wrapper_pbs.name) == []
+
+
+def test_partitions_are_the_wrappers_queues(wrapper_pbs):
+    names = {p.partition: p for p in wrapper_pbs.partitions()}
+    assert set(names) == {"cpu", "gpu"}
+    assert names["gpu"].avail == "up" and names["gpu"].kind == "exec"
 
 
 def test_wrapper_qsub_qstat_qdel_round_trip(wrapper_pbs):

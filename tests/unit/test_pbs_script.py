@@ -116,9 +116,94 @@ def test_what_pbs_cannot_express_is_refused_not_dropped(kw, match):
         pbs_script.render_script(spec(**kw))
 
 
-def test_wrapper_dialect_is_refused_by_the_renderer():
-    with pytest.raises(ValueError, match="Torque wrapper"):
-        pbs_script.render_script(spec(), "slurm-torque-wrapper")
+# --- Slurm's Torque wrapper: one -l in Torque syntax, a Slurm body ---------------------------
+
+WRAP = "slurm-torque-wrapper"
+
+
+def test_wrapper_gets_one_torque_resource_line_and_a_slurm_body():
+    s = spec(
+        nodes=2,
+        tasks_per_node=4,
+        cpus_per_task=2,
+        gpus_per_node=4,
+        mem_mb=32 * 1024,
+        time_s=3600,
+        account="acct",
+        partition="gpu",
+    )
+    text = pbs_script.render_script(s, WRAP)
+    assert pbs_lines(text) == [
+        "-N train",
+        "-l nodes=2:ppn=8:gpus=4,walltime=01:00:00,mem=32768mb",
+        "-A acct",
+        "-q gpu",
+    ]
+    assert "select=" not in text and "ngpus" not in text  # what sbatch's PBS reader drops
+    assert "#SBATCH --comment=hpcui:tok42" in text.splitlines()
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--nodes=2 --ntasks=8 --ntasks-per-node=4 " in srun
+    assert "export SRUN_CPUS_PER_TASK=2 " in text  # not ppn's one CPU per task
+    assert "PBS_NODEFILE" not in text  # the job is a Slurm job: srun launches
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"qos": "debug"}, "QoS"),
+        ({"gpu_type": "a100"}, "GPU type"),
+        ({"constraint": "bigmem"}, "constraint"),
+        ({"exclusive": True}, "exclusive"),
+        ({"array_size": 3}, "array elements"),
+        ({"folder": "/home/u/my jobs/x"}, "unquoted"),
+        ({"folder": "/home/u/$(reboot)"}, "unquoted"),
+    ],
+)
+def test_what_the_wrapper_cannot_say_is_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        pbs_script.render_script(spec(**kw), WRAP)
+
+
+def test_wrapper_qsub_puts_the_output_in_the_job_folder():
+    assert pbs_script.wrapper_qsub_command(f"{FOLDER}/submission.sh") == [
+        "qsub",
+        "-j",
+        "oe",
+        "-o",
+        f"{FOLDER}/pbs-%j.log",
+        f"{FOLDER}/submission.sh",
+    ]
+    # hpcui submits from inside the job folder: sbatch resolves the log beside the script
+    assert pbs_script.wrapper_qsub_command("submission.sh")[4] == "pbs-%j.log"
+    with pytest.raises(ValueError, match="unsafe"):
+        pbs_script.wrapper_qsub_command("/x/a b;rm/submission.sh")
+
+
+def test_wrapper_status_takes_the_end_from_sacct_in_the_same_round_trip():
+    """Replays hpcui's real status round trip on the dev cluster's wrapper."""
+    wrapper = FIXTURES / "torque-wrappers-22.05.8"
+    cmd = (wrapper / "status_round_trip.cmd").read_text().strip()
+    assert pbs_script.wrapper_status_command(["3408", "3401", "3409", "3406", "999999"]) == cmd
+    t = CannedTransport(
+        {"qstat -f": ok((wrapper / "status_round_trip.txt").read_text())}, strict=True
+    )
+    got = PbsScheduler(t, dialect=WRAP).status(["3401", "3408", "3409", "999999"])
+    assert got["3401"].state is JobState.COMPLETED and got["3401"].exit_code == 0
+    assert got["3408"].state is JobState.COMPLETED
+    assert got["3409"].state is JobState.RUNNING and got["3409"].state_raw == "R"
+    assert "999999" not in got  # unknown to both: the status service reads result files
+    assert len(t.commands) == 1
+    with pytest.raises(ValueError, match="not Slurm job ids"):
+        pbs_script.wrapper_status_command(["1; reboot"])
+
+
+def test_wrapper_status_without_accounting_leaves_ended_jobs_to_the_result_files():
+    wrapper = FIXTURES / "torque-wrappers-22.05.8"
+    qstat_only = (wrapper / "status_round_trip.txt").read_text().partition("__HPCUI_SACCT__")[0]
+    t = CannedTransport({"qstat -f": ok(qstat_only + "__HPCUI_SACCT__\n")}, strict=True)
+    got = PbsScheduler(t, dialect=WRAP).status(["3401", "3409"])
+    assert "3401" not in got  # C says only "ended": never guessed
+    assert got["3409"].state is JobState.RUNNING
 
 
 def test_user_values_are_quoted():
@@ -221,15 +306,22 @@ def test_real_qstat_failure_raises_scheduler_error():
         PbsScheduler(t).status(["1.pbs01"])
 
 
-def test_wrapper_is_refused_with_advice():
+def test_wrapper_is_probed_once_and_spoken_to_in_torque_syntax():
     err = (FIXTURES / "pbs-constructed/wrapper-22.05.8_qstat_version.stderr").read_text()
     t = CannedTransport({"--version": ok(err, rc=0)}, strict=True)
     sched = PbsScheduler(t)
+    assert "#PBS -l nodes=1:ppn=1" in sched.render_script(spec())
+    assert sched.submit_command(f"{FOLDER}/submission.sh")[:5] == [
+        "qsub",
+        "-j",
+        "oe",
+        "-o",
+        f"{FOLDER}/pbs-%j.log",
+    ]
     with pytest.raises(UsageError, match='scheduler = "slurm"'):
-        sched.render_script(spec())
-    with pytest.raises(UsageError, match="drop `ngpus`"):
-        sched.status(["1"])
+        sched.render_script(spec(qos="debug"))
     assert sum("--version" in c for c in t.commands) == 1  # probed once
+    assert sched.dialect == WRAP
 
 
 def test_unknown_qstat_is_a_clear_error():

@@ -205,7 +205,9 @@ class ClusterScreen(Screen[None]):
             table.add_row(
                 p.partition + ("*" if p.is_default else ""),
                 p.avail,
-                f"{p.nodes_idle}/{p.nodes_alloc}/{p.nodes_other}/{p.nodes_total}",
+                "-"
+                if p.nodes_total is None  # PBS counts jobs per queue, not nodes
+                else f"{p.nodes_idle}/{p.nodes_alloc}/{p.nodes_other}/{p.nodes_total}",
                 str(p.gpus_per_node or "-"),
                 hms(p.time_limit_s) if p.time_limit_s else "∞",
             )
