@@ -469,17 +469,27 @@ class Cluster:
         follow: bool = False,
         tail_bytes: int | None = None,
         timeout: float | None = None,
+        spool: bool = True,
     ) -> Iterator[_logs.LogChunk]:
         """A job's log text as it appears, per rank (all ranks when `rank` is None).
 
         Without `follow`, what is there now; with it, until the job ends and the files
-        are drained. Offset-based reads: nothing is downloaded twice.
+        are drained. Offset-based reads, and a local spool (beside the registry, files
+        0600) that a later call replays from disk: nothing is downloaded twice, also
+        after a reconnect or in a new process. `spool=False` keeps nothing locally.
         """
         if isinstance(job, str):
             job = self.get_job(job)
         tasks = range(job.num_tasks) if rank is None else [rank]
+        spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
         followers = _logs.followers_for(
-            self.transport, job.folder, job.job_id, tasks, stream, tail_bytes=tail_bytes
+            self.transport,
+            job.folder,
+            job.job_id,
+            tasks,
+            stream,
+            tail_bytes=tail_bytes,
+            spool_dir=spool_dir,
         )
         return _logs.follow_many(
             followers, job.done if follow else None, stream=stream, timeout=timeout

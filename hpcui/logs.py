@@ -4,15 +4,18 @@
 (one cheap stat) and reads only the bytes after the last offset, in bounded chunks, so
 a multi-GB log is never held in memory nor read twice. A file that does not exist yet
 (pending job) is simply empty; a file that shrank (truncated, or replaced by a shorter
-one) restarts from 0. An optional local spool keeps what was read, so a new follower
-(after a reconnect, or in a new process) resumes at the spooled offset.
+one) restarts from 0. A local spool keeps what was read, so a new follower (after a
+reconnect, or in a new process) replays it from local disk and reads on from the spooled
+offset: nothing is downloaded twice.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -90,6 +93,9 @@ class LogFollower:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._started = False
         self._spool = spool
+        self._spool_fresh = True  # the first write truncates what another file left there
+        self._replay: tuple[int, int] | None = None  # (position, end) still to replay
+        self._replay_skip_line = False
         if spool is not None:
             self._resume_spool(spool)
 
@@ -104,16 +110,44 @@ class LogFollower:
             meta = json.loads(self._meta().read_text())
         except (OSError, ValueError):
             return
-        if meta.get("path") == self.path and isinstance(meta.get("offset"), int):
-            self.offset, self._started = meta["offset"], True
+        if meta.get("path") != self.path or not isinstance(meta.get("offset"), int):
+            return
+        try:
+            end = spool.stat().st_size
+        except OSError:
+            return
+        self.offset, self._started, self._spool_fresh = meta["offset"], True, False
+        start = 0
+        if self.tail_bytes is not None and end > self.tail_bytes:
+            start = end - self.tail_bytes
+        self._replay = (start, end) if end > start else None
+        self._replay_skip_line = start > 0
 
     def _spool_write(self, data: bytes, *, restart: bool = False) -> None:
         if self._spool is None:
             return
-        self._spool.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._spool, "wb" if restart else "ab") as fh:
+        self._spool.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        truncate = restart or self._spool_fresh
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
+        with os.fdopen(os.open(self._spool, flags, 0o600), "wb") as fh:
             fh.write(data)
+        self._spool_fresh = False
         self._meta().write_text(json.dumps({"path": self.path, "offset": self.offset}))
+
+    def _read_replay(self) -> str:
+        """The next chunk of what an earlier follower spooled: read locally, not again."""
+        assert self._replay is not None and self._spool is not None
+        pos, end = self._replay
+        with open(self._spool, "rb") as fh:
+            fh.seek(pos)
+            data = fh.read(min(self.chunk_bytes, end - pos))
+        pos += len(data)
+        self._replay = (pos, end) if data and pos < end else None
+        text = self._decoder.decode(data)
+        if self._replay_skip_line:
+            self._replay_skip_line = False
+            text = text.split("\n", 1)[1] if "\n" in text else ""
+        return text
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -122,7 +156,11 @@ class LogFollower:
 
         At most ``chunk_bytes`` per call: call again while it returns text to drain.
         A multi-byte character split across reads is held back until it is whole.
+        A follower resumed from a spool first replays it from local disk.
         """
+        while self._replay is not None:
+            if text := self._read_replay():
+                return text
         size = self.transport.stat_size(self.path)
         if size is None:
             self.exists = False
@@ -249,9 +287,19 @@ def followers_for(
     stream: Stream,
     *,
     tail_bytes: int | None = None,
+    spool_dir: Path | None = None,
 ) -> dict[int, LogFollower]:
-    """One follower per task (rank) of a job."""
-    return {
-        t: LogFollower(transport, log_path(folder, job_id, t, stream), tail_bytes=tail_bytes)
-        for t in tasks
-    }
+    """One follower per task (rank) of a job; with `spool_dir`, each keeps a local spool."""
+    out = {}
+    for t in tasks:
+        path = log_path(folder, job_id, t, stream)
+        spool = None if spool_dir is None else spool_path(spool_dir, path)
+        out[t] = LogFollower(transport, path, tail_bytes=tail_bytes, spool=spool)
+    return out
+
+
+def spool_path(spool_dir: Path, remote_path: str) -> Path:
+    """A spool file per remote file: named by a hash, so a reused job id (a controller that
+    restarted its numbering) never resumes another job's log."""
+    digest = hashlib.sha256(remote_path.encode()).hexdigest()[:24]
+    return spool_dir / f"{digest}.log"

@@ -14,6 +14,7 @@ from backends.quota import (
     parse_bsc_quota,
     parse_csc_workspaces,
     parse_df,
+    parse_jutil_dataquota,
     parse_lfs_quota,
     parse_lumi_quota,
     parse_mmlsquota,
@@ -178,6 +179,52 @@ def test_df_and_du_fallback() -> None:
     assert (du.filesystem, du.kind, du.used_bytes) == (".", "DU", 54864 * KiB)
 
 
+JUTIL = "quota-constructed/jutil_dataquota_documented_columns.txt"
+
+
+def test_jutil_dataquota_by_column_name() -> None:
+    rows = by_fs(parse_jutil_dataquota(fixture(JUTIL)))
+    home = rows["home_hpcuser1"]
+    assert (home.kind, home.name) == ("FILESET", "jusers")
+    assert home.used_bytes == round(7.2 * GiB) and home.soft_bytes == 15 * GiB
+    assert home.hard_bytes == round(16.5 * GiB)
+    assert (home.files_used, home.files_soft, home.files_hard) == (81234, 80000, 88000)
+    assert home.near_limit  # over the inode soft limit: what JSC's e-mails warn about
+    assert (
+        rows["scratch_cstao"].used_bytes == round(95.4 * TiB) and rows["scratch_cstao"].near_limit
+    )
+    assert not rows["project_cstao"].near_limit
+    empty = rows["data_cstao"]
+    assert empty.used_bytes == 0 and empty.soft_bytes is None  # 0 = no limit
+
+
+def test_jutil_dataquota_never_guesses() -> None:
+    text = fixture(JUTIL)
+    bare = text.replace("7.2 GB", "7730941132")  # a bare number: bytes? KiB? unknown
+    assert by_fs(parse_jutil_dataquota(bare))["home_hpcuser1"].used_bytes is None
+    with pytest.raises(QuotaParseError, match="cells"):
+        parse_jutil_dataquota(text.replace("81234", "81234 extra"))
+    with pytest.raises(QuotaParseError, match="fileset"):
+        parse_jutil_dataquota(text.replace("fileset ", "thing   "))
+    with pytest.raises(QuotaParseError, match="inode-usage"):
+        parse_jutil_dataquota("jutil: error: user not found\n")
+
+
+def test_jutil_dataquota_pipe_table() -> None:
+    piped = (
+        "| fileset | data-usage | data-soft-limit | inode-usage | inode-hard-limit |\n"
+        "|---------|------------|-----------------|-------------|------------------|\n"
+        "| home_u1 | 1.5 GB     | 2 GB            | 10          | 100              |\n"
+    )
+    (row,) = parse_jutil_dataquota(piped)
+    assert (row.filesystem, row.used_bytes, row.soft_bytes) == (
+        "home_u1",
+        round(1.5 * GiB),
+        2 * GiB,
+    )
+    assert (row.files_used, row.files_hard, row.hard_bytes) == (10, 100, None)
+
+
 @pytest.mark.parametrize(
     ("name", "parser"),
     [
@@ -195,6 +242,7 @@ def test_df_and_du_fallback() -> None:
         ("quota-constructed/quota_s_vsc.txt", parse_quota_tools),
         ("quota-constructed/df_k_solaris.txt", parse_df),
         ("quota-constructed/du_s_vsc.txt", parse_df),
+        ("quota-constructed/jutil_dataquota_documented_columns.txt", parse_jutil_dataquota),
     ],
 )
 def test_parse_quota_recognises_each_format(name: str, parser) -> None:
@@ -205,7 +253,7 @@ def test_parse_quota_recognises_each_format(name: str, parser) -> None:
 
 @pytest.mark.parametrize("text", ["", "hello world\n", "Permission denied\n", "{}"])
 def test_unknown_text_raises_with_what_was_expected(text: str) -> None:
-    with pytest.raises(QuotaParseError, match=r"expected .*bsc_quota.*mmlsquota"):
+    with pytest.raises(QuotaParseError, match=r"expected .*bsc_quota.*mmlsquota.*jutil"):
         parse_quota(text)
 
 

@@ -440,3 +440,13 @@ def test_failing_task_makes_the_job_exit_nonzero(tmp_path: Path):
     kind, tb = pickle.loads((folder / "88.srv_0_result.pkl").read_bytes())
     assert kind == "error" and "ValueError" in tb
     assert "ValueError" in (folder / "88.srv_0_log.err").read_text()
+
+
+def test_partitions_are_qstat_q_queues():
+    table = (FIXTURES / "pbs-constructed/pbspro_qstat_Q_alcf.txt").read_text()
+    t = CannedTransport({"qstat -Q": ok(table)}, strict=True)
+    parts = PbsScheduler(t, dialect="pbspro").partitions()
+    assert [p.partition for p in parts][:4] == ["run_next", "debug", "debug-scaling", "prod"]
+    t2 = CannedTransport({"qstat -Q": ok("no queue table here\n")}, strict=True)
+    with pytest.raises(SchedulerError, match="cannot read"):
+        PbsScheduler(t2, dialect="pbspro").partitions()

@@ -113,11 +113,30 @@ def test_spool_resumes_without_rereading(tmp_path: Path) -> None:
     append(path, "second\n")
     t = CountingTransport()
     f2 = LogFollower(t, str(path), spool=spool)  # e.g. after a reconnect, or a new process
-    assert f2.read() == "second\n"
+    assert f2.read() == "first\n"  # replayed from the local spool...
+    assert t.read_bytes == 0
+    assert f2.read() == "second\n"  # ...then only the new bytes travel
     assert t.read_bytes == len("second\n")
     assert spool.read_text() == "first\nsecond\n"
+    assert oct(spool.stat().st_mode & 0o777) == "0o600"
+    (tmp_path / "other.out").write_text("other\n")
     other = LogFollower(LocalTransport(), str(tmp_path / "other.out"), spool=spool)
-    assert other.offset == 0  # the spool belongs to another file: not resumed
+    assert other.offset == 0  # the spool belongs to another file: not resumed...
+    assert other.read() == "other\n"
+    assert spool.read_text() == "other\n"  # ...and its first write starts the spool afresh
+
+
+def test_spool_replay_keeps_only_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "big.out"
+    spool = tmp_path / "spool" / "big.log"
+    path.write_text("".join(f"line {i}\n" for i in range(1000)))
+    f1 = LogFollower(LocalTransport(), str(path), spool=spool, chunk_bytes=512)
+    assert "".join(f1.drain()).count("\n") == 1000
+    f2 = LogFollower(CountingTransport(), str(path), spool=spool, tail_bytes=100, chunk_bytes=64)
+    replay = "".join(iter(f2.read, ""))
+    assert replay.endswith("line 999\n") and replay.startswith("line 9")  # whole lines
+    assert len(replay) <= 100
+    assert f2.transport.read_bytes == 0
 
 
 def test_follow_yields_lines_in_order_until_done(tmp_path: Path) -> None:

@@ -124,11 +124,12 @@ def test_only_df_answers_like_on_the_dev_cluster(bin_dir: Path) -> None:
         "lumi-quota",
         "csc-workspaces",
         "mmlsquota",
+        "jutil",
         "lfs quota",
         "quota",
         "df",
     ]
-    assert [t.exit_status for t in report.tried[:-1]] == [None] * 6  # not installed
+    assert [t.exit_status for t in report.tried[:-1]] == [None] * 7  # not installed
     (row,) = report.entries
     assert (
         row.kind == "DF" and row.used_bytes and row.hard_bytes and row.hard_bytes > row.used_bytes
