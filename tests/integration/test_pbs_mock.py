@@ -185,6 +185,9 @@ def test_qdel_gives_cancelled(pbs_dev):
     while job.state is not JobState.RUNNING and time.time() < deadline:
         time.sleep(0.3)
     assert job.state is JobState.RUNNING
+    queue = {q.job_id: q.partition for q in pbs_dev.queue()}[job.job_id]
+    (part,) = [p for p in pbs_dev.partitions() if p.partition == queue]  # qstat -Q
+    assert part.avail == "up" and part.kind == "exec" and part.jobs_running >= 1
     job.cancel()
     assert job.wait(timeout=90) is JobState.CANCELLED
     assert "271" in job.cluster.status.get(job.job_id).state_raw  # 256 + SIGTERM

@@ -475,10 +475,39 @@ def select_records(wid: str, subjobs: bool, explicit: bool) -> list[tuple[str, s
     return records
 
 
+#: the mock's queues; jobs of any other queue name are counted under their own name
+QUEUES = ("workq",)
+
+
+def qstat_queues() -> int:
+    """``qstat -Q`` in PBS Pro's layout (as the quoted outputs in
+    tests/fixtures/pbs-constructed), with the mock's job counts per queue."""
+    counts: dict[str, dict[str, int]] = {q: {} for q in QUEUES}
+    for seq in all_seqs():
+        job = load(seq)
+        if job is None:
+            continue
+        (_, letter, _), *_ = job_records(seq, False)
+        per = counts.setdefault(job["queue"], {})
+        per[letter] = per.get(letter, 0) + 1
+    print("Queue              Max   Tot Ena Str   Que   Run   Hld   Wat   Trn   Ext Type")
+    print("---------------- ----- ----- --- --- ----- ----- ----- ----- ----- ----- ----")
+    for name, per in counts.items():
+        live = {k: per.get(k, 0) for k in "QRHWTE"}
+        live["R"] += per.get("B", 0)  # an array with a begun subjob counts as running
+        print(
+            f"{name:<16} {0:>5} {sum(live.values()):>5} yes yes {live['Q']:>5} {live['R']:>5} "
+            f"{live['H']:>5} {live['W']:>5} {live['T']:>5} {live['E']:>5} Exec"
+        )
+    return 0
+
+
 def qstat(args: list[str]) -> int:
     if args[:1] == ["--version"]:
         print(f"pbs_version = {VERSION}")
         return 0
+    if args == ["-Q"]:
+        return qstat_queues()
     flags, ids, i = set(), [], 0
     while i < len(args):
         a = args[i]
