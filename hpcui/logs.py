@@ -12,6 +12,7 @@ offset: nothing is downloaded twice.
 from __future__ import annotations
 
 import codecs
+import fcntl
 import hashlib
 import json
 import logging
@@ -124,15 +125,31 @@ class LogFollower:
         self._replay_skip_line = start > 0
 
     def _spool_write(self, data: bytes, *, restart: bool = False) -> None:
+        """Append what was just read. Under a lock, and only where the spool ends at the
+        offset this read started from: two processes following one file (the app and
+        `hpcui logs -f`) never write its bytes twice."""
         if self._spool is None:
             return
         self._spool.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         truncate = restart or self._spool_fresh
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND)
-        with os.fdopen(os.open(self._spool, flags, 0o600), "wb") as fh:
+        fd = os.open(self._spool, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            if not truncate:
+                try:
+                    meta = json.loads(self._meta().read_text())
+                except (OSError, ValueError):
+                    meta = {}
+                if meta.get("path") != self.path or meta.get("offset") != self.offset - len(data):
+                    return  # another follower spooled (or restarted) this file meanwhile
+            if truncate:
+                fh.truncate(0)
+            else:
+                fh.seek(0, os.SEEK_END)
             fh.write(data)
-        self._spool_fresh = False
-        self._meta().write_text(json.dumps({"path": self.path, "offset": self.offset}))
+            fh.flush()
+            self._spool_fresh = False
+            self._meta().write_text(json.dumps({"path": self.path, "offset": self.offset}))
 
     def _read_replay(self) -> str:
         """The next chunk of what an earlier follower spooled: read locally, not again."""

@@ -126,6 +126,21 @@ def test_spool_resumes_without_rereading(tmp_path: Path) -> None:
     assert spool.read_text() == "other\n"  # ...and its first write starts the spool afresh
 
 
+def test_two_followers_of_one_file_never_spool_its_bytes_twice(tmp_path: Path) -> None:
+    path = tmp_path / "log.out"
+    spool = tmp_path / "spool" / "1_0.out"
+    path.write_text("a\n")
+    app = LogFollower(LocalTransport(), str(path), spool=spool)
+    assert app.read() == "a\n"
+    cli = LogFollower(LocalTransport(), str(path), spool=spool)  # resumes: replays "a\n"
+    assert cli.read() == "a\n"
+    append(path, "b\n")
+    assert app.read() == "b\n" and cli.read() == "b\n"  # both see it...
+    append(path, "c\n")
+    assert cli.read() == "c\n" and app.read() == "c\n"
+    assert spool.read_text() == "a\nb\nc\n"  # ...the spool holds it once
+
+
 def test_spool_replay_keeps_only_the_tail(tmp_path: Path) -> None:
     path = tmp_path / "big.out"
     spool = tmp_path / "spool" / "big.log"
