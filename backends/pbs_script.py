@@ -101,8 +101,8 @@ def _check_spec(spec: BatchSpec, dialect: PbsDialect) -> None:
         raise ValueError(
             f"on PBS a constraint is a chunk resource `name=value` (got {spec.constraint!r})"
         )
-    if spec.launcher != "submitit":
-        raise ValueError(f"launcher={spec.launcher!r} is not available on PBS yet")
+    if spec.launcher not in ("submitit", "torchrun"):
+        raise ValueError(f"launcher={spec.launcher!r} is not available on PBS")
 
 
 def directives(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> list[str]:
@@ -277,8 +277,8 @@ _RUN_NODE = r"""run_node() {
   for ((k = 0; k < HPCUI_LOCAL_WORLD_SIZE; k++)); do
     r=$((HPCUI_NODE_RANK * HPCUI_LOCAL_WORLD_SIZE + k))
     HPCUI_RANK=$r HPCUI_LOCAL_RANK=$k "$HPCUI_PYTHON" -u -m @RUNNER@ "$HPCUI_JOB_FOLDER" \
-      >>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_${r}_log.out" \
-      2>>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_${r}_log.err" &
+      >>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_@LOG@_log.out" \
+      2>>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_@LOG@_log.err" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
@@ -333,9 +333,14 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         lines.append(f'export PYTHONPATH={quote(path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
+    runner, log_rank = RUNNER, "${r}"
+    if spec.launcher == "torchrun":  # hpcui/torchrun.py: the node's one task becomes torchrun
+        runner, log_rank = "hpcui.torchrun agent", "0"  # its workers log per rank themselves
+        nproc = max(spec.gpus_per_node, 1)
+        lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
     lines += [
         'cd "$HPCUI_JOB_FOLDER" || exit 1',
-        _RUN_NODE.replace("@RUNNER@", RUNNER),
+        _RUN_NODE.replace("@RUNNER@", runner).replace("@LOG@", log_rank),
         'if [ "${1:-}" = --node ]; then  # a sister node, started by the first one',
         *(f"  {s}" for s in spec.setup),
         "  run_node; exit $?",

@@ -1,7 +1,7 @@
 """`launcher="torchrun"` on the compute node: one torchrun per node, submitit workers under it.
 
 The batch script runs `python -m hpcui.torchrun agent FOLDER` as one srun task per
-node. The agent finds the first node and the job's port the same way
+node (on PBS: as the one task hpcui's per-node launcher starts there). The agent finds the first node and the job's port the same way
 `hpcui.distributed` does, then becomes (exec) torchrun with a c10d rendezvous there:
 
     python -m torch.distributed.run --nnodes=N --nproc-per-node=G --rdzv-backend=c10d
@@ -27,7 +27,12 @@ def agent(folder: str) -> None:
     """Per node: exec torchrun (never returns)."""
     env = os.environ
     info = rank_info(env)  # the Slurm view: one task per node
-    nnodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or info.world_size)
+    nnodes = int(
+        env.get("SLURM_JOB_NUM_NODES")
+        or env.get("SLURM_NNODES")
+        or env.get("HPCUI_NUM_NODES")  # PBS
+        or info.world_size
+    )
     argv = torchrun_argv(
         sys.executable,
         nnodes=nnodes,
@@ -57,11 +62,26 @@ def worker(folder: str) -> None:
     """Per rank: present torchrun's rank to submitit as a Slurm task, then run the call."""
     env = os.environ
     rank, local_rank, world = env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]
-    env.update(SLURM_PROCID=rank, SLURM_LOCALID=local_rank, SLURM_NTASKS=world)
-    env.pop("SLURM_STEP_NUM_TASKS", None)
+    on_pbs = env.get("SUBMITIT_EXECUTOR") == "pbs"
+    if on_pbs:  # hpcui.compute.pbs_env reads the HPCUI_* view
+        env.update(
+            HPCUI_RANK=rank,
+            HPCUI_LOCAL_RANK=local_rank,
+            HPCUI_WORLD_SIZE=world,
+            HPCUI_LOCAL_WORLD_SIZE=env.get("LOCAL_WORLD_SIZE", "1"),
+            HPCUI_NODE_RANK=env.get("GROUP_RANK", env.get("HPCUI_NODE_RANK", "0")),
+        )
+    else:
+        env.update(SLURM_PROCID=rank, SLURM_LOCALID=local_rank, SLURM_NTASKS=world)
+        env.pop("SLURM_STEP_NUM_TASKS", None)
     job_id = job_id_from_env(env)
     if job_id:
         _redirect(folder, job_id, int(rank))
+    if on_pbs:
+        from hpcui.compute import pbs_env
+
+        pbs_env.main([folder])
+        return
     from submitit.core.submission import process_job
 
     process_job(folder)

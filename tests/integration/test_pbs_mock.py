@@ -73,10 +73,11 @@ def install_mock(transport: Transport) -> None:
         transport.run(["mv", "-f", f"{path}.tmp{id(files)}", path]).check("installing pbsmock")
 
 
-def _cluster(history: bool = True) -> Cluster:
+def _cluster(history: bool = True, python: str | None = None) -> Cluster:
     from hpcui.config import load_config
 
-    cfg = load_config().cluster("dev").model_copy(update={"scheduler": "pbs"})
+    update = {"scheduler": "pbs"} | ({"python": python} if python else {})
+    cfg = load_config().cluster("dev").model_copy(update=update)
     plain = Cluster(cfg)
     install_mock(plain.transport)
     return Cluster(cfg, transport=MockOnPath(plain.transport, history=history))
@@ -209,6 +210,40 @@ def test_two_nodes_eight_gpus_one_process_per_gpu(pbs_dev):
     assert [v["local_rank"] for v in values] == [0, 1, 2, 3] * 2
     assert {(v["world"], v["local_world"], v["source"]) for v in values} == {(8, 4, "pbs")}
     assert {v["pbs_jobid"] for v in values} == {job.job_id}
+
+
+def torchrun_ranks():
+    import os
+
+    import torch
+
+    from hpcui import distributed as hd
+
+    _, rank, world, _ = hd.setup()
+    t = torch.tensor([float(rank + 1)])
+    torch.distributed.all_reduce(t)
+    hd.cleanup()
+    return {
+        "rank": rank,
+        "world": world,
+        "sum": t.item(),
+        "group_rank": os.environ.get("GROUP_RANK"),
+        "elastic": bool(os.environ.get("TORCHELASTIC_RUN_ID")),
+    }
+
+
+def test_torchrun_on_two_pbs_nodes(dev_env):
+    """launcher="torchrun" on PBS: one agent per node (node 1 through pbs_tmrsh), a c10d
+    rendezvous, 8 torch workers, one all_reduce, a result and a log per rank."""
+    with _cluster(python="/opt/hpcui-devcluster/venv/bin/python") as cluster:
+        job = cluster.submit(torchrun_ranks, gpus=8, launcher="torchrun", time="5m")
+        script = cluster.registry.get(cluster.name, job.job_id).meta["script"]
+        assert "-m hpcui.torchrun agent" in script and "mpiprocs=1" in script
+        values = job.results(timeout=300)
+        assert [v["rank"] for v in values] == list(range(8))
+        assert {(v["world"], v["sum"], v["elastic"]) for v in values} == {(8, 36.0, True)}
+        assert [v["group_rank"] for v in values] == ["0"] * 4 + ["1"] * 4
+        assert job.state is JobState.COMPLETED
 
 
 def test_finished_job_without_server_history_resolved_from_result_files(pbs_dev_no_history):

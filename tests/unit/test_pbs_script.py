@@ -108,7 +108,7 @@ def test_torque_dialect():
         ({"qos": "debug"}, "no QoS"),
         ({"gpu_type": "a100"}, "GPU-type"),
         ({"constraint": "bigmem"}, "name=value"),
-        ({"launcher": "torchrun"}, "torchrun"),
+        ({"launcher": "elastic"}, "elastic"),
     ],
 )
 def test_what_pbs_cannot_express_is_refused_not_dropped(kw, match):
@@ -422,6 +422,58 @@ def test_script_runs_one_process_per_task_on_every_node(tmp_path: Path):
     assert values[0]["hosts"] == ["nodeA", "nodeB"]
     assert values[3]["hpcui_rank"] == "3"
     assert (folder / "77.srv_1_submitted.pkl").is_symlink()
+
+
+def test_torchrun_on_pbs_one_agent_per_node_ranks_for_submitit(tmp_path: Path):
+    """2 nodes x 2 GPUs with launcher="torchrun": the node launcher starts one agent per
+    node (the sister through the HPCUI_PBS_RSH stand-in), each becomes real torchrun
+    (c10d rendezvous), and its 2 workers run stock submitit under hpcui's PBS job
+    environment: four results, with torchrun's ranks seen by submitit."""
+    from submitit.core.utils import DelayedSubmission
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "task.pkl").write_bytes(cloudpickle.dumps(DelayedSubmission(_probe, 7)))
+    s = spec(
+        folder=str(folder),
+        nodes=2,
+        tasks_per_node=1,
+        cpus_per_task=2,
+        gpus_per_node=2,
+        launcher="torchrun",
+        python=sys.executable,
+        pythonpath=(str(ROOT),),
+    )
+    text = pbs_script.render_script(s)
+    assert "-m hpcui.torchrun agent" in text and "HPCUI_NPROC_PER_NODE=2" in text
+    (folder / "submission.sh").write_text(text)
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("nodeA\nnodeB\n")
+    rsh = tmp_path / "rsh"
+    rsh.write_text('#!/bin/sh\nshift\nexec "$@"\n')
+    rsh.chmod(0o755)
+    env = dict(
+        os.environ,
+        PBS_JOBID="78.srv",
+        PBS_NODEFILE=str(nodefile),
+        HPCUI_PBS_RSH=str(rsh),
+        HPCUI_MASTER_ADDR="127.0.0.1",  # both "nodes" are this machine
+    )
+    proc = subprocess.run(["bash", str(folder / "submission.sh")], env=env, timeout=180)
+    logs = "".join(p.read_text() for p in sorted(folder.glob("*_log.*")))
+    assert proc.returncode == 0, logs[-3000:]
+    results = [pickle.loads((folder / f"78.srv_{r}_result.pkl").read_bytes()) for r in range(4)]
+    assert [kind for kind, _ in results] == ["success"] * 4, logs[-3000:]
+    values = [v for _, v in results]
+    assert [(v["rank"], v["local_rank"], v["world"]) for v in values] == [
+        (0, 0, 4),
+        (1, 1, 4),
+        (2, 0, 4),
+        (3, 1, 4),
+    ]
+    assert {v["node"] for v in values} == {0, 1} and values[0]["job_id"] == "78.srv"
+    assert values[0]["hosts"] == ["nodeA", "nodeB"]
+    assert (folder / "78.srv_3_log.out").exists()  # each worker logs as its rank
 
 
 def test_failing_task_makes_the_job_exit_nonzero(tmp_path: Path):
