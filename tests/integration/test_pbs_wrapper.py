@@ -108,6 +108,29 @@ def test_qdel_through_cancel(wrapper_pbs):
     assert job.state is JobState.CANCELLED  # C + sacct's CANCELLED
 
 
+def torchrun_world():
+    import os
+
+    import torch
+
+    from hpcui import distributed as hd
+
+    _, rank, world, _ = hd.setup()
+    t = torch.tensor([1.0])
+    torch.distributed.all_reduce(t)
+    hd.cleanup()
+    return rank, world, t.item(), bool(os.environ.get("TORCHELASTIC_RUN_ID"))
+
+
+def test_torchrun_through_the_wrapper(dev_env):
+    from hpcui.config import load_config
+
+    update = {"scheduler": "pbs", "python": "/opt/hpcui-devcluster/venv/bin/python"}
+    with Cluster(load_config().cluster("dev").model_copy(update=update)) as cluster:
+        job = cluster.submit(torchrun_world, gpus=2, launcher="torchrun", time="5m")
+        assert job.results(timeout=300) == [(0, 2, 2.0, True), (1, 2, 2.0, True)]
+
+
 def test_map_is_refused_before_anything_is_uploaded(wrapper_pbs):
     before = wrapper_pbs.run("ls ~/.hpcui/jobs 2>/dev/null | wc -l").stdout
     with pytest.raises(UsageError, match="array elements"):
