@@ -98,6 +98,23 @@ def cmd_partitions(args: argparse.Namespace) -> int:
     if args.json:
         out.emit_json(list[PartitionInfo], parts)
         return EXIT_OK
+    if any(p.kind for p in parts):  # PBS queues: job counts and kind, no node counts
+        out.table(
+            ["QUEUE", "AVAIL", "KIND", "QUEUED", "RUNNING"],
+            [
+                (
+                    p.partition,
+                    p.avail,
+                    p.kind or "-",
+                    _counts(p.jobs_queued),
+                    _counts(p.jobs_running),
+                )
+                for p in parts
+            ],
+            colours={1: lambda s: "green" if s == "up" else "red"},
+            right=(3, 4),
+        )
+        return EXIT_OK
     out.table(
         [
             "PARTITION",
@@ -127,7 +144,7 @@ def cmd_partitions(args: argparse.Namespace) -> int:
 
 
 def _counts(*values: int | None) -> str:
-    """`a/i/o/t`, or `-` where the scheduler does not count per partition (PBS queues)."""
+    """`a/i/o/t`, or `-` where the scheduler does not count (PBS: nodes; the wrapper: jobs)."""
     return "-" if any(v is None for v in values) else "/".join(map(str, values))
 
 

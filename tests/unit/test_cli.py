@@ -347,3 +347,27 @@ def test_script_uses_the_profile_python_when_the_cluster_sets_none(tmp_path, mon
     assert main(["script", "-c", "mine", "--json"]) == 0
     script = json.loads(capsys.readouterr().out)["script"]
     assert "/opt/venv/bin/python" in script and "source /opt/venv/bin/activate" in script
+
+
+def test_partitions_of_a_pbs_server_show_its_queues(monkeypatch, capsys):
+    """PBS's `qstat -Q` (a quoted PBS Pro output) through the real adapter and the CLI."""
+    import hpcui.cli.cmd_site as site
+    from hpcui.schedulers.pbs import PbsScheduler
+    from tests.canned import CannedTransport, ok
+    from tests.conftest import FIXTURES
+
+    table = (FIXTURES / "pbs-constructed/pbspro_qstat_Q_thin.txt").read_text()
+    sched = PbsScheduler(CannedTransport({"qstat -Q": ok(table)}, strict=True), dialect="pbspro")
+
+    class PbsSite:
+        def partitions(self):
+            return sched.partitions()
+
+    monkeypatch.setattr(site, "connect", lambda name: PbsSite())
+    assert main(["partitions", "-c", "aspire"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["QUEUE", "AVAIL", "KIND", "QUEUED", "RUNNING"]
+    assert lines[4].split() == ["thin", "up", "exec", "95", "16"]
+    assert main(["partitions", "-c", "aspire", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[3]["jobs_queued"] == 95 and rows[3]["nodes_total"] is None
