@@ -157,6 +157,7 @@ def test_wrapper_gets_one_torque_resource_line_and_a_slurm_body():
         ({"array_size": 3}, "array elements"),
         ({"folder": "/home/u/my jobs/x"}, "unquoted"),
         ({"folder": "/home/u/$(reboot)"}, "unquoted"),
+        ({"name": "train\nreboot"}, "newline"),  # would be a line of shell code
     ],
 )
 def test_what_the_wrapper_cannot_say_is_refused(kw, match):
@@ -373,6 +374,18 @@ def _probe(x):
     }
 
 
+def run_on_nodes(tmp_path: Path, folder: Path, nodes: str, timeout: float, **env: str):
+    """Run the job folder's submission.sh as PBS would on the first node: $PBS_NODEFILE
+    holds `nodes`, and HPCUI_PBS_RSH is a stand-in for pbs_tmrsh that runs here."""
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text(nodes)
+    rsh = tmp_path / "rsh"
+    rsh.write_text('#!/bin/sh\nshift\nexec "$@"\n')
+    rsh.chmod(0o755)
+    full = dict(os.environ, PBS_NODEFILE=str(nodefile), HPCUI_PBS_RSH=str(rsh), **env)
+    return subprocess.run(["bash", str(folder / "submission.sh")], env=full, timeout=timeout)
+
+
 def test_script_runs_one_process_per_task_on_every_node(tmp_path: Path):
     """2 nodes x 2 tasks, array element 1: four results with the ranks hpcui.distributed reads.
 
@@ -394,19 +407,14 @@ def test_script_runs_one_process_per_task_on_every_node(tmp_path: Path):
         pythonpath=(str(ROOT),),
     )
     (folder / "submission.sh").write_text(pbs_script.render_script(s))
-    nodefile = tmp_path / "nodes"
-    nodefile.write_text("nodeA\nnodeA\nnodeB\nnodeB\n")
-    rsh = tmp_path / "rsh"
-    rsh.write_text('#!/bin/sh\nshift\nexec "$@"\n')
-    rsh.chmod(0o755)
-    env = dict(
-        os.environ,
+    proc = run_on_nodes(
+        tmp_path,
+        folder,
+        "nodeA\nnodeA\nnodeB\nnodeB\n",
+        timeout=120,
         PBS_JOBID="77[1].srv",
         PBS_ARRAY_INDEX="1",
-        PBS_NODEFILE=str(nodefile),
-        HPCUI_PBS_RSH=str(rsh),
     )
-    proc = subprocess.run(["bash", str(folder / "submission.sh")], env=env, timeout=120)
     assert proc.returncode == 0
     results = [pickle.loads((folder / f"77.srv_1_{r}_result.pkl").read_bytes()) for r in range(4)]
     assert [kind for kind, _ in results] == ["success"] * 4
@@ -447,19 +455,14 @@ def test_torchrun_on_pbs_one_agent_per_node_ranks_for_submitit(tmp_path: Path):
     text = pbs_script.render_script(s)
     assert "-m hpcui.torchrun agent" in text and "HPCUI_NPROC_PER_NODE=2" in text
     (folder / "submission.sh").write_text(text)
-    nodefile = tmp_path / "nodes"
-    nodefile.write_text("nodeA\nnodeB\n")
-    rsh = tmp_path / "rsh"
-    rsh.write_text('#!/bin/sh\nshift\nexec "$@"\n')
-    rsh.chmod(0o755)
-    env = dict(
-        os.environ,
+    proc = run_on_nodes(
+        tmp_path,
+        folder,
+        "nodeA\nnodeB\n",
+        timeout=180,
         PBS_JOBID="78.srv",
-        PBS_NODEFILE=str(nodefile),
-        HPCUI_PBS_RSH=str(rsh),
         HPCUI_MASTER_ADDR="127.0.0.1",  # both "nodes" are this machine
     )
-    proc = subprocess.run(["bash", str(folder / "submission.sh")], env=env, timeout=180)
     logs = "".join(p.read_text() for p in sorted(folder.glob("*_log.*")))
     assert proc.returncode == 0, logs[-3000:]
     results = [pickle.loads((folder / f"78.srv_{r}_result.pkl").read_bytes()) for r in range(4)]
