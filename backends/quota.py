@@ -2,8 +2,8 @@
 
 Each site prints quota its own way: ``bsc_quota`` (MareNostrum 5), ``lumi-quota`` /
 ``lumi-workspaces`` (LUMI), ``csc-workspaces`` (Puhti, Mahti), GPFS ``mmlsquota`` and
-``jutil user dataquota`` (JSC), Lustre ``lfs quota``, Linux ``quota`` and, where nothing else exists, ``df`` or
-``du``. The parsers are strict on purpose: a quota screen that shows a wrong number is
+``jutil user dataquota`` (JSC), Lustre ``lfs quota``, Linux ``quota`` and, where nothing
+else exists, ``df`` or ``du``. The parsers are strict on purpose: a quota screen that shows a wrong number is
 worse than one that shows none, so a value that cannot be read with certainty becomes
 ``None`` and a text that is not recognised raises :class:`QuotaParseError`.
 """

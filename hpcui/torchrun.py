@@ -1,8 +1,9 @@
 """`launcher="torchrun"` on the compute node: one torchrun per node, submitit workers under it.
 
 The batch script runs `python -m hpcui.torchrun agent FOLDER` as one srun task per
-node (on PBS: as the one task hpcui's per-node launcher starts there). The agent finds the first node and the job's port the same way
-`hpcui.distributed` does, then becomes (exec) torchrun with a c10d rendezvous there:
+node (on PBS: as the one task hpcui's per-node launcher starts there). The agent finds
+the first node and the job's port the same way `hpcui.distributed` does, then becomes
+(exec) torchrun with a c10d rendezvous there:
 
     python -m torch.distributed.run --nnodes=N --nproc-per-node=G --rdzv-backend=c10d
         --rdzv-endpoint=FIRST_NODE:PORT --rdzv-id=JOBID --max-restarts=R

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 
-from backends import pbs, pbs_queues, pbs_script, slurm_jobids, slurm_queue
+from backends import pbs, pbs_queues, pbs_script
 from backends.batch import BatchSpec
 from backends.pbs_dialect import PbsDialect
 from backends.pbs_job import PbsJob
@@ -24,13 +25,12 @@ from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
 from backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import JobStatus, Scheduler
-from hpcui.schedulers.slurm import SlurmScheduler
+from hpcui.schedulers.slurm import SlurmScheduler, sacct_statuses
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
 
 WRAPPER = "slurm-torque-wrapper"
-_SACCT_MARK = "__HPCUI_SACCT__"
 
 
 class PbsScheduler(Scheduler):
@@ -134,12 +134,10 @@ class PbsScheduler(Scheduler):
         status service reads the result files)."""
         self.calls += 1
         res = self.transport.run(pbs_script.wrapper_status_command(job_ids))
-        qstat_text, _, sacct_text = res.stdout.partition(_SACCT_MARK)
+        qstat_text, _, sacct_text = res.stdout.partition(pbs_script.SACCT_MARK)
         ended = {}
         try:
-            for e in slurm_queue.parse_sacct(sacct_text):
-                for jid in slurm_jobids.expand_array_ids(e.job_id):
-                    ended[jid] = JobStatus(e.state, f"C ({e.state_raw})", e.exit_code)
+            ended = sacct_statuses(sacct_text)
         except ValueError as exc:  # sacct missing or accounting off: result files decide
             log.info("sacct output unusable on the wrapper site: %s", exc)
         out: dict[str, JobStatus] = {}
@@ -149,7 +147,7 @@ class PbsScheduler(Scheduler):
             if job is not None and job.state is not JobState.UNKNOWN:
                 out[jid] = _job_status(job)
             elif jid in ended and ended[jid].state.is_final:
-                out[jid] = ended[jid]
+                out[jid] = replace(ended[jid], state_raw=f"C ({ended[jid].state_raw})")
         return out
 
     def cancel(self, job_ids: Sequence[str]) -> None:

@@ -56,11 +56,7 @@ class SlurmScheduler(Scheduler):
             self.calls += 1
             res = self.transport.run(slurm_queue.sacct_command(bases))
             if res.ok:
-                return {
-                    jid: JobStatus(e.state, e.state_raw, e.exit_code)
-                    for e in slurm_queue.parse_sacct(res.stdout)
-                    for jid in slurm_jobids.expand_array_ids(e.job_id)
-                }
+                return sacct_statuses(res.stdout)
             log.info(
                 "sacct failed (%s); using squeue for %.0f s", res.stderr.strip(), ACCOUNTING_RETRY_S
             )
@@ -107,6 +103,15 @@ class SlurmScheduler(Scheduler):
         self.calls += 1
         res = self.transport.run(slurm_queue.sinfo_command())
         return slurm_queue.parse_sinfo(_checked(res, "sinfo").stdout)
+
+
+def sacct_statuses(text: str) -> dict[str, JobStatus]:
+    """``sacct_command`` output as JobStatus per job id (array ranges expanded)."""
+    return {
+        jid: JobStatus(e.state, e.state_raw, e.exit_code)
+        for e in slurm_queue.parse_sacct(text)
+        for jid in slurm_jobids.expand_array_ids(e.job_id)
+    }
 
 
 def _checked(res: CommandResult, tool: str) -> CommandResult:
