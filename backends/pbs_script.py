@@ -251,10 +251,15 @@ WRAPPER_USER_JOBS = "id -un; qstat -f; true"
 SACCT_MARK = "__HPCUI_SACCT__"
 
 
+def is_wrapper_id(job_id: str) -> bool:
+    """Whether an id is one the wrapper's qsub prints (a Slurm id; array elements never)."""
+    return re.fullmatch(r"\d+(?:_\d+)?", job_id.strip()) is not None
+
+
 def wrapper_status_command(job_ids: Sequence[str]) -> str:
     """ONE round trip: ``qstat -f`` for live states, then sacct for how ended jobs ended."""
     ids = sorted({j.strip() for j in job_ids})
-    bad = [j for j in ids if not re.fullmatch(r"\d+(?:_\d+)?", j)]
+    bad = [j for j in ids if not is_wrapper_id(j)]
     if bad:
         raise ValueError(f"not Slurm job ids: {bad}")
     qstat = " ".join(["qstat", "-f", *ids])  # digits and _ only, checked above

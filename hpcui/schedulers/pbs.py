@@ -132,6 +132,11 @@ class PbsScheduler(Scheduler):
         """qstat for live states; an ended job (``C``, whatever the end) and one qstat has
         forgotten take sacct's verdict, in the same round trip. Neither: left out (the
         status service reads the result files)."""
+        # An id of another scheduler (the cluster's config changed under old records) is
+        # left out like an unknown one, instead of failing every poll of the others.
+        job_ids = [j for j in job_ids if pbs_script.is_wrapper_id(j)]
+        if not job_ids:
+            return {}
         self.calls += 1
         res = self.transport.run(pbs_script.wrapper_status_command(job_ids))
         qstat_text, _, sacct_text = res.stdout.partition(pbs_script.SACCT_MARK)

@@ -188,11 +188,12 @@ def test_wrapper_status_takes_the_end_from_sacct_in_the_same_round_trip():
     t = CannedTransport(
         {"qstat -f": ok((wrapper / "status_round_trip.txt").read_text())}, strict=True
     )
-    got = PbsScheduler(t, dialect=WRAP).status(["3401", "3408", "3409", "999999"])
+    got = PbsScheduler(t, dialect=WRAP).status(["3401", "3408", "3409", "999999", "12.pbs01"])
     assert got["3401"].state is JobState.COMPLETED and got["3401"].exit_code == 0
     assert got["3408"].state is JobState.COMPLETED
     assert got["3409"].state is JobState.RUNNING and got["3409"].state_raw == "R"
     assert "999999" not in got  # unknown to both: the status service reads result files
+    assert "12.pbs01" not in got  # a PBS Pro id from before a config change: left out too
     assert len(t.commands) == 1
     with pytest.raises(ValueError, match="not Slurm job ids"):
         pbs_script.wrapper_status_command(["1; reboot"])
