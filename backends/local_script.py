@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backends.batch import BatchSpec
-from backends.shell import quote
-from backends.states import JobState
+from .batch import BatchSpec
+from .shell import quote
+from .states import JobState
 
 
 def render_script(spec: BatchSpec, state_dir: str) -> str:

@@ -13,10 +13,10 @@ import logging
 import re
 from typing import Any
 
-from backends.pbs_dialect import PbsDialect, decode_exit_status, detect_pbs_dialect, pbs_state
-from backends.pbs_ids import PbsJobId, parse_pbs_id, parse_qsub_output, pbs_id_matches
-from backends.pbs_job import PbsJob, array_index, duration_s, job_from_attrs
-from backends.states import JobState
+from .pbs_dialect import PbsDialect, decode_exit_status, detect_pbs_dialect, pbs_state
+from .pbs_ids import PbsJobId, parse_pbs_id, parse_qsub_output, pbs_id_matches
+from .pbs_job import PbsJob, array_index, duration_s, job_from_attrs
+from .states import JobState
 
 __all__ = [
     "PbsDialect",

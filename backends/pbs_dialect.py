@@ -12,7 +12,7 @@ import re
 import signal
 from typing import Literal
 
-from backends.states import JobState
+from .states import JobState
 
 PbsDialect = Literal["pbspro", "torque", "slurm-torque-wrapper"]
 

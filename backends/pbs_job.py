@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from backends.pbs_dialect import PbsDialect, decode_exit_status, pbs_state
-from backends.states import JobState
+from .pbs_dialect import PbsDialect, decode_exit_status, pbs_state
+from .states import JobState
 
 
 class PbsJob(BaseModel):

@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from backends import slurm_queue, slurm_script
-from backends.batch import BatchSpec
-from backends.pbs_dialect import PbsDialect
-from backends.pbs_ids import parse_pbs_id
-from backends.shell import quote
+from . import slurm_queue, slurm_script
+from .batch import BatchSpec
+from .pbs_dialect import PbsDialect
+from .pbs_ids import parse_pbs_id
+from .shell import quote
 
 TOKEN_VAR = "HPCUI_TOKEN"
 #: the compute-side runner: submitit's process_job with the PBS job environment
@@ -426,7 +426,7 @@ def parse_find_token(text: str, token: str, dialect: PbsDialect = "pbspro") -> s
             if re.search(rf"\b{TOKEN_VAR}={re.escape(token)}\b", flat):
                 return base_id(block.partition("\n")[0][len("Job Id:") :].strip())
         return None
-    from backends.pbs import _load_json  # lenient: PBS prints invalid JSON at times
+    from .pbs import _load_json  # lenient: PBS prints invalid JSON at times
 
     jobs = _load_json(text).get("Jobs")
     for job_id, attrs in (jobs or {}).items() if isinstance(jobs, dict) else ():

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backends.batch import BatchSpec, format_duration, format_mem
-from backends.shell import quote
+from .batch import BatchSpec, format_duration, format_mem
+from .shell import quote
 
 TOKEN_PREFIX = "hpcui:"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 os.environ["HPCUI_DATA_DIR"] = tempfile.mkdtemp(prefix="hpcui-site-bench-")
 
-from backends.slurm_queue import parse_squeue
 from hpcui.api import connect
+from hpcui.backends.slurm_queue import parse_squeue
 from hpcui.site import QueueJob, QueueSnapshot
 
 FIXTURE = (

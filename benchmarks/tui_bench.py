@@ -68,7 +68,7 @@ _DIGITS = re.compile(r"^\d+")
 
 def synthetic_jobs(n: int) -> list[Any]:
     """``n`` QueueJobs: the captured lines over and over, each copy with new job ids."""
-    from backends.slurm_queue import parse_squeue
+    from hpcui.backends.slurm_queue import parse_squeue
     from hpcui.site.jobs import QueueJob
 
     base = [QueueJob.from_entry(e) for e in parse_squeue(FIXTURE.read_text())]
@@ -102,7 +102,7 @@ def changed_jobs(jobs: list[Any], count: int, flip: bool) -> list[Any]:
     ``flip`` False gives ``jobs`` back, so alternating calls each change the same rows."""
     if not flip:
         return jobs
-    from backends.states import JobState
+    from hpcui.backends.states import JobState
 
     step = max(1, len(jobs) // count)
     pick = set(range(0, step * count, step))

@@ -16,7 +16,7 @@ _LAZY = {
     "get_job": "hpcui.api",
     "Cluster": "hpcui.cluster",
     "Job": "hpcui.job",
-    "JobState": "backends.states",
+    "JobState": "hpcui.backends.states",
     "Resources": "hpcui.resources",
     "HpcuiError": "hpcui.errors",
 }
@@ -24,8 +24,8 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:
-    from backends.states import JobState  # noqa: F401
     from hpcui.api import connect, get_job, submit  # noqa: F401
+    from hpcui.backends.states import JobState  # noqa: F401
     from hpcui.cluster import Cluster  # noqa: F401
     from hpcui.errors import HpcuiError  # noqa: F401
     from hpcui.job import Job  # noqa: F401

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from backends.slurm_script import pickle_name
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui import site, submission
+from hpcui.backends.slurm_script import pickle_name
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
 from hpcui.job import Job

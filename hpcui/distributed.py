@@ -75,8 +75,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.launch import master_port, stop_file
-from backends.nodelist import expand_nodelist, expand_tasks_per_node, nodefile_hosts
+from hpcui.backends.launch import master_port, stop_file
+from hpcui.backends.nodelist import expand_nodelist, expand_tasks_per_node, nodefile_hosts
 
 if TYPE_CHECKING:
     import torch

@@ -6,7 +6,7 @@ import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.errors import (
     JobCancelledError,
     JobFailedError,
@@ -72,7 +72,7 @@ class Job:
         cancel(), no rank is killed mid-collective (which can hang NCCL and the node).
         The job only stops if its code calls stop_requested().
         """
-        from backends.launch import stop_file
+        from hpcui.backends.launch import stop_file
 
         path = stop_file(self.folder, self.job_id)
         self.cluster.transport.write_file(path, b"stop\n", mode=0o644)

@@ -15,7 +15,7 @@ _INSTALLED_ROOTS = tuple(
     for key in ("stdlib", "platstdlib", "purelib", "platlib")
     if (p := sysconfig.get_paths().get(key))
 )
-_SHIPPED = {"hpcui", "backends", "submitit", "cloudpickle"}
+_SHIPPED = {"hpcui", "submitit", "cloudpickle"}
 
 
 def _user_package(fn: Callable[..., Any]) -> ModuleType | None:

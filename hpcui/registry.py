@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from backends.batch import BatchSpec, format_mem
+from hpcui.backends.batch import BatchSpec, format_mem
 from hpcui.errors import UsageError
 from hpcui.profiles import Billing, Partition, Profile
 from hpcui.profiles.units import format_time, parse_mem_mb, parse_time

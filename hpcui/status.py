@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
 from hpcui.schedulers.base import JobStatus, Scheduler
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
 from hpcui.schedulers.base import JobStatus

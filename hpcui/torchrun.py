@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from backends.launch import torchrun_argv
+from hpcui.backends.launch import torchrun_argv
 from hpcui.distributed import job_id_from_env, rank_info
 
 

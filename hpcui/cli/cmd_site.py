@@ -58,7 +58,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
 
 
 def cmd_modules(args: argparse.Namespace) -> int:
-    from backends.modules import Module
+    from hpcui.backends.modules import Module
 
     cluster = connect(cluster_name(args))
     if args.search:
@@ -92,7 +92,7 @@ def cmd_modules(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(args: argparse.Namespace) -> int:
-    from backends.slurm_queue import PartitionInfo
+    from hpcui.backends.slurm_queue import PartitionInfo
 
     parts = connect(cluster_name(args)).partitions()
     if args.json:

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from backends.modules import Module
-from backends.slurm_queue import PartitionInfo
-from backends.states import JobState
+from hpcui.backends.modules import Module
+from hpcui.backends.slurm_queue import PartitionInfo
+from hpcui.backends.states import JobState
 from hpcui.logs import LogChunk
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation

@@ -48,7 +48,7 @@ JSON_COMMANDS = (
 
 def _state_list(text: str) -> list[str]:
     """`--state running,pending` -> canonical JobState names; argparse turns errors into usage."""
-    from backends.states import JobState  # an Enum, no third-party imports
+    from hpcui.backends.states import JobState  # an Enum, no third-party imports
 
     names = [s.strip().upper() for s in text.split(",") if s.strip()]
     bad = [n for n in names if n not in JobState.__members__]

@@ -6,9 +6,9 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backends.batch import BatchSpec
-from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
-from backends.states import JobState
+from hpcui.backends.batch import BatchSpec
+from hpcui.backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.states import JobState
 from hpcui.transport.base import Command, Transport
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from backends import local_script
-from backends.batch import BatchSpec
-from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends import local_script
+from hpcui.backends.batch import BatchSpec
+from hpcui.backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.transport.base import Command, Transport

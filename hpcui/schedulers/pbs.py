@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
 
-from backends import pbs, pbs_queues, pbs_script
-from backends.batch import BatchSpec
-from backends.pbs_dialect import PbsDialect
-from backends.pbs_job import PbsJob
-from backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
-from backends.states import JobState
+from hpcui.backends import pbs, pbs_queues, pbs_script
+from hpcui.backends.batch import BatchSpec
+from hpcui.backends.pbs_dialect import PbsDialect
+from hpcui.backends.pbs_job import PbsJob
+from hpcui.backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.schedulers.slurm import SlurmScheduler, sacct_statuses

@@ -6,8 +6,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-from backends import slurm_jobids, slurm_queue, slurm_script
-from backends.batch import BatchSpec
+from hpcui.backends import slurm_jobids, slurm_queue, slurm_script
+from hpcui.backends.batch import BatchSpec
 from hpcui.errors import SchedulerError
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.transport.base import Command, CommandResult

@@ -7,9 +7,9 @@ bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
 ``parse_quota`` is the public quota parser (it recognises the tool from its output).
 """
 
-from backends.modules import Module, ModuleState, ModuleSystem
-from backends.quota import QuotaEntry, QuotaParseError, parse_quota
-from backends.slurm_queue import PartitionInfo
+from hpcui.backends.modules import Module, ModuleState, ModuleSystem
+from hpcui.backends.quota import QuotaEntry, QuotaParseError, parse_quota
+from hpcui.backends.slurm_queue import PartitionInfo
 from hpcui.site.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
 from hpcui.site.modules import (
     ModuleError,

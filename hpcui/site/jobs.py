@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import computed_field
 
-from backends.slurm_queue import AccountingEntry, QueueEntry
-from backends.slurm_script import TOKEN_PREFIX
+from hpcui.backends.slurm_queue import AccountingEntry, QueueEntry
+from hpcui.backends.slurm_script import TOKEN_PREFIX
 from hpcui.errors import UsageError
 
 __all__ = ["HistoryJob", "QueueJob", "efficiency_line", "format_bytes", "since_arg", "token_of"]

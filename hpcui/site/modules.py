@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from backends import modules as mod
-from backends.modules import Module, ModuleState, ModuleSystem
+from hpcui.backends import modules as mod
+from hpcui.backends.modules import Module, ModuleState, ModuleSystem
 from hpcui.errors import HpcuiError
 from hpcui.site.remote import Part, all_command, parse_parts
 from hpcui.transport.base import Transport

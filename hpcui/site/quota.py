@@ -14,7 +14,7 @@ import shlex
 
 from pydantic import BaseModel, ConfigDict
 
-from backends.quota import (
+from hpcui.backends.quota import (
     QUOTA_COMMANDS,
     QUOTA_PARSERS,
     QuotaEntry,

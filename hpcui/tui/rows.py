@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 from rich.text import Text
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.registry import JobRecord
 from hpcui.site.jobs import HistoryJob, QueueJob
 

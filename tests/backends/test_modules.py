@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.modules import (
+from hpcui.backends.modules import (
     Module,
     ModuleState,
     avail_command,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.nodelist import expand_nodelist, expand_tasks_per_node, nodefile_hosts
+from hpcui.backends.nodelist import expand_nodelist, expand_tasks_per_node, nodefile_hosts
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.pbs import (
+from hpcui.backends.pbs import (
     PbsJobId,
     decode_exit_status,
     detect_pbs_dialect,
@@ -20,8 +20,8 @@ from backends.pbs import (
     pbs_id_matches,
     pbs_state,
 )
-from backends.pbs_queues import parse_qstat_q
-from backends.states import JobState
+from hpcui.backends.pbs_queues import parse_qstat_q
+from hpcui.backends.states import JobState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 BUILT = FIXTURES / "pbs-constructed"

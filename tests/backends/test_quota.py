@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.quota import (
+from hpcui.backends.quota import (
     QUOTA_COMMANDS,
     QUOTA_PARSERS,
     QuotaEntry,

@@ -1,7 +1,7 @@
 """hpcui's own squeue/sacct/sinfo formats, captured verbatim from real Slurm 22.05.8."""
 
-from backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
-from backends.states import JobState
+from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.states import JobState
 from tests.conftest import fixture_text
 
 DIR = "slurm-22.05.8-dev"

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.slurm_queue import (
+from hpcui.backends.slurm_queue import (
     SACCT_FIELDS,
     SINFO_FIELDS,
     SQUEUE_FIELDS,
@@ -22,7 +22,7 @@ from backends.slurm_queue import (
     slurm_state,
     squeue_command,
 )
-from backends.states import JobState
+from hpcui.backends.states import JobState
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 REAL = FIXTURES / "slurm-22.05.8"

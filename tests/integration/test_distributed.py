@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from backends.launch import master_port
-from backends.states import JobState
+from hpcui.backends.launch import master_port
+from hpcui.backends.states import JobState
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("distributed")]  # one fixture run
 

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.config import load_config
 from hpcui.schedulers.slurm import SlurmScheduler
 from hpcui.transport.local import LocalTransport

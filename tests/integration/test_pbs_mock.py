@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from backends import pbs
-from backends.states import JobState
+from hpcui.backends import pbs
+from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError
 from hpcui.transport.base import Command, CommandResult, Transport

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from backends import pbs
-from backends.states import JobState
+from hpcui.backends import pbs
+from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError, UsageError
 
@@ -132,10 +132,12 @@ def test_torchrun_through_the_wrapper(dev_env):
 
 
 def test_map_is_refused_before_anything_is_uploaded(wrapper_pbs):
-    before = wrapper_pbs.run("ls ~/.hpcui/jobs 2>/dev/null | wc -l").stdout
+    # other workers submit at the same time: look for this call's own job name, not a count
+    name = f"refused-map-{os.getpid()}"
     with pytest.raises(UsageError, match="array elements"):
-        wrapper_pbs.map(add, [1, 2], [3, 4])
-    assert wrapper_pbs.run("ls ~/.hpcui/jobs 2>/dev/null | wc -l").stdout == before
+        wrapper_pbs.map(add, [1, 2], [3, 4], name=name)
+    found = wrapper_pbs.run(f"grep -l {name} ~/.hpcui/jobs/*/submission.sh 2>/dev/null | wc -l")
+    assert found.stdout.strip() == "0"
     assert wrapper_pbs.registry.list(wrapper_pbs.name) == []
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from submitit.helpers import Checkpointable
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 
 pytestmark = pytest.mark.devcluster
 

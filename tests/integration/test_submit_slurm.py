@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.errors import (
     JobCancelledError,
     JobFailedError,

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from backends.batch import BatchSpec
-from backends.launch import PORT_BASE, PORT_SPAN, master_port, stop_file, torchrun_argv
-from backends.slurm_script import render_script
+from hpcui.backends.batch import BatchSpec
+from hpcui.backends.launch import PORT_BASE, PORT_SPAN, master_port, stop_file, torchrun_argv
+from hpcui.backends.slurm_script import render_script
 from hpcui.distributed import rank_info, resolve_master, stop_file_path
 from hpcui.profiles import load_profile
 from hpcui.resources import Resources, batch_spec, resolve

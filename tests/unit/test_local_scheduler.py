@@ -2,7 +2,7 @@
 
 import pytest
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
 from hpcui.config import ClusterConfig
 from hpcui.errors import JobCancelledError, JobFailedError

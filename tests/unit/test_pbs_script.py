@@ -11,9 +11,9 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from backends import pbs_script
-from backends.batch import BatchSpec
-from backends.states import JobState
+from hpcui.backends import pbs_script
+from hpcui.backends.batch import BatchSpec
+from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.pbs import PbsScheduler
 from tests.canned import CannedTransport, ok

@@ -1,6 +1,6 @@
 import pytest
 
-from backends.quota import QUOTA_COMMANDS
+from hpcui.backends.quota import QUOTA_COMMANDS
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
 from hpcui.profiles import Profile, builtin_profiles, load_profile, resolve_profile

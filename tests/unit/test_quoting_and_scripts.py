@@ -2,8 +2,8 @@ import subprocess
 
 import pytest
 
-from backends.batch import BatchSpec, format_duration
-from backends.slurm_script import directives, parse_find_token, render_script
+from hpcui.backends.batch import BatchSpec, format_duration
+from hpcui.backends.slurm_script import directives, parse_find_token, render_script
 from hpcui.transport.quoting import quote, quote_argv
 
 NASTY = ["a b", "it's", "$(id)", "`id`", "x;y", "new\nline", "", "*", "é", "--flag"]

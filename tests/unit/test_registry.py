@@ -1,6 +1,6 @@
 """The local registry: records survive, ids reused by a scheduler never lose a job."""
 
-from backends.states import JobState
+from hpcui.backends.states import JobState
 from hpcui.registry import JobRecord, Registry
 
 

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from backends.slurm_script import directives, render_script
+from hpcui.backends.slurm_script import directives, render_script
 from hpcui.errors import UsageError
 from hpcui.profiles import load_profile
 from hpcui.resources import Resources, batch_spec, explain, parse_mem_mb, parse_time, resolve

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
-from backends.states import JobState
+from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.slurm import SlurmScheduler
 from hpcui.site import (

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from backends.slurm_queue import parse_squeue
-from backends.states import JobState
+from hpcui.backends.slurm_queue import parse_squeue
+from hpcui.backends.states import JobState
 from hpcui.registry import JobRecord, Registry
 from hpcui.site import QueueSnapshot
 from hpcui.site.jobs import QueueJob

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
-from backends.states import JobState
+from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
 from hpcui.config import load_config
 from hpcui.registry import JobRecord, Registry
