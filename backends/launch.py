@@ -29,11 +29,6 @@ def master_port(job_id: str | int) -> int:
     return PORT_BASE + n % PORT_SPAN
 
 
-def stop_file(folder: str, job_id: str) -> str:
-    """Path of the graceful-stop file of job `job_id` (an array element: `123_4`)."""
-    return f"{folder.rstrip('/')}/{job_id}.stop"
-
-
 def torchrun_argv(
     python: str,
     *,

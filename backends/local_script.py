@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .batch import BatchSpec
+from .job_paths import log_name, pickle_name, submitted_name
 from .shell import quote
 from .states import JobState
 
@@ -30,16 +31,18 @@ def render_script(spec: BatchSpec, state_dir: str) -> str:
             f'export PYTHONPATH={quote(":".join(spec.pythonpath))}"${{PYTHONPATH:+:$PYTHONPATH}}"'
         )
     lines += list(spec.setup)
+    submitted = submitted_name('"$1"')  # run_one's $1: the job id
+    out, err = (log_name("$1", "${k}", stream) for stream in ("stdout", "stderr"))
     lines += [
         f"mkdir -p {state}",
         "pid=$$",
         "run_one() {  # $1: job id, $2: pickle name",
-        f'  ln -sf "$2" {folder}/"$1"_submitted.pkl',
+        f'  ln -sf "$2" {folder}/{submitted}',
         "  local k rc=0 pids=()",
         f"  for ((k = 0; k < {ntasks}; k++)); do",
         '    SUBMITIT_LOCAL_JOB_ID="$1" SUBMITIT_LOCAL_LOCALID=$k SUBMITIT_LOCAL_GLOBALID=$k \\',
         f"      {quote(spec.python)} -u -m submitit.core._submit {folder} \\",
-        f'      >>{folder}/"$1_${{k}}_log.out" 2>>{folder}/"$1_${{k}}_log.err" &',
+        f'      >>{folder}/"{out}" 2>>{folder}/"{err}" &',
         "    pids+=($!)",
         "  done",
         '  for p in "${pids[@]}"; do wait "$p" || rc=$?; done',
@@ -47,14 +50,14 @@ def render_script(spec: BatchSpec, state_dir: str) -> str:
         "}",
     ]
     if size is None:
-        lines += ["ids=$pid", f"echo $pid > {state}/$pid.pid", "run_one $pid task.pkl"]
+        lines += ["ids=$pid", f"echo $pid > {state}/$pid.pid", f"run_one $pid {pickle_name()}"]
     else:
         lines += [
             f'ids=$(seq -f "${{pid}}_%g" 0 {size - 1})',
             f"for j in $ids; do echo $pid > {state}/$j.pid; done",
             f"for ((i = 0; i < {size}; i++)); do",
             f"  while (( $(jobs -rp | wc -l) >= {parallel} )); do wait -n; done",
-            '  run_one "${pid}_$i" "$i.pkl" &',
+            f'  run_one "${{pid}}_$i" "{pickle_name("$i")}" &',
             "done",
             "wait",
         ]

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from . import slurm_queue, slurm_script
 from .batch import BatchSpec
+from .job_paths import log_name, pickle_name, submitted_name
 from .pbs_dialect import PbsDialect
 from .pbs_ids import parse_pbs_id
 from .shell import quote
@@ -273,10 +274,10 @@ def wrapper_status_command(job_ids: Sequence[str]) -> str:
 # `1234[7].server` -> `1234.server_7` (see the module docstring).
 _JOB_ID = r"""idx="${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-}}"
 if [ -n "$idx" ]; then
-  HPCUI_JOB_ID="${PBS_JOBID%%\[*}${PBS_JOBID#*\]}_$idx"; pkl="$idx.pkl"
+  HPCUI_JOB_ID="${PBS_JOBID%%\[*}${PBS_JOBID#*\]}_$idx"; pkl="@ARRAY_PKL@"
 else
-  HPCUI_JOB_ID="$PBS_JOBID"; pkl=task.pkl
-fi"""
+  HPCUI_JOB_ID="$PBS_JOBID"; pkl=@TASK_PKL@
+fi""".replace("@ARRAY_PKL@", pickle_name("$idx")).replace("@TASK_PKL@", pickle_name())
 
 # One node: start this node's tasks (one per GPU), wait for all, return the worst status.
 _RUN_NODE = r"""run_node() {
@@ -284,8 +285,7 @@ _RUN_NODE = r"""run_node() {
   for ((k = 0; k < HPCUI_LOCAL_WORLD_SIZE; k++)); do
     r=$((HPCUI_NODE_RANK * HPCUI_LOCAL_WORLD_SIZE + k))
     HPCUI_RANK=$r HPCUI_LOCAL_RANK=$k "$HPCUI_PYTHON" -u -m @RUNNER@ "$HPCUI_JOB_FOLDER" \
-      >>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_@LOG@_log.out" \
-      2>>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_@LOG@_log.err" &
+      >>"$HPCUI_JOB_FOLDER/@LOG_OUT@" 2>>"$HPCUI_JOB_FOLDER/@LOG_ERR@" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
@@ -353,17 +353,19 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
     lines += [
         'cd "$HPCUI_JOB_FOLDER" || exit 1',
-        _RUN_NODE.replace("@RUNNER@", runner).replace("@LOG@", log_rank),
+        _RUN_NODE.replace("@RUNNER@", runner)
+        .replace("@LOG_OUT@", log_name("${HPCUI_JOB_ID}", log_rank, "stdout"))
+        .replace("@LOG_ERR@", log_name("${HPCUI_JOB_ID}", log_rank, "stderr")),
         'if [ "${1:-}" = --node ]; then  # a sister node, started by the first one',
         *(f"  {s}" for s in spec.setup),
         "  run_node; exit $?",
         "fi",
         _JOB_ID,
         "export HPCUI_JOB_ID",
-        'exec >>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_0_log.out" '
-        '2>>"$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_0_log.err"',
+        f'exec >>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stdout")}" '
+        f'2>>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stderr")}"',
         *spec.setup,
-        'ln -sf "$pkl" "$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}_submitted.pkl"',
+        f'ln -sf "$pkl" "$HPCUI_JOB_FOLDER/{submitted_name("${HPCUI_JOB_ID}")}"',
         _LAUNCH,
         "",
     ]

@@ -13,14 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .batch import BatchSpec, format_duration, format_mem
+from .job_paths import log_stem, pickle_name, submitted_name
 from .shell import quote
 
 TOKEN_PREFIX = "hpcui:"
-
-
-def pickle_name(index: int | None = None) -> str:
-    """Name of the uploaded pickle inside the job folder (`task.pkl`, or `<i>.pkl` in arrays)."""
-    return "task.pkl" if index is None else f"{index}.pkl"
 
 
 def directives(spec: BatchSpec) -> list[str]:
@@ -95,14 +91,15 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
     lines += list(spec.setup)
     if spec.array_size is not None:
         job = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
-        pkl = '"${SLURM_ARRAY_TASK_ID}.pkl"'
-        out = "%A_%a_%t_log"
+        pkl = '"' + pickle_name("${SLURM_ARRAY_TASK_ID}") + '"'
+        pattern = "%A_%a"
     else:
-        job, pkl, out = '"${SLURM_JOB_ID}"', quote(pickle_name()), "%j_%t_log"
+        job, pkl, pattern = '"${SLURM_JOB_ID}"', quote(pickle_name()), "%j"
+    out = log_stem(pattern, "%t")
     entry, srun_extra = "submitit.core._submit", ""
     if spec.launcher == "torchrun":  # hpcui/torchrun.py; each rank writes <id>_<rank>_log.*
         entry, srun_extra = "hpcui.torchrun agent", "--open-mode=append "
-        out = out.replace("%t", "0")  # the per-node agents log with rank 0
+        out = log_stem(pattern, "0")  # the per-node agents log with rank 0
         nproc = max(spec.gpus_per_node, 1)
         lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
     if reshape:
@@ -113,11 +110,12 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         cpus = f"export SRUN_CPUS_PER_TASK={spec.cpus_per_task}  # the layout asked, not ppn's"
     else:
         cpus = 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun 22.05+ does not inherit it'
+    submitted = submitted_name(job)
     lines += [
         cpus,
         f"export HPCUI_JOB_FOLDER={folder} HPCUI_JOB_ID={job}  # hpcui.distributed: stop file",
         # After a requeue the file is the state submitit's checkpoint() dumped: keep it.
-        f"[ -e {folder}/{job}_submitted.pkl ] || ln -sf {pkl} {folder}/{job}_submitted.pkl",
+        f"[ -e {folder}/{submitted} ] || ln -sf {pkl} {folder}/{submitted}",
         f"srun --unbuffered {srun_extra}--output={quote(spec.folder + '/' + out + '.out')} "
         f"--error={quote(spec.folder + '/' + out + '.err')} "
         f"{quote(spec.python)} -u -m {entry} {folder}",

@@ -14,7 +14,7 @@ from typing import Any
 
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui import site, submission
-from hpcui.backends.slurm_script import pickle_name
+from hpcui.backends.job_paths import SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
 from hpcui.job import Job
@@ -287,7 +287,7 @@ class Cluster:
             pythonpath=(bundle,),
         )
         script = self.scheduler.render_script(spec)
-        files = {"submission.sh": script.encode()}
+        files = {SCRIPT: script.encode()}
         if is_array:
             files.update({pickle_name(i): p for i, p in enumerate(pickles)})
         else:
@@ -320,7 +320,7 @@ class Cluster:
     def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
-        submit = submission.guarded_submit_command(sched.submit_command("submission.sh"))
+        submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
         try:
             res = self.transport.put_files(folder, files, then=submit)
         except ConnectionLost as exc:

@@ -75,7 +75,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcui.backends.launch import master_port, stop_file
+from hpcui.backends.job_paths import JobPaths
+from hpcui.backends.launch import master_port
 from hpcui.backends.nodelist import expand_nodelist, expand_tasks_per_node, nodefile_hosts
 
 if TYPE_CHECKING:
@@ -380,7 +381,7 @@ def stop_file_path(env: Mapping[str, str] | None = None) -> str | None:
         return env["HPCUI_STOP_FILE"]
     folder = env.get("HPCUI_JOB_FOLDER") or env.get("SUBMITIT_FOLDER")
     job_id = job_id_from_env(env)
-    return stop_file(folder, job_id) if folder and job_id else None
+    return JobPaths(folder, job_id).stop if folder and job_id else None
 
 
 def stop_requested() -> bool:

@@ -6,6 +6,7 @@ import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from hpcui.backends.job_paths import JobPaths, Stream
 from hpcui.backends.states import JobState
 from hpcui.errors import (
     JobCancelledError,
@@ -72,20 +73,18 @@ class Job:
         cancel(), no rank is killed mid-collective (which can hang NCCL and the node).
         The job only stops if its code calls stop_requested().
         """
-        from hpcui.backends.launch import stop_file
-
-        path = stop_file(self.folder, self.job_id)
-        self.cluster.transport.write_file(path, b"stop\n", mode=0o644)
+        self.cluster.transport.write_file(self.paths.stop, b"stop\n", mode=0o644)
         self.cluster.status.track([self.job_id])  # poll fast: the job ends soon
 
     # -- results ---------------------------------------------------------------------------
 
-    def _path(self, task: int, suffix: str) -> str:
-        return f"{self.folder}/{self.job_id}_{task}_{suffix}"
+    @property
+    def paths(self) -> JobPaths:
+        return JobPaths(self.folder, self.job_id)
 
     def _outcome(self, task: int) -> tuple[str, Any] | None:
         try:  # one read, no separate stat: a missing file is the answer
-            data = self.cluster.transport.read_file(self._path(task, "result.pkl"))
+            data = self.cluster.transport.read_file(self.paths.result(task))
         except FileNotFoundError:
             return None
         return pickle.loads(data)
@@ -138,18 +137,18 @@ class Job:
 
     # -- logs ------------------------------------------------------------------------------
 
-    def _log(self, task: int, suffix: str) -> str:
+    def _log(self, task: int, stream: Stream) -> str:
         try:
-            data = self.cluster.transport.read_file(self._path(task, suffix))
+            data = self.cluster.transport.read_file(self.paths.log(task, stream))
         except FileNotFoundError:
             return ""  # not written yet (pending job)
         return data.decode("utf-8", "replace")
 
     def stdout(self, task: int = 0) -> str:
-        return self._log(task, "log.out")
+        return self._log(task, "stdout")
 
     def stderr(self, task: int = 0) -> str:
-        return self._log(task, "log.err")
+        return self._log(task, "stderr")
 
     # -- live logs (hpcui.logs) ------------------------------------------------------------
 
@@ -166,8 +165,9 @@ class Job:
         Incremental reads from an offset: a long log is never downloaded twice;
         `tail_bytes` starts near the end of a big one. A pending job's missing log is empty.
         """
-        from hpcui.logs import LogFollower, log_path
+        from hpcui.logs import LogFollower
 
-        path = log_path(self.folder, self.job_id, task, stream)
-        follower = LogFollower(self.cluster.transport, path, tail_bytes=tail_bytes)
+        follower = LogFollower(
+            self.cluster.transport, self.paths.log(task, stream), tail_bytes=tail_bytes
+        )
         yield from follower.follow(self.done, timeout=timeout)

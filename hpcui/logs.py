@@ -20,10 +20,10 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hpcui.backends.job_paths import JobPaths, Stream
 from hpcui.errors import HpcuiError, UsageError
 from hpcui.transport.base import Transport
 
@@ -41,18 +41,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Stream = Literal["stdout", "stderr"]
 CHUNK_BYTES = 1 << 20  # most bytes one read holds in memory
 FAST_S = 0.1  # poll interval while the log grows
 SLOW_S = 2.0  # ceiling while it is quiet
-_SUFFIX = {"stdout": "log.out", "stderr": "log.err"}
 
 
 def log_path(folder: str, job_id: str, task: int, stream: Stream) -> str:
     """Where submitit's layout puts a task's log: ``<folder>/<jobid>_<task>_log.out|err``."""
-    if stream not in _SUFFIX:
-        raise UsageError(f"stream must be 'stdout' or 'stderr', got {stream!r}.")
-    return f"{folder}/{job_id}_{task}_{_SUFFIX[stream]}"
+    try:
+        return JobPaths(folder, job_id).log(task, stream)
+    except ValueError as exc:
+        raise UsageError(f"{exc}.") from None
 
 
 class LogChunk(BaseModel):

@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hpcui.backends.job_paths import JOB_ID_FILE, RESULT_GLOB, SUBMITTING, result_name
 from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
@@ -94,19 +95,21 @@ def guarded_submit_command(submit: Command) -> bytes:
     Builtins only, so the guard costs no extra process on the hot path.
     """
     return (
-        b"echo \"${BASHPID:-$$}\" > .submitting && trap '' HUP && { "
+        f"echo \"${{BASHPID:-$$}}\" > {SUBMITTING} && trap '' HUP && {{ ".encode()
         + to_command(submit)
-        + b'; } > job_id && while read -r l; do echo "$l"; done < job_id'
+        + f'; }} > {JOB_ID_FILE} && while read -r l; do echo "$l"; done < {JOB_ID_FILE}'.encode()
     )
 
 
 def recover_command(folder: str, wait_s: int = 60) -> bytes:
     """After a drop: wait while the submitting shell lives, then print the job id it got."""
     return (
-        b"cd " + quote(folder) + b" 2>/dev/null && [ -e .submitting ] || exit 0; "
-        b'p=$(cat .submitting); n=0; while [ ! -s job_id ] && kill -0 "$p" 2>/dev/null '
-        + f"&& [ $n -lt {wait_s * 10} ]".encode()
-        + b"; do sleep 0.1; n=$((n+1)); done; cat job_id 2>/dev/null; true"
+        b"cd "
+        + quote(folder)
+        + f" 2>/dev/null && [ -e {SUBMITTING} ] || exit 0; ".encode()
+        + f'p=$(cat {SUBMITTING}); n=0; while [ ! -s {JOB_ID_FILE} ] && kill -0 "$p" '
+        f"2>/dev/null && [ $n -lt {wait_s * 10} ]; do sleep 0.1; n=$((n+1)); done; "
+        f"cat {JOB_ID_FILE} 2>/dev/null; true".encode()
     )
 
 
@@ -119,8 +122,8 @@ def list_results(transport: Transport, folders: list[str]) -> dict[str, bool]:
     res = transport.run(
         b"for d in "
         + b" ".join(quote(f) for f in folders)
-        + b'; do for f in "$d"/*_result.pkl; do [ -e "$f" ] || continue; '
-        b'if head -c 64 "$f" | grep -q success; then s=1; else s=0; fi; '
+        + f'; do for f in "$d"/{RESULT_GLOB}; do [ -e "$f" ] || continue; '.encode()
+        + b'if head -c 64 "$f" | grep -q success; then s=1; else s=0; fi; '
         b'printf \'%s %s\\n\' "${f##*/}" "$s"; done; done; true'
     )
     out = {}
@@ -134,7 +137,7 @@ def judge_vanished(job_ids: list[str], results: dict[str, bool]) -> dict[str, Jo
     """A job the scheduler no longer lists, judged by the result its task 0 left (if any)."""
     out = {}
     for jid in job_ids:
-        ok = results.get(f"{jid}_0_result.pkl")
+        ok = results.get(result_name(jid, "0"))
         if ok is None:
             out[jid] = JobStatus(JobState.FAILED, "FAILED (vanished without a result)")
         elif ok:

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.launch import PORT_BASE, PORT_SPAN, master_port, stop_file, torchrun_argv
+from hpcui.backends.job_paths import JobPaths
+from hpcui.backends.launch import PORT_BASE, PORT_SPAN, master_port, torchrun_argv
 from hpcui.backends.slurm_script import render_script
 from hpcui.distributed import rank_info, resolve_master, stop_file_path
 from hpcui.profiles import load_profile
@@ -108,9 +109,9 @@ def test_local_executor_and_single_process():
 
 def test_stop_file_agrees_between_client_and_job():
     folder = "/home/u/.hpcui/jobs/abc"
-    assert stop_file(folder + "/", "4711") == f"{folder}/4711.stop"
+    assert JobPaths(folder + "/", "4711").stop == f"{folder}/4711.stop"
     job_env = {"HPCUI_JOB_FOLDER": folder, "HPCUI_JOB_ID": "4711"}
-    assert stop_file_path(job_env) == stop_file(folder, "4711")
+    assert stop_file_path(job_env) == JobPaths(folder, "4711").stop
     array_env = {"SUBMITIT_FOLDER": folder, "SLURM_ARRAY_JOB_ID": "7", "SLURM_ARRAY_TASK_ID": "3"}
     assert stop_file_path(array_env) == f"{folder}/7_3.stop"
     assert stop_file_path({}) is None
