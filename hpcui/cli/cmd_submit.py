@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK
@@ -22,98 +17,27 @@ if TYPE_CHECKING:
     from hpcui.job import Job
 
 
-def _usage(message: str) -> Exception:
-    from hpcui.errors import UsageError
-
-    return UsageError(message)
-
-
-def load_function(spec: str) -> Callable[..., Any]:
-    """`pkg.mod:func`, `mod:Class.method` or `path/to/file.py:func`, imported locally.
-
-    The current directory is importable (as with `python -m`); the function's own code
-    then travels with the job by value, so the cluster needs none of your files.
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise _usage(f"Expected MODULE:FUNCTION (e.g. train:main), got {spec!r}.")
-    try:
-        if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_file():
-                raise _usage(f"No such file: {module_name}.")
-            name = path.stem
-            mod_spec = importlib.util.spec_from_file_location(name, path)
-            assert mod_spec is not None and mod_spec.loader is not None
-            module = importlib.util.module_from_spec(mod_spec)
-            sys.modules[name] = module
-            sys.path.insert(0, str(path.resolve().parent))
-            mod_spec.loader.exec_module(module)
-        else:
-            if "" not in sys.path and os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-    except Exception as exc:
-        if type(exc).__name__ == "UsageError":
-            raise
-        raise _usage(
-            f"Cannot import {module_name!r}: {type(exc).__name__}: {exc}. Run hpcui from the "
-            "directory that contains it, or install it."
-        ) from exc
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise _usage(f"{module_name!r} has no attribute {attr!r}.")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise _usage(f"{spec} is a {type(obj).__name__}, not a function.")
-    return obj
-
-
-def _json_arg(text: str, what: str, kind: type) -> Any:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _usage(f"--{what} is not valid JSON ({exc}): {text!r}.") from None
-    if not isinstance(value, kind):
-        want = (
-            "a JSON list, e.g. '[1, \"a\"]'"
-            if kind is list
-            else "a JSON object, e.g. '{\"lr\": 0.1}'"
-        )
-        raise _usage(f"--{what} must be {want}, got {type(value).__name__}.")
-    return value
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
-    call_args = _json_arg(args.args, "args", list)
-    call_kwargs = _json_arg(args.kwargs, "kwargs", dict)
+    from hpcui.targets import json_value, load_function
+
+    call_args = json_value(args.args, "--args", list)
+    call_kwargs = json_value(args.kwargs, "--kwargs", dict)
     fn = load_function(args.function)
     cluster = connect(cluster_name(args))
     return _submit(args, cluster, fn, call_args, call_kwargs, resource_kwargs(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from hpcui.compute.runscript import run_script
+    from hpcui.targets import script_call
 
-    path = Path(args.script)
-    if not path.is_file():
-        raise _usage(f"No such script: {args.script}.")
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _usage(f"Cannot read {args.script}: {exc}.") from None
-    try:
-        compile(source, str(path), "exec")  # a syntax error fails here, not after the queue
-    except SyntaxError as exc:
-        raise _usage(f"{args.script} does not compile: {exc}.") from None
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
+    call = script_call(args.script, script_args)
     res = resource_kwargs(args)
-    res.setdefault("name", path.stem)
+    res.setdefault("name", call.name)
     cluster = connect(cluster_name(args))
-    return _submit(args, cluster, run_script, [source, path.name, script_args], {}, res)
+    return _submit(args, cluster, call.fn, call.args, call.kwargs, res)
 
 
 def _submit(
@@ -211,27 +135,16 @@ def _progress(job: Job, timeout: float | None, *, quiet: bool) -> None:
 
 def cmd_script(args: argparse.Namespace) -> int:
     from hpcui.cli.models import ScriptOutput
-    from hpcui.resources import batch_spec, explain
 
     cluster = connect(cluster_name(args))
-    alloc = cluster.plan(**resource_kwargs(args))
-    # placeholders for what only a submit knows: the probed home, the token, the bundle hash
-    base = cluster.config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
-    spec = batch_spec(
-        alloc,
-        folder=f"{base}/jobs/TOKEN",
-        token="TOKEN",
-        array_size=args.array,
-        python=cluster.python,
-        setup=cluster.setup,
-        pythonpath=(f"{base}/runtime/BUNDLE.zip",),
-    )
-    text = cluster.scheduler.render_script(spec)
-    summary = explain(alloc)
+    preview = cluster.preview_script(array_size=args.array, **resource_kwargs(args))
+    text, summary = preview.script, preview.summary
     if args.json:
         out.emit_json(
             ScriptOutput,
-            ScriptOutput(cluster=cluster.name, allocation=alloc, summary=summary, script=text),
+            ScriptOutput(
+                cluster=cluster.name, allocation=preview.allocation, summary=summary, script=text
+            ),
         )
         return EXIT_OK
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
