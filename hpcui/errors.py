@@ -60,6 +60,10 @@ class RemoteCommandError(HpcuiError):
         self.stderr = stderr
 
 
+class RegistryError(HpcuiError):
+    """The local job registry (SQLite) could not be read or written (locked, broken)."""
+
+
 class SchedulerError(HpcuiError):
     """The scheduler rejected a request (sbatch/qsub/scancel said no)."""
 

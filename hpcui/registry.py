@@ -7,16 +7,24 @@ the token lookup can finish, never a lost job.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from hpcui.backends.states import JobState
+from hpcui.errors import RegistryError
+
+#: seconds a call waits for another process's lock before it fails with RegistryError
+BUSY_TIMEOUT_S = 30.0
+F = TypeVar("F", bound=Callable[..., Any])
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -64,13 +72,47 @@ def default_path() -> Path:
     return base / "registry.sqlite"
 
 
+def _sqlite_errors(method: F) -> F:
+    """sqlite3 errors become RegistryError: a message that says which file and what to do,
+    caught by every face like any other hpcui error (the app shows it and stays up)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Registry, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise RegistryError(
+                f"The job registry {getattr(self, 'path', default_path())} could not be used: {exc}. If another hpcui "
+                "process holds it, try again when it is done; if the file is damaged, move "
+                "it aside (hpcui starts a new one, and forgets the jobs it listed)."
+            ) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+_shared: dict[Path, Registry] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_registry() -> Registry:
+    """The process's one connection to the registry at `default_path()` (every face and
+    every Cluster use it; a path set per test through HPCUI_DATA_DIR gets its own)."""
+    path = default_path()
+    with _shared_lock:
+        reg = _shared.get(path)
+        if reg is None:
+            reg = _shared[path] = Registry(path)
+        return reg
+
+
 class Registry:
     """Thread-safe; one connection per process, WAL so several processes can share it."""
 
+    @_sqlite_errors
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
         self._lock = threading.Lock()
         with self._lock, self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -79,6 +121,7 @@ class Registry:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
 
+    @_sqlite_errors
     def add(self, records: list[JobRecord]) -> None:
         with self._lock, self._db:
             self._db.executemany(
@@ -86,6 +129,7 @@ class Registry:
                 [_row(r) for r in records],
             )
 
+    @_sqlite_errors
     def set_job_ids(self, cluster: str, token: str, base_id: str, is_array: bool) -> None:
         """Complete a submission: give every record of `token` its scheduler id.
 
@@ -123,6 +167,7 @@ class Registry:
                     (base_id, JobState.PENDING.value, now, cluster, token),
                 )
 
+    @_sqlite_errors
     def update_states(self, cluster: str, states: dict[str, tuple[JobState, str]]) -> None:
         now = time.time()
         with self._lock, self._db:
@@ -135,6 +180,17 @@ class Registry:
                 ],
             )
 
+    @_sqlite_errors
+    def set_meta(self, cluster: str, job_id: str, key: str, value: Any) -> None:
+        """Keep `value` (JSON) under `key` in the job's record (e.g. the call that made it)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE jobs SET meta = json_set(meta, '$.' || ?, json(?)) "
+                "WHERE cluster=? AND job_id=?",
+                (key, json.dumps(value), cluster, job_id),
+            )
+
+    @_sqlite_errors
     def remove_token(self, cluster: str, token: str) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM jobs WHERE cluster=? AND token=?", (cluster, token))
@@ -151,6 +207,7 @@ class Registry:
             return self._query("ORDER BY submitted_at DESC LIMIT ?", (limit,))
         return self._query("WHERE cluster=? ORDER BY submitted_at DESC LIMIT ?", (cluster, limit))
 
+    @_sqlite_errors
     def _query(self, where: str, args: tuple) -> list[JobRecord]:
         with self._lock:
             cur = self._db.execute(f"SELECT * FROM jobs {where}", args)

@@ -81,9 +81,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def _registry_jobs(args: argparse.Namespace) -> int:
     from hpcui.cli.models import RegistryJob, output_type
-    from hpcui.registry import Registry
+    from hpcui.registry import shared_registry
 
-    recs = Registry().list(cluster_name(args))
+    recs = shared_registry().list(cluster_name(args))
     if args.state:
         recs = [r for r in recs if r.state.value in args.state]
     rows = [
