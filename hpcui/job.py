@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from hpcui.backends.job_paths import JobPaths, Stream
 from hpcui.backends.states import JobState
@@ -16,7 +16,23 @@ from hpcui.errors import (
 )
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
+    from hpcui.status import StatusService
+    from hpcui.transport.base import Transport
+
+
+class JobHost(Protocol):
+    """What a Job needs of its cluster (a `Cluster` is one): Job never imports Cluster."""
+
+    name: str
+
+    @property
+    def transport(self) -> Transport: ...
+
+    @property
+    def status(self) -> StatusService: ...
+
+    def cancel(self, job_ids: list[str]) -> None: ...
+
 
 STDERR_TAIL = 4000
 
@@ -25,7 +41,7 @@ class Job:
     """Created by `Cluster.submit`/`map`, or found again with `hpcui.get_job`."""
 
     def __init__(
-        self, cluster: Cluster, job_id: str, folder: str, *, num_tasks: int = 1, name: str = ""
+        self, cluster: JobHost, job_id: str, folder: str, *, num_tasks: int = 1, name: str = ""
     ) -> None:
         self.cluster = cluster
         self.job_id = job_id
