@@ -8,6 +8,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -20,14 +21,21 @@ from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, Schedule
 from hpcui.job import Job
 from hpcui.pickling import pickle_calls
 from hpcui.profiles import Profile, resolve_profile
-from hpcui.registry import JobRecord, Registry
-from hpcui.resources import Allocation, Resources, batch_spec, resolve
+from hpcui.registry import JobRecord, Registry, shared_registry
+from hpcui.resources import Allocation, Resources, batch_spec, explain, resolve
 from hpcui.runtime_bundle import build_bundle
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.status import StatusService
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScriptPreview:
+    allocation: Allocation
+    summary: str  # explain(): the shape, then advice lines
+    script: str
 
 
 def _silence_submitit() -> None:
@@ -134,7 +142,7 @@ class Cluster:
     @property
     def registry(self) -> Registry:
         if self._registry is None:
-            self._registry = Registry()
+            self._registry = shared_registry()
         return self._registry
 
     @cached_property
@@ -254,6 +262,33 @@ class Cluster:
     def plan(self, resources: Resources | None = None, **resource_kwargs: Any) -> Allocation:
         """Validate a request against the profile without touching the network."""
         return self._plan(resources or Resources.from_kwargs(**resource_kwargs), "hpcui")
+
+    def preview_script(
+        self, *, array_size: int | None = None, **resource_kwargs: Any
+    ) -> ScriptPreview:
+        """The batch script a submit with these resources would send, and the plan's summary.
+
+        No network: the job folder, token and runtime bundle exist only at submit time, so
+        the script names them ``HOME/.hpcui/jobs/TOKEN`` and ``.../runtime/BUNDLE.zip``.
+        """
+        alloc = self.plan(**resource_kwargs)
+        base = self.config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
+        spec = batch_spec(
+            alloc,
+            folder=f"{base}/jobs/TOKEN",
+            token="TOKEN",
+            array_size=array_size,
+            python=self.python,
+            setup=self.setup,
+            pythonpath=(f"{base}/runtime/BUNDLE.zip",),
+        )
+        return ScriptPreview(
+            allocation=alloc, summary=explain(alloc), script=self.scheduler.render_script(spec)
+        )
+
+    def remember(self, job: Job, key: str, value: Any) -> None:
+        """Keep `value` (JSON) in the job's registry record, e.g. the form that made it."""
+        self.registry.set_meta(self.name, job.job_id, key, value)
 
     def _plan(self, req: Resources, default_name: str) -> Allocation:
         return resolve(req.merged(self.config.defaults), self.profile, default_name=default_name)
@@ -470,6 +505,7 @@ class Cluster:
         tail_bytes: int | None = None,
         timeout: float | None = None,
         spool: bool = True,
+        until: Callable[[], bool] | None = None,
     ) -> Iterator[_logs.LogChunk]:
         """A job's log text as it appears, per rank (all ranks when `rank` is None).
 
@@ -477,6 +513,8 @@ class Cluster:
         are drained. Offset-based reads, and a local spool (beside the registry, files
         0600) that a later call replays from disk: nothing is downloaded twice, also
         after a reconnect or in a new process. `spool=False` keeps nothing locally.
+        `until` replaces "the job has ended" as the end of following (the app stops when
+        its screen is hidden, and watches the state on the way).
         """
         if isinstance(job, str):
             job = self.get_job(job)
@@ -491,6 +529,5 @@ class Cluster:
             tail_bytes=tail_bytes,
             spool_dir=spool_dir,
         )
-        return _logs.follow_many(
-            followers, job.done if follow else None, stream=stream, timeout=timeout
-        )
+        done = (until or job.done) if follow else None
+        return _logs.follow_many(followers, done, stream=stream, timeout=timeout)

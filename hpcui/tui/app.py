@@ -2,45 +2,61 @@
 
 Screens are Textual modes (jobs, job, submit, cluster); every SSH or scheduler call runs
 in a thread worker; refreshes come from the clusters' shared queue watchers and re-arm
-only after they finish. The app itself holds what the screens share: the connections
-(``Hub``), the registry, the job open on the Job screen, and the submit history that
-makes "resubmit" possible.
+only after they finish. What the screens share (connections, registry, the open job)
+is an ``AppContext`` handed to each screen; what they ask of the app arrives as messages
+(``hpcui.tui.messages``). Imports go one way: app -> screens -> context/messages.
+No worker takes the app down: each runs with ``exit_on_error=False`` and a failed one is
+shown by ``on_worker_state_changed``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from hpcui.config import Config, load_config
 from hpcui.errors import ConfigError, HpcuiError
-from hpcui.registry import Registry, default_path
+from hpcui.registry import Registry
+from hpcui.tui.context import AppContext
 from hpcui.tui.hub import Hub
+from hpcui.tui.messages import (
+    CancelJobs,
+    OpenJob,
+    Prefill,
+    Resubmit,
+    ShowJob,
+    ShowView,
+    StopJobs,
+    Submitted,
+)
 from hpcui.tui.screens.cluster import ClusterScreen
 from hpcui.tui.screens.job import JobScreen
 from hpcui.tui.screens.jobs import JobsScreen
-from hpcui.tui.screens.submit import SubmitForm, SubmitScreen
+from hpcui.tui.screens.submit import SUBMIT_FORM, SubmitScreen
 
 log = logging.getLogger(__name__)
+
+
+#: mode -> its screen (built with the app's AppContext)
+SCREENS_BY_MODE: dict[str, Callable[[AppContext], Screen[Any]]] = {
+    "jobs": JobsScreen,
+    "job": JobScreen,
+    "submit": SubmitScreen,
+    "cluster": ClusterScreen,
+}
 
 
 class HpcuiApp(App[None]):
     TITLE = "hpcui"
     CSS_PATH = "app.tcss"
-    MODES = {
-        "jobs": JobsScreen,
-        "job": JobScreen,
-        "submit": SubmitScreen,
-        "cluster": ClusterScreen,
-    }
     BINDINGS = [
         Binding("1", "mode('jobs')", "Jobs", id="app.jobs"),
         Binding("2", "mode('job')", "Job", id="app.job"),
@@ -57,32 +73,61 @@ class HpcuiApp(App[None]):
     def __init__(self, cluster: str | None = None, *, connect: Iterable[str] | None = None) -> None:
         super().__init__()
         self.cfg = load_config()
-        self.start_cluster = self.cfg.cluster(cluster).name or cluster or "local"
-        self.hub = Hub(self, self.cfg)
-        self.registry = Registry()
-        self.current_job: tuple[str, str] | None = None
+        start = self.cfg.cluster(cluster).name or cluster or "local"
+        self.ctx = AppContext(self.cfg, Hub(self, self.cfg, self.connections_changed), start)
+        for mode, screen in SCREENS_BY_MODE.items():
+            self.add_mode(mode, partial(screen, self.ctx))
         self._connect_first = list(connect) if connect is not None else None
         self.set_keymap(user_keymap(self.cfg))
+
+    @property
+    def hub(self) -> Hub:
+        return self.ctx.hub
+
+    @property
+    def registry(self) -> Registry:
+        return self.ctx.registry
+
+    @property
+    def start_cluster(self) -> str:
+        return self.ctx.start_cluster
+
+    @property
+    def current_job(self) -> tuple[str, str] | None:
+        return self.ctx.current_job
 
     # -- startup -----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
         self.connections_changed()
         self.switch_mode("jobs")
-        names = self._connect_first
-        if names is None:
-            names = [self.start_cluster, *self._clusters_with_live_jobs()]
-        for name in dict.fromkeys(names):
+        first = self._connect_first
+        for name in dict.fromkeys([self.start_cluster] if first is None else first):
             if name in self.hub.conns:
                 self.hub.connect(name)
+        if first is None:  # the registry may be slow or locked: read it off the UI thread
+            self.run_worker(
+                self._connect_live_clusters, thread=True, group="startup", exit_on_error=False
+            )
 
-    def _clusters_with_live_jobs(self) -> list[str]:
+    def _connect_live_clusters(self) -> None:
         """Configured clusters where hpcui has unfinished jobs: their table rows stay live."""
-        try:
-            records = self.registry.list(limit=500)
-        except Exception:  # a locked or broken registry must not stop the app
-            return []
-        return sorted({r.cluster for r in records if not r.state.is_final} & set(self.hub.conns))
+        records = self.registry.list(limit=500)
+        live = {r.cluster for r in records if not r.state.is_final} & set(self.hub.conns)
+        for name in sorted(live):
+            self.call_from_thread(self.hub.connect, name)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a failed worker ends up: shown, logged, and the app goes on."""
+        if event.state is not WorkerState.ERROR:
+            return
+        exc = event.worker.error
+        if isinstance(exc, HpcuiError):
+            message = str(exc)
+        else:
+            log.error("worker %s failed", event.worker.name, exc_info=exc)
+            message = f"{type(exc).__name__}: {exc} (a bug in hpcui: please report it)"
+        self.notify(message, severity="error", title="something failed", timeout=15)
 
     def connections_changed(self) -> None:
         self.sub_title = self.hub.header_text()
@@ -98,9 +143,17 @@ class HpcuiApp(App[None]):
 
     def action_history(self) -> None:
         self.switch_mode("jobs")
-        screen = self.get_screen_for_mode("jobs")
-        if screen is not None:
-            screen.show_view("history")  # type: ignore[attr-defined]
+        self._tell("jobs", ShowView("history"))
+
+    def _tell(self, mode: str, message: Any) -> None:
+        """Post `message` to the screen of `mode` once it exists and is composed."""
+
+        def post() -> None:
+            screen = self.get_screen_for_mode(mode)
+            if screen is not None:
+                screen.post_message(message)
+
+        self.call_after_refresh(post)
 
     def get_screen_for_mode(self, mode: str) -> Screen[Any] | None:
         stack = self._screen_stacks.get(mode)
@@ -112,11 +165,31 @@ class HpcuiApp(App[None]):
         self.push_screen(HelpModal())
 
     def open_job(self, cluster: str, job_id: str) -> None:
-        self.current_job = (cluster, job_id)
+        self.ctx.current_job = (cluster, job_id)
         if self.current_mode == "job":
-            self.screen.show_job(cluster, job_id)  # type: ignore[attr-defined]
+            self._tell("job", ShowJob(cluster, job_id))
         else:
-            self.switch_mode("job")
+            self.switch_mode("job")  # the Job screen shows ctx.current_job when it resumes
+
+    def on_open_job(self, message: OpenJob) -> None:
+        self.open_job(message.cluster, message.job_id)
+
+    def on_submitted(self, message: Submitted) -> None:
+        self.open_job(message.cluster, message.job_id)
+
+    def on_cancel_jobs(self, message: CancelJobs) -> None:
+        self.cancel_jobs(message.jobs)
+
+    def on_stop_jobs(self, message: StopJobs) -> None:
+        self.stop_jobs(message.jobs)
+
+    def on_resubmit(self, message: Resubmit) -> None:
+        self.run_worker(
+            partial(self._resubmit, message.cluster, message.job_id),
+            thread=True,
+            group="resubmit",
+            exit_on_error=False,
+        )
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -137,7 +210,9 @@ class HpcuiApp(App[None]):
     # -- job actions shared by screens ---------------------------------------------------------
 
     def cancel_jobs(self, jobs: list[tuple[str, str]]) -> None:
-        self.run_worker(lambda: self._cancel(jobs), thread=True, group="cancel")
+        self.run_worker(
+            lambda: self._cancel(jobs), thread=True, group="cancel", exit_on_error=False
+        )
 
     def _cancel(self, jobs: list[tuple[str, str]]) -> None:
         by_cluster: dict[str, list[str]] = {}
@@ -158,7 +233,7 @@ class HpcuiApp(App[None]):
             self.call_from_thread(self.notify, f"cancelled {name}: {' '.join(ids)}")
 
     def stop_jobs(self, jobs: list[tuple[str, str]]) -> None:
-        self.run_worker(lambda: self._stop(jobs), thread=True, group="stop")
+        self.run_worker(lambda: self._stop(jobs), thread=True, group="stop", exit_on_error=False)
 
     def _stop(self, jobs: list[tuple[str, str]]) -> None:
         for name, job_id in jobs:
@@ -174,43 +249,32 @@ class HpcuiApp(App[None]):
                 self.notify, f"asked {name}:{job_id} to stop (its code must poll stop_requested())"
             )
 
-    # -- resubmit: what the Submit screen sent, kept beside the registry ------------------------
+    # -- resubmit: the registry record keeps the form the Submit screen sent -------------------
 
-    @property
-    def submits_path(self) -> Path:
-        return default_path().with_name("tui-submits.json")
-
-    def remember_submit(self, cluster: str, job_id: str, form: dict[str, Any]) -> None:
-        try:
-            data = json.loads(self.submits_path.read_text())
-        except (OSError, ValueError):
-            data = {}
-        data[f"{cluster}:{job_id}"] = form
-        self.submits_path.write_text(json.dumps(data, indent=1))
-
-    def resubmit(self, cluster: str, job_id: str) -> None:
+    def _resubmit(self, cluster: str, job_id: str) -> None:
         """Open the Submit form filled as it was for this job (jobs submitted from the app)."""
-        try:
-            form = json.loads(self.submits_path.read_text()).get(f"{cluster}:{job_id}")
-        except (OSError, ValueError):
-            form = None
+        record = self.registry.get(cluster, job_id)
+        form = record.meta.get(SUBMIT_FORM) if record is not None else None
         if form is None:
-            self.notify(
+            self.call_from_thread(
+                self.notify,
                 f"{cluster}:{job_id} was not submitted from this app, so its call is unknown "
                 "here; resubmit it from Python (hpcui.get_job) or the Submit screen.",
                 severity="warning",
             )
             return
+        self.call_from_thread(self._refill, form)
+
+    def _refill(self, form: dict[str, Any]) -> None:
         self.switch_mode("submit")
-        screen = self.get_screen_for_mode("submit")
-        self.call_after_refresh(screen.prefill, SubmitForm(**form))  # type: ignore[union-attr]
+        self._tell("submit", Prefill(form))
         self.notify("Check the form and press ctrl+s to submit again.")
 
 
 def binding_ids() -> dict[str, str]:
     """Every remappable binding of the app: id -> default key (the app's and its screens')."""
     ids: dict[str, str] = {}
-    for owner in (HpcuiApp, *HpcuiApp.MODES.values()):
+    for owner in (HpcuiApp, *SCREENS_BY_MODE.values()):
         for binding in owner.BINDINGS:  # type: ignore[attr-defined]
             if isinstance(binding, Binding) and binding.id:
                 ids[binding.id] = binding.key

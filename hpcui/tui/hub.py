@@ -9,6 +9,7 @@ reconnects with backoff on the next call, so the probe is one cheap ``true``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,10 @@ class Conn:
 class Hub:
     """Connects clusters in workers and keeps their state; the app re-renders on changes."""
 
-    def __init__(self, app: App[Any], config: Config) -> None:
-        self.app = app
+    def __init__(self, app: App[Any], config: Config, on_change: Callable[[], None]) -> None:
+        self.app = app  # for workers, timers and call_from_thread only
         self.config = config
+        self.on_change = on_change  # UI thread: the connections' state changed
         names = sorted(config.clusters) or ["local"]
         if "local" not in names:
             names.append("local")
@@ -81,7 +83,7 @@ class Hub:
     def _set(self, name: str, status: str, error: str = "") -> None:
         conn = self.conns[name]
         conn.status, conn.error = status, error
-        self.app.connections_changed()  # type: ignore[attr-defined]
+        self.on_change()
 
     # -- connecting ------------------------------------------------------------------------
 
@@ -91,9 +93,13 @@ class Hub:
         if conn.status in ("connecting", "connected"):
             return
         conn.status, conn.error = "connecting", ""
-        self.app.connections_changed()  # type: ignore[attr-defined]
+        self.on_change()
         self.app.run_worker(
-            lambda: self._connect(name), thread=True, group=f"connect-{name}", exclusive=True
+            lambda: self._connect(name),
+            thread=True,
+            group=f"connect-{name}",
+            exclusive=True,
+            exit_on_error=False,
         )
 
     def _connect(self, name: str) -> None:
@@ -132,7 +138,7 @@ class Hub:
             version = ".".join(map(str, info.python_version or ()))
             conn.python = f"Python {version} ({cluster.python}) matches this machine"
             conn.python_ok = True
-        self.app.call_from_thread(self.app.connections_changed)  # type: ignore[attr-defined]
+        self.app.call_from_thread(self.on_change)
 
     # -- losing and finding it again ---------------------------------------------------------
 
@@ -167,7 +173,9 @@ class Hub:
             self.app.call_from_thread(self._set, name, "connected")
 
         # re-armed only after this probe finished: probes never pile up
-        self.app.run_worker(probe, thread=True, group=f"probe-{name}", exclusive=True)
+        self.app.run_worker(
+            probe, thread=True, group=f"probe-{name}", exclusive=True, exit_on_error=False
+        )
 
     def header_text(self) -> str:
         """One word per cluster that matters: connected, connecting, lost or failed ones."""

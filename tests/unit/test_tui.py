@@ -404,3 +404,64 @@ def test_config_keys_with_an_unknown_binding_id_say_how_to_fix(box):
     box.write_text(box.read_text() + '\n[keys]\n"jobs.cancle" = "z"\n')
     with pytest.raises(ConfigError, match=r"unknown binding id.*'jobs\.cancle'.*'jobs\.cancel'"):
         HpcuiApp()
+
+
+def test_a_locked_registry_is_shown_and_the_app_stays_up(box, monkeypatch):
+    """Workers never take the app down: a registry another process holds locked is an
+    error on screen (toast and status line), and the table fills once the lock is gone."""
+    import sqlite3
+
+    import hpcui.registry
+
+    monkeypatch.setattr(hpcui.registry, "BUSY_TIMEOUT_S", 0.2)
+    path = hpcui.registry.default_path()
+    first = Registry(path)
+    first.add([JobRecord(cluster="local", token="t1", job_id="77", folder="/tmp/x", name="x")])
+    first.close()
+    hold = sqlite3.connect(path, isolation_level=None)
+    hold.execute("PRAGMA locking_mode=EXCLUSIVE")
+    hold.execute("BEGIN EXCLUSIVE")
+    hold.execute("UPDATE jobs SET name='held' WHERE job_id='77'")  # takes the lock for real
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            await wait_for(
+                pilot, lambda: any("registry" in n.message for n in app._notifications), 15
+            )
+            info = app.screen.query_one("#jobs-info")
+            await wait_for(pilot, lambda: "registry" in str(info.render()))
+            up_while_locked = app.is_running
+            toast = next(n.message for n in app._notifications if "registry" in n.message)
+            hold.rollback()
+            hold.close()
+            table = app.screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == 1, 15)
+            cleared = "registry" not in str(info.render())
+            return up_while_locked, toast, cleared
+
+    up, toast, cleared = run(go())
+    assert up
+    assert "database is locked" in toast and str(hpcui.registry.default_path()) in toast
+    assert cleared
+
+
+def test_every_worker_of_the_app_leaves_the_app_running_on_error():
+    """Textual's default exit_on_error=True would end the app on any worker's exception."""
+    import ast
+    from pathlib import Path
+
+    import hpcui.tui
+
+    missing = []
+    for path in Path(hpcui.tui.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name in ("work", "run_worker"):
+                flags = {k.arg: k.value for k in node.keywords}
+                value = flags.get("exit_on_error")
+                if not (isinstance(value, ast.Constant) and value.value is False):
+                    missing.append(f"{path.name}:{node.lineno}")
+    assert missing == [], f"workers without exit_on_error=False: {missing}"

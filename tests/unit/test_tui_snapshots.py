@@ -21,6 +21,7 @@ from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
 from hpcui.config import load_config
+from hpcui.logs import LogChunk
 from hpcui.registry import JobRecord, Registry
 from hpcui.site import QueueSnapshot, fetch_modules, parse_quota
 from hpcui.site.jobs import HistoryJob, QueueJob
@@ -91,15 +92,6 @@ class ReplayJob:
         return {"best_loss": 0.08, "epochs": 24}
 
 
-class ReplayFollower:
-    def __init__(self, transport: object, path: str, tail_bytes: int = 0) -> None:
-        self.left = LOG
-
-    def read(self) -> str:
-        text, self.left = self.left, ""
-        return text
-
-
 class ReplayCluster(Cluster):
     """A real Cluster (profile, planner, script renderer) whose remote answers are fixtures."""
 
@@ -135,6 +127,11 @@ class ReplayCluster(Cluster):
     def modules(self):  # type: ignore[override]
         return fetch_modules(scripted(_framed(*LMOD)), "lmod", cluster=self.name)
 
+    def logs(self, job, stream="stdout", rank=None, *, until=None, **kw):  # type: ignore[override]
+        if until is not None:
+            until()  # as follow_many does: the state is asked before the last read
+        yield LogChunk(task=rank or 0, stream=stream, text=LOG, offset=0)
+
     def get_job(self, job_id: str):  # type: ignore[override]
         return ReplayJob(self, job_id, f"/gpfs/home/bsc/bsc012345/.hpcui/jobs/{job_id}")
 
@@ -165,12 +162,10 @@ def replay(tmp_path, monkeypatch):
     import hpcui
     import hpcui.api
     import hpcui.tui.rows
-    import hpcui.tui.screens.job
 
     monkeypatch.setattr(hpcui.api, "_clusters", {})
     monkeypatch.setattr(hpcui, "connect", lambda name, **kw: ReplayCluster(name))
     monkeypatch.setattr(hpcui.tui.rows, "datetime", FrozenDatetime)
-    monkeypatch.setattr(hpcui.tui.screens.job, "LogFollower", ReplayFollower)
     Registry().add(
         [
             JobRecord(

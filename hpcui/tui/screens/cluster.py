@@ -22,7 +22,7 @@ from hpcui.tui.rows import hms
 
 if TYPE_CHECKING:
     from hpcui.site import Module, ModuleState, PartitionInfo, QuotaReport
-    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.context import AppContext
 
 BAR = 30
 
@@ -49,22 +49,19 @@ class ClusterScreen(Screen[None]):
         Binding("slash", "module_search", "Modules", id="cluster.search"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: AppContext) -> None:
         super().__init__()
+        self.ctx = ctx
         self.modules: ModuleState | None = None
         self.loaded_for: str | None = None
 
-    @property
-    def happ(self) -> HpcuiApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
-        names = list(self.happ.hub.conns)
+        names = list(self.ctx.hub.conns)
         yield Header()
         with Horizontal(id="cluster-bar"):
             yield Select(
                 [(n, n) for n in names],
-                value=self.happ.start_cluster if self.happ.start_cluster in names else names[0],
+                value=self.ctx.start_cluster if self.ctx.start_cluster in names else names[0],
                 allow_blank=False,
                 id="cluster-pick",
             )
@@ -108,7 +105,7 @@ class ClusterScreen(Screen[None]):
 
     def _conn_changed(self, _v: int) -> None:
         self._show_conn()
-        conn = self.happ.hub.conns[self.name_shown]
+        conn = self.ctx.hub.conns[self.name_shown]
         if conn.ready and self.loaded_for != self.name_shown and self.is_current:
             self.action_reload()
 
@@ -119,12 +116,12 @@ class ClusterScreen(Screen[None]):
 
     @on(Button.Pressed, "#connect")
     def action_connect(self) -> None:
-        self.happ.hub.connect(self.name_shown)
+        self.ctx.hub.connect(self.name_shown)
 
     def _show_conn(self) -> None:
-        conn = self.happ.hub.conns[self.name_shown]
+        conn = self.ctx.hub.conns[self.name_shown]
         symbol, style = STATUS_LOOK[conn.status]
-        cfg = self.happ.hub.config.clusters.get(conn.name)
+        cfg = self.ctx.hub.config.clusters.get(conn.name)
         lines = [
             f"[{style}]{symbol} {conn.status}[/] · [b]{conn.name}[/b] · login host "
             f"{conn.host} · profile {(cfg.profile if cfg else None) or 'local'}",
@@ -138,18 +135,18 @@ class ClusterScreen(Screen[None]):
 
     def action_reload(self) -> None:
         name = self.name_shown
-        conn = self.happ.hub.conns[name]
+        conn = self.ctx.hub.conns[name]
         if not conn.ready:
             if conn.status == "idle":
-                self.happ.hub.connect(name)
+                self.ctx.hub.connect(name)
             return
         self.loaded_for = name
         self.query_one("#quota", Static).update("loading…")
         self._load(name)
 
-    @work(thread=True, exclusive=True, group="cluster-load")
+    @work(thread=True, exclusive=True, group="cluster-load", exit_on_error=False)
     def _load(self, name: str) -> None:
-        cluster = self.happ.hub.cluster(name)
+        cluster = self.ctx.hub.cluster(name)
         if cluster is None:
             return
         for what, fetch in (
@@ -247,9 +244,9 @@ class ClusterScreen(Screen[None]):
         if event.value.strip():
             self._search(self.name_shown, event.value.strip())
 
-    @work(thread=True, exclusive=True, group="module-search")
+    @work(thread=True, exclusive=True, group="module-search", exit_on_error=False)
     def _search(self, name: str, term: str) -> None:
-        cluster = self.happ.hub.cluster(name)
+        cluster = self.ctx.hub.cluster(name)
         if cluster is None:
             return
         try:

@@ -1,8 +1,9 @@
 """Job: details, the exact batch script, live logs per stream and rank, result, metric plot.
 
-Logs are read by ``hpcui.logs.LogFollower`` in a thread worker: one stat plus a ranged
-read of only the new bytes per poll, backing off while the file is quiet. The worker is
-cancelled while the screen is hidden and resumes from the same byte offset.
+Logs come from ``Cluster.logs(follow=True)`` in a thread worker, exactly as for
+``hpcui logs -f``: one stat plus a ranged read of only the new bytes per poll, backing off
+while the file is quiet, and a local spool. The worker is cancelled while the screen is
+hidden; coming back replays the spool from local disk and reads on from its offset.
 """
 
 from __future__ import annotations
@@ -24,19 +25,20 @@ from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPan
 from textual.worker import get_current_worker
 
 from hpcui.errors import HpcuiError, JobError, JobFailedError
-from hpcui.logs import LogFollower, log_path
+from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import hms, state_text
 from hpcui.tui.widgets import DEFAULT_METRIC, LogPanel, MetricPlot
 
 if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
     from hpcui.job import Job
     from hpcui.registry import JobRecord
     from hpcui.site import QueueJob
-    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.context import AppContext
 
 TAIL_BYTES = 4 << 20  # open a huge log near its end
-FAST_S, SLOW_S = 0.2, 2.0
+SLOW_S = 2.0  # pause before following again after a failed read
 
 
 class JobScreen(Screen[None]):
@@ -56,8 +58,9 @@ class JobScreen(Screen[None]):
         Binding("escape", "back", "Back", id="job.back"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: AppContext) -> None:
         super().__init__()
+        self.ctx = ctx
         self.key: tuple[str, str] | None = None  # (cluster, job id) shown
         self.job: Job | None = None
         self.record: JobRecord | None = None
@@ -66,13 +69,9 @@ class JobScreen(Screen[None]):
         self.rank = 0
         self.num_tasks = 1
         self.metric = DEFAULT_METRIC
-        self._followers: dict[tuple[str, int], LogFollower] = {}
         self._active = False
+        self._generation = 0
         self.script_text = ""
-
-    @property
-    def happ(self) -> HpcuiApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -111,7 +110,7 @@ class JobScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         self._active = True
-        wanted = self.happ.current_job
+        wanted = self.ctx.current_job
         if wanted is None:
             return
         if wanted != self.key:
@@ -123,13 +122,15 @@ class JobScreen(Screen[None]):
         self._active = False
         self.workers.cancel_group(self, "job-log")
 
+    def on_show_job(self, message: ShowJob) -> None:
+        self.show_job(message.cluster, message.job_id)
+
     def show_job(self, cluster: str, job_id: str) -> None:
         """Switch to another job: forget the old logs, load the new one in a worker."""
         self.workers.cancel_group(self, "job-log")
         self.key = (cluster, job_id)
         self.job = self.record = self.entry = None
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
-        self._followers.clear()
         self.panel.reset(f"{job_id} stdout rank 0")
         self.query_one("#metric", MetricPlot).reset()
         self.query_one("#job-head", Static).update(f"{cluster}:{job_id} · loading…")
@@ -137,10 +138,10 @@ class JobScreen(Screen[None]):
             self.query_one(f"#{wid}", Static).update("")
         self._load(cluster, job_id)
 
-    @work(thread=True, exclusive=True, group="job-load")
+    @work(thread=True, exclusive=True, group="job-load", exit_on_error=False)
     def _load(self, cluster_name: str, job_id: str) -> None:
-        cluster = self.happ.hub.cluster(cluster_name)
-        record = self.happ.registry.get(cluster_name, job_id)
+        cluster = self.ctx.hub.cluster(cluster_name)
+        record = self.ctx.registry.get(cluster_name, job_id)
         entry = None
         job = None
         problem = ""
@@ -149,7 +150,7 @@ class JobScreen(Screen[None]):
         else:
             try:
                 job = cluster.get_job(job_id) if record is not None else None
-                if self.happ.hub.conns[cluster_name].has_queue:
+                if self.ctx.hub.conns[cluster_name].has_queue:
                     entry = next(
                         (
                             j
@@ -232,43 +233,50 @@ class JobScreen(Screen[None]):
         job = self.job
         if job is None or not self._active:
             return
-        key = (self.stream, self.rank)
-        follower = self._followers.get(key)
-        if follower is None:
-            path = log_path(job.folder, job.job_id, self.rank, self.stream)  # type: ignore[arg-type]
-            follower = LogFollower(job.cluster.transport, path, tail_bytes=TAIL_BYTES)
-            self._followers[key] = follower
-        self._read_log(job, follower, key)
+        cluster = self.ctx.hub.cluster(job.cluster.name)
+        if cluster is None:
+            return
+        self._reset_panel()
+        self._generation += 1  # text a cancelled follower still sends is dropped
+        self._read_log(cluster, job, (self.stream, self.rank, self._generation))
 
-    @work(thread=True, exclusive=True, group="job-log")
-    def _read_log(self, job: Job, follower: LogFollower, key: tuple[str, int]) -> None:
+    def _reset_panel(self) -> None:
+        job_id = self.key[1] if self.key else ""
+        self.panel.reset(f"{job_id} {self.stream} rank {self.rank}".lstrip())
+        self.query_one("#metric", MetricPlot).reset()
+
+    @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
+    def _read_log(self, cluster: Cluster, job: Job, key: tuple[str, int, int]) -> None:
         worker = get_current_worker()
-        interval = FAST_S
-        last_state = None
+        last_state: list[Any] = [None]
+
+        def until() -> bool:  # follow_many asks it before its last reads: nothing is lost
+            if worker.is_cancelled:
+                return True
+            state = job.state
+            if state != last_state[0]:
+                last_state[0] = state
+                self.app.call_from_thread(self._state_changed, job, state)
+            return state.is_final
+
+        stream, rank, _generation = key
         while not worker.is_cancelled:
             try:
-                done = job.done()  # asked BEFORE reading: the last bytes are never lost
-                state = job.state
-                got = False
-                while text := follower.read():  # text once read is always delivered
-                    got = True
-                    self.app.call_from_thread(self._got_text, key, text)
+                for chunk in cluster.logs(
+                    job, stream, rank, follow=True, tail_bytes=TAIL_BYTES, until=until
+                ):
+                    self.app.call_from_thread(self._got_text, key, chunk.text)
                     if worker.is_cancelled:
                         return
-            except HpcuiError as exc:
-                self.app.call_from_thread(self.happ.hub.report, job.cluster.name, exc)
-                time.sleep(SLOW_S)
-                continue
-            if state != last_state:
-                last_state = state
-                self.app.call_from_thread(self._state_changed, job, state)
-            if done:
                 return
-            interval = FAST_S if got else min(SLOW_S, interval * 1.5)
-            time.sleep(interval)
+            except HpcuiError as exc:
+                self.app.call_from_thread(self.ctx.hub.report, job.cluster.name, exc)
+                time.sleep(SLOW_S)
+                # the next round replays the spool from local disk: start the panel over
+                self.app.call_from_thread(self._reset_panel)
 
-    def _got_text(self, key: tuple[str, int], text: str) -> None:
-        if key != (self.stream, self.rank):
+    def _got_text(self, key: tuple[str, int, int], text: str) -> None:
+        if key != (self.stream, self.rank, self._generation):
             return
         lines = self.panel.feed(text)
         self.query_one("#metric", MetricPlot).feed(lines)
@@ -280,7 +288,7 @@ class JobScreen(Screen[None]):
         if state.is_final:
             self._load_result(job)
 
-    @work(thread=True, exclusive=True, group="job-result")
+    @work(thread=True, exclusive=True, group="job-result", exit_on_error=False)
     def _load_result(self, job: Job) -> None:
         try:
             values = job.results(timeout=30) if job.num_tasks > 1 else [job.result(timeout=30)]
@@ -299,9 +307,6 @@ class JobScreen(Screen[None]):
     def _switch(self, stream: str, rank: int) -> None:
         self.workers.cancel_group(self, "job-log")
         self.stream, self.rank = stream, rank
-        self._followers.pop((stream, rank), None)  # the panel restarts: read from the start
-        self.panel.reset(f"{stream} rank {rank}")
-        self.query_one("#metric", MetricPlot).reset()
         self._details()
         self._follow()
 
@@ -370,7 +375,7 @@ class JobScreen(Screen[None]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.happ.cancel_jobs([(cluster, job_id)])
+                self.post_message(CancelJobs([(cluster, job_id)]))
 
         self.app.push_screen(
             ConfirmModal(f"Cancel {cluster}:{job_id}?", "The job is killed.", yes="Cancel job"),
@@ -379,7 +384,7 @@ class JobScreen(Screen[None]):
 
     def action_stop(self) -> None:
         if self.key is not None:
-            self.happ.stop_jobs([self.key])
+            self.post_message(StopJobs([self.key]))
 
     def action_back(self) -> None:
         box = self.query_one("#log-search", Input)

@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Header, Input, Static
 
 from hpcui.errors import HpcuiError, UsageError
+from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import (
     HISTORY_COLUMNS,
@@ -39,7 +40,7 @@ from hpcui.tui.widgets import JobTable
 if TYPE_CHECKING:
     from hpcui.registry import JobRecord
     from hpcui.site import QueueJob, QueueSnapshot, Subscription
-    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.context import AppContext
 
 REGISTRY_S = 2.0
 HISTORY_S = 30.0
@@ -73,8 +74,9 @@ class JobsScreen(Screen[None]):
         Binding("k", "cursor_up", "Up", show=False),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: AppContext) -> None:
         super().__init__()
+        self.ctx = ctx
         self.hpcui_only = True
         self.state_filter = "all"
         self.text_filter = ""
@@ -90,10 +92,6 @@ class JobsScreen(Screen[None]):
         self._history_timer: Timer | None = None
         self._tracked: set[str] = set()
         self._active = False
-
-    @property
-    def happ(self) -> HpcuiApp:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -136,7 +134,7 @@ class JobsScreen(Screen[None]):
             self._subscribe_all()
 
     def _subscribe_all(self) -> None:
-        for conn in self.happ.hub.ready():
+        for conn in self.ctx.hub.ready():
             if conn.has_queue and conn.name not in self.subs and conn.cluster is not None:
                 watcher = conn.cluster.queue_watcher
                 name = conn.name
@@ -154,7 +152,7 @@ class JobsScreen(Screen[None]):
         if snap.error is not None:
             if isinstance(message.exc, UsageError):
                 # this scheduler keeps no queue (plain processes): the registry is the list
-                conn = self.happ.hub.conns[name]
+                conn = self.ctx.hub.conns[name]
                 conn.has_queue = False
                 sub = self.subs.pop(name, None)
                 if sub is not None:
@@ -163,20 +161,31 @@ class JobsScreen(Screen[None]):
                 self.refresh_table()
                 return
             self.errors[name] = snap.error
-            self.happ.hub.report(name, message.exc or snap.error)
+            self.ctx.hub.report(name, message.exc or snap.error)
         else:
             self.errors.pop(name, None)
-            self.happ.hub.report(name, None)
+            self.ctx.hub.report(name, None)
         self.queues[name] = list(snap.jobs)
         self._track_forgotten()
         self.refresh_table()
 
-    @work(thread=True, exclusive=True, group="jobs-registry")
+    @work(thread=True, exclusive=True, group="jobs-registry", exit_on_error=False)
     def _load_registry(self) -> None:
-        records = self.happ.registry.list(limit=500)
+        try:
+            records = self.ctx.registry.list(limit=500)
+        except HpcuiError as exc:  # locked or broken: say so, try again later
+            self.app.call_from_thread(self._registry_failed, str(exc))
+            raise  # the app's worker handler shows it too
         self.app.call_from_thread(self._registry_loaded, records)
 
+    def _registry_failed(self, message: str) -> None:
+        self.errors["registry"] = message
+        self.refresh_table()
+        if self._active:
+            self._registry_timer = self.set_timer(REGISTRY_S, self._load_registry)
+
     def _registry_loaded(self, records: list[JobRecord]) -> None:
+        self.errors.pop("registry", None)
         self.records = records
         self._track_forgotten()
         self.refresh_table()
@@ -194,18 +203,18 @@ class JobsScreen(Screen[None]):
                 if (rec.cluster, rec.job_id) not in listed:
                     todo.setdefault(rec.cluster, []).append(rec)
         for name, recs in todo.items():
-            cluster = self.happ.hub.cluster(name)
+            cluster = self.ctx.hub.cluster(name)
             if cluster is None:
                 continue
             for rec in recs:
                 cluster.status.track([rec.job_id or ""], rec.state)
                 self._tracked.add(f"{rec.cluster}:{rec.job_id}")
 
-    @work(thread=True, exclusive=True, group="jobs-history")
+    @work(thread=True, exclusive=True, group="jobs-history", exit_on_error=False)
     def _load_history(self) -> None:
         rows: dict[str, JobRow] = {}
         errors: dict[str, str] = {}
-        for conn in self.happ.hub.ready():
+        for conn in self.ctx.hub.ready():
             if not conn.has_queue or conn.cluster is None:
                 continue
             try:
@@ -285,7 +294,7 @@ class JobsScreen(Screen[None]):
     def action_open(self) -> None:
         rows = self._selected()
         if rows:
-            self.happ.open_job(rows[0].cluster, rows[0].job_id)
+            self.post_message(OpenJob(rows[0].cluster, rows[0].job_id))
 
     def on_data_table_row_selected(self, event: JobTable.RowSelected) -> None:
         self.action_open()
@@ -312,7 +321,7 @@ class JobsScreen(Screen[None]):
         def answered(yes: bool | None) -> None:
             if yes:
                 self.table.marked.clear()
-                self.happ.cancel_jobs([(r.cluster, r.job_id) for r in rows])
+                self.post_message(CancelJobs([(r.cluster, r.job_id) for r in rows]))
 
         self.app.push_screen(
             ConfirmModal(
@@ -328,12 +337,12 @@ class JobsScreen(Screen[None]):
         if not rows:
             self.notify("Graceful stop needs an unfinished hpcui job.", severity="warning")
             return
-        self.happ.stop_jobs([(r.cluster, r.job_id) for r in rows])
+        self.post_message(StopJobs([(r.cluster, r.job_id) for r in rows]))
 
     def action_resubmit(self) -> None:
         rows = self._selected()
         if rows:
-            self.happ.resubmit(rows[0].cluster, rows[0].job_id)
+            self.post_message(Resubmit(rows[0].cluster, rows[0].job_id))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -381,6 +390,9 @@ class JobsScreen(Screen[None]):
 
     def action_history(self) -> None:
         self.show_view("live" if self.view == "history" else "history")
+
+    def on_show_view(self, message: ShowView) -> None:
+        self.show_view(message.view)
 
     def show_view(self, view: str) -> None:
         if view == self.view:

@@ -7,11 +7,6 @@ except for the job folder, token and runtime-bundle path that exist only at subm
 
 from __future__ import annotations
 
-import importlib
-import json
-import os
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.syntax import Syntax
@@ -24,11 +19,12 @@ from textual.timer import Timer
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
-from hpcui.resources import batch_spec, explain
+from hpcui.targets import Call, default_name, json_value, load_call
+from hpcui.tui.messages import Prefill, Submitted
 
 if TYPE_CHECKING:
     from hpcui.cluster import Cluster
-    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.context import AppContext
 
 #: form field -> (label, Resources keyword, type)
 RESOURCE_FIELDS: tuple[tuple[str, str, type], ...] = (
@@ -43,6 +39,10 @@ RESOURCE_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("name", "job name", str),
     ("extra", "extra directives", str.split),  # e.g. --begin=now+60 --mail-type=END
 )
+
+
+#: key of the form in a job's registry record (meta)
+SUBMIT_FORM = "submit_form"
 
 
 class SubmitForm:
@@ -75,87 +75,43 @@ class SubmitForm:
 
     def default_name(self) -> str:
         """What submit will call the job when no name is given (the function, the script)."""
-        target = self.target.strip()
-        if self.is_script():
-            return Path(target).stem or "script"
-        return target.rpartition(":")[2].rpartition(".")[2] or "hpcui"
+        return default_name(self.target)
 
-    def is_script(self) -> bool:
-        return ":" not in self.target and bool(self.target.strip())
-
-    def call(self) -> tuple[Any, list[Any], dict[str, Any]]:
-        """(callable, args, kwargs) to submit: ``pkg.mod:fn`` imported here, or a script file."""
-        try:
-            args = json.loads(self.args or "[]")
-            kwargs = json.loads(self.kwargs or "{}")
-        except json.JSONDecodeError as exc:
-            raise HpcuiError(f"arguments are not valid JSON: {exc}") from None
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
-            raise HpcuiError("arguments: a JSON list; keyword arguments: a JSON object.")
-        target = self.target.strip()
-        if not target:
-            raise HpcuiError("Say what to run: `package.module:function` or a script file.")
-        if self.is_script():
-            path = Path(target).expanduser()
-            if not path.is_file():
-                raise HpcuiError(
-                    f"No script file {path} (a function is `package.module:function`)."
-                )
-            from hpcui.compute.runscript import run_script
-
-            return run_script, [path.read_text(), path.name, [str(a) for a in args]], {}
-        module_name, _, attr = target.partition(":")
-        if os.getcwd() not in sys.path:  # the user's own modules, as `python -c` would see them
-            sys.path.insert(0, os.getcwd())
-        try:
-            obj: Any = importlib.import_module(module_name)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise HpcuiError(f"Cannot import {target}: {exc}") from None
-        if not callable(obj):
-            raise HpcuiError(f"{target} is not callable.")
-        return obj, args, kwargs
+    def call(self) -> Call:
+        """The call to submit: ``pkg.mod:fn`` imported here, or a script file (one loader
+        for the app and the CLI: ``hpcui.targets``)."""
+        args = json_value(self.args, "arguments", list)
+        kwargs = json_value(self.kwargs, "keyword arguments", dict)
+        return load_call(self.target, args, kwargs)
 
 
 def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
     """(plan summary with billing advice, batch script) — no network."""
     kwargs = form.resource_kwargs()
     kwargs.setdefault("name", form.default_name())
-    alloc = cluster.plan(**kwargs)
-    spec = batch_spec(
-        alloc,
-        folder="<job folder>",
-        token="<token>",
-        python=cluster.python,
-        setup=cluster.setup,
-        pythonpath=("<runtime bundle>",),
-    )
-    return explain(alloc), cluster.scheduler.render_script(spec)
+    shown = cluster.preview_script(**kwargs)
+    return shown.summary, shown.script
 
 
 class SubmitScreen(Screen[None]):
     BINDINGS = [Binding("ctrl+s", "submit", "Submit", id="submit.submit")]
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: AppContext) -> None:
         super().__init__()
+        self.ctx = ctx
         self._debounce: Timer | None = None
         self.preview_text = ""  # the batch script shown (tests read it)
         self.plan_text = ""
 
-    @property
-    def happ(self) -> HpcuiApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
-        names = list(self.happ.hub.conns)
+        names = list(self.ctx.hub.conns)
         yield Header()
         with Horizontal(id="submit-body"):
             with VerticalScroll(id="submit-form"):
                 yield Label("cluster")
                 yield Select(
                     [(n, n) for n in names],
-                    value=self.happ.start_cluster if self.happ.start_cluster in names else names[0],
+                    value=self.ctx.start_cluster if self.ctx.start_cluster in names else names[0],
                     allow_blank=False,
                     id="cluster",
                 )
@@ -193,8 +149,11 @@ class SubmitScreen(Screen[None]):
             },
         )
 
+    def on_prefill(self, message: Prefill) -> None:
+        self.prefill(SubmitForm(**message.form))
+
     def prefill(self, form: SubmitForm) -> None:
-        if form.cluster in self.happ.hub.conns:
+        if form.cluster in self.ctx.hub.conns:
             self.query_one("#cluster", Select).value = form.cluster
         self.query_one("#target", Input).value = form.target
         self.query_one("#args", Input).value = form.args
@@ -206,12 +165,12 @@ class SubmitScreen(Screen[None]):
     @on(Select.Changed, "#cluster")
     def _cluster_picked(self, _event: Select.Changed | None = None) -> None:
         name = str(self.query_one("#cluster", Select).value)
-        conn = self.happ.hub.conns.get(name)
+        conn = self.ctx.hub.conns.get(name)
         if conn is None:
             return
         if not conn.ready:
-            self.happ.hub.connect(name)
-        cfg = self.happ.hub.config.clusters.get(name)
+            self.ctx.hub.connect(name)
+        cfg = self.ctx.hub.config.clusters.get(name)
         defaults = cfg.defaults if cfg else {}
         for key, _label, _kind in RESOURCE_FIELDS:
             box = self.query_one(f"#res-{key}", Input)
@@ -232,11 +191,11 @@ class SubmitScreen(Screen[None]):
 
     def update_preview(self) -> None:
         form = self.form()
-        cluster = self.happ.hub.cluster(form.cluster)
+        cluster = self.ctx.hub.cluster(form.cluster)
         plan = self.query_one("#plan", Static)
         script = self.query_one("#script-preview", Static)
         if cluster is None:
-            plan.update(f"[yellow]{form.cluster}: {self.happ.hub.conns[form.cluster].status}…[/]")
+            plan.update(f"[yellow]{form.cluster}: {self.ctx.hub.conns[form.cluster].status}…[/]")
             return
         try:
             summary, text = preview(cluster, form)
@@ -254,20 +213,22 @@ class SubmitScreen(Screen[None]):
     @on(Button.Pressed, "#submit")
     def action_submit(self) -> None:
         form = self.form()
-        cluster = self.happ.hub.cluster(form.cluster)
+        cluster = self.ctx.hub.cluster(form.cluster)
         if cluster is None:
             self.notify(f"{form.cluster} is not connected yet.", severity="warning")
             return
         self.query_one("#submit-status", Static).update("submitting…")
         self._submit(cluster, form)
 
-    @work(thread=True, exclusive=True, group="submit")
+    @work(thread=True, exclusive=True, group="submit", exit_on_error=False)
     def _submit(self, cluster: Cluster, form: SubmitForm) -> None:
         try:
-            fn, args, kwargs = form.call()
+            call = form.call()
             resources = form.resource_kwargs()
-            resources.setdefault("name", form.default_name())
-            job = cluster.submit(fn, *args, kwargs=kwargs, **resources)
+            resources.setdefault("name", call.name)
+            job = cluster.submit(call.fn, *call.args, kwargs=call.kwargs, **resources)
+            # the registry record keeps the form: "resubmit" refills it, in any process
+            cluster.remember(job, SUBMIT_FORM, form.as_dict())
         except HpcuiError as exc:
             self.app.call_from_thread(self._failed, str(exc))
             return
@@ -282,8 +243,7 @@ class SubmitScreen(Screen[None]):
 
     def _submitted(self, form: SubmitForm, job_id: str) -> None:
         self.query_one("#submit-status", Static).update(f"[green]submitted {job_id}[/]")
-        self.happ.remember_submit(form.cluster, job_id, form.as_dict())
-        self.happ.open_job(form.cluster, job_id)
+        self.post_message(Submitted(form.cluster, job_id))
 
 
 def _esc(text: str) -> str:
