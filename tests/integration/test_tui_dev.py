@@ -92,9 +92,24 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
             await wait_for(pilot, lambda: "30" in str(result.render()), 60, "result")
             metric = job_screen.query_one(MetricPlot).values
             script = job_screen.script_text
-            return preview, seen, metric, str(result.render()), script
+            # the app follows logs through Cluster.logs: spooled like `hpcui logs -f`
+            spooled = list((app.registry.path.parent / "logs" / "dev").glob("*.log"))
+            # resubmit: the registry record kept the form; R on the row refills it
+            await pilot.press("1")
+            table = app.screen.query_one("#live", JobTable)
+            table.move_cursor(row=table.get_row_index(key))
+            await pilot.press("R")
+            await wait_for(pilot, lambda: app.current_mode == "submit", 30, "the form")
+            again = app.screen
+            await wait_for(
+                pilot, lambda: again.query_one("#args").value == "[15]", 10, "refilled args"
+            )
+            refilled = (again.query_one("#target").value, again.query_one("#res-time").value)
+            return preview, seen, metric, str(result.render()), script, spooled, refilled
 
-    preview, seen, metric, result, script = asyncio.run(go())
+    preview, seen, metric, result, script, spooled, refilled = asyncio.run(go())
+    assert spooled, "the Job screen's log was not spooled locally"
+    assert refilled == ("tests.integration.test_tui_dev:chatty", "5m")
     assert "--time=" in preview and "chatty" in preview
     assert seen[-1] == "COMPLETED", seen
     assert seen[:3] == ["PENDING", "RUNNING", "COMPLETED"], seen  # followed in place
