@@ -8,6 +8,7 @@ one mapping from an Allocation to the renderer's BatchSpec.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -520,33 +521,22 @@ def batch_spec(
     setup: Sequence[str] = (),
     pythonpath: Sequence[str] = (),
 ) -> BatchSpec:
-    """The renderer's view of an allocation: the one mapping used by submit and previews."""
+    """The renderer's view of an allocation: the one mapping used by submit and previews.
+
+    Every field BatchSpec shares with Allocation is copied by name, so a new resource is
+    declared in Resources/Allocation/BatchSpec and needs no line here.
+    """
+    shared = {f.name for f in dataclasses.fields(BatchSpec)} & set(Allocation.model_fields)
+    copied = {name: getattr(alloc, name) for name in shared}
+    copied["env"] = dict(alloc.env)
     return BatchSpec(
+        **copied,
         folder=folder,
         token=token,
-        name=alloc.name,
-        nodes=alloc.nodes,
-        tasks_per_node=alloc.tasks_per_node,
-        cpus_per_task=alloc.cpus_per_task,
-        gpus_per_node=alloc.gpus_per_node,
-        gpu_directive=alloc.gpu_directive,
-        gpu_type=alloc.gpu_type,
-        mem_mb=alloc.mem_mb,
-        time_s=alloc.time_s,
-        partition=alloc.partition,
-        qos=alloc.qos,
-        account=alloc.account,
-        constraint=alloc.constraint,
-        exclusive=alloc.exclusive,
         array_size=array_size,
-        array_parallelism=alloc.array_parallelism,
-        extra=alloc.extra,
         python=python,
         setup=tuple(setup),
         pythonpath=tuple(pythonpath),
-        env=dict(alloc.env),
-        launcher=alloc.launcher,
-        max_restarts=alloc.max_restarts,
     )
 
 

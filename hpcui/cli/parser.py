@@ -8,25 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-#: (flag, resource keyword, type, metavar, help): the resource options of submit/run/script.
-#: Keywords are those of `Cluster.submit` (`Resources.from_kwargs`), validated by the core.
-RESOURCE_FLAGS: tuple[tuple[str, str, type | None, str | None, str], ...] = (
-    ("--gpus", "gpus", int, "N", "GPUs in total (the profile picks nodes and tasks)"),
-    ("--nodes", "nodes", int, "N", "nodes"),
-    ("--tasks-per-node", "tasks_per_node", int, "N", "tasks per node (default: one per GPU)"),
-    ("--cpus-per-task", "cpus_per_task", int, "N", "CPU cores per task"),
-    ("--mem", "mem", str, "SIZE", "memory per node: 4G, 500M"),
-    ("--time", "time", str, "TIME", "time limit: 90m, 2h, 1:00:00, 1-00:00:00"),
-    ("--partition", "partition", str, "NAME", "partition (PBS: queue)"),
-    ("--qos", "qos", str, "NAME", "quality of service"),
-    ("--account", "account", str, "NAME", "account / project to charge"),
-    ("--constraint", "constraint", str, "EXPR", "node constraint (Slurm --constraint)"),
-    ("--exclusive", "exclusive", None, None, "whole nodes for this job"),
-    ("--name", "name", str, "NAME", "job name"),
-    ("--launcher", "launcher", str, "{submitit,torchrun}", "how ranks start"),
-    ("--max-restarts", "max_restarts", int, "N", "torchrun --max-restarts"),
-    ("--extra", "extra", str, "DIRECTIVE", "another scheduler directive (repeatable)"),
-)
+from hpcui.request_fields import REQUEST_FIELDS
+
 RESOURCE_PREFIX = "res_"
 JSON_COMMANDS = (
     "submit",
@@ -98,16 +81,16 @@ def _json(p: argparse.ArgumentParser) -> None:
 
 def _resources(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("resources (validated against the cluster's profile)")
-    for flag, key, kind, metavar, help_ in RESOURCE_FLAGS:
-        dest = RESOURCE_PREFIX + key
-        if kind is None:
-            g.add_argument(flag, dest=dest, action="store_const", const=True, help=help_)
-        elif key == "extra":
-            g.add_argument(flag, dest=dest, action="append", metavar=metavar, help=help_)
-        elif key == "launcher":
-            g.add_argument(flag, dest=dest, choices=("submitit", "torchrun"), help=help_)
+    for f in REQUEST_FIELDS:  # declared once, in hpcui.request_fields
+        dest = RESOURCE_PREFIX + f.keyword
+        if f.kind is None:
+            g.add_argument(f.flag, dest=dest, action="store_const", const=True, help=f.help)
+        elif f.repeatable:
+            g.add_argument(f.flag, dest=dest, action="append", metavar=f.metavar, help=f.help)
+        elif f.choices:
+            g.add_argument(f.flag, dest=dest, choices=f.choices, help=f.help)
         else:
-            g.add_argument(flag, dest=dest, type=kind, metavar=metavar, help=help_)
+            g.add_argument(f.flag, dest=dest, type=f.kind, metavar=f.metavar, help=f.help)
 
 
 def _outcome(p: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
+from hpcui.request_fields import REQUEST_FIELDS, RequestField
 from hpcui.targets import Call, default_name, json_value, load_call
 from hpcui.tui.messages import Prefill, Submitted
 
@@ -26,19 +27,8 @@ if TYPE_CHECKING:
     from hpcui.cluster import Cluster
     from hpcui.tui.context import AppContext
 
-#: form field -> (label, Resources keyword, type)
-RESOURCE_FIELDS: tuple[tuple[str, str, type], ...] = (
-    ("gpus", "GPUs (total)", int),
-    ("nodes", "nodes", int),
-    ("cpus_per_task", "cpus per task", int),
-    ("mem", "memory per node", str),
-    ("time", "time limit", str),
-    ("partition", "partition", str),
-    ("qos", "QoS", str),
-    ("account", "account", str),
-    ("name", "job name", str),
-    ("extra", "extra directives", str.split),  # e.g. --begin=now+60 --mail-type=END
-)
+#: the form's resource boxes: the fields of hpcui.request_fields that have a label
+FORM_FIELDS: tuple[RequestField, ...] = tuple(f for f in REQUEST_FIELDS if f.label)
 
 
 #: key of the form in a job's registry record (meta)
@@ -64,13 +54,17 @@ class SubmitForm:
 
     def resource_kwargs(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, _label, kind in RESOURCE_FIELDS:
-            raw = self.resources.get(key, "").strip()
-            if raw:
-                try:
-                    out[key] = kind(raw)
-                except ValueError:
-                    raise HpcuiError(f"{key} must be a whole number, got {raw!r}.") from None
+        for f in FORM_FIELDS:
+            raw = self.resources.get(f.keyword, "").strip()
+            if not raw:
+                continue
+            if f.repeatable:  # e.g. --begin=now+60 --mail-type=END
+                out[f.keyword] = raw.split()
+                continue
+            try:
+                out[f.keyword] = f.kind(raw) if f.kind is not None else True
+            except ValueError:
+                raise HpcuiError(f"{f.keyword} must be a whole number, got {raw!r}.") from None
         return out
 
     def default_name(self) -> str:
@@ -122,10 +116,10 @@ class SubmitScreen(Screen[None]):
                 yield Label("keyword arguments (JSON object)")
                 yield Input(value="{}", id="kwargs")
                 with Grid(id="resources"):
-                    for key, label, _kind in RESOURCE_FIELDS:
+                    for f in FORM_FIELDS:
                         with Vertical():
-                            yield Label(label)
-                            yield Input(id=f"res-{key}")
+                            yield Label(f.label or f.keyword)
+                            yield Input(id=f"res-{f.keyword}")
                 yield Button("Submit (ctrl+s)", id="submit", variant="primary")
                 yield Static("", id="submit-status")
             with VerticalScroll(id="submit-preview"):
@@ -145,7 +139,7 @@ class SubmitScreen(Screen[None]):
             args=self.query_one("#args", Input).value,
             kwargs=self.query_one("#kwargs", Input).value,
             resources={
-                key: self.query_one(f"#res-{key}", Input).value for key, _l, _k in RESOURCE_FIELDS
+                f.keyword: self.query_one(f"#res-{f.keyword}", Input).value for f in FORM_FIELDS
             },
         )
 
@@ -158,8 +152,8 @@ class SubmitScreen(Screen[None]):
         self.query_one("#target", Input).value = form.target
         self.query_one("#args", Input).value = form.args
         self.query_one("#kwargs", Input).value = form.kwargs
-        for key, _l, _k in RESOURCE_FIELDS:
-            self.query_one(f"#res-{key}", Input).value = form.resources.get(key, "")
+        for f in FORM_FIELDS:
+            self.query_one(f"#res-{f.keyword}", Input).value = form.resources.get(f.keyword, "")
         self._schedule_preview()
 
     @on(Select.Changed, "#cluster")
@@ -172,9 +166,9 @@ class SubmitScreen(Screen[None]):
             self.ctx.hub.connect(name)
         cfg = self.ctx.hub.config.clusters.get(name)
         defaults = cfg.defaults if cfg else {}
-        for key, _label, _kind in RESOURCE_FIELDS:
-            box = self.query_one(f"#res-{key}", Input)
-            value = defaults.get(key)
+        for f in FORM_FIELDS:
+            box = self.query_one(f"#res-{f.keyword}", Input)
+            value = defaults.get(f.keyword)
             box.placeholder = (
                 f"{value} (cluster default)" if value is not None else "profile default"
             )

@@ -1,0 +1,65 @@
+"""The resources a user can ask for, declared once: the CLI's options and the app's Submit
+form are generated from this table, and a test checks it against ``Resources``.
+
+Standard library only: the argparse tree imports it, and `hpcui --help` must start fast.
+Keywords are those of ``Cluster.submit`` (``Resources.from_kwargs``: ``time``/``mem`` are
+the friendly spellings of ``time_s``/``mem_mb``); the core validates every value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RequestField:
+    keyword: str
+    #: the value's type on the command line; None: a flag that takes no value
+    kind: type | None
+    metavar: str | None
+    help: str
+    #: label on the app's Submit form; None: not on the form (the CLI and API only)
+    label: str | None = None
+    #: given several times on the command line; whitespace-separated on the form
+    repeatable: bool = False
+    choices: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.keyword.replace("_", "-")
+
+
+REQUEST_FIELDS: tuple[RequestField, ...] = (
+    RequestField("gpus", int, "N", "GPUs in total (the profile picks nodes and tasks)", "GPUs (total)"),
+    RequestField("nodes", int, "N", "nodes", "nodes"),
+    RequestField("tasks_per_node", int, "N", "tasks per node (default: one per GPU)"),
+    RequestField("cpus_per_task", int, "N", "CPU cores per task", "cpus per task"),
+    RequestField("mem", str, "SIZE", "memory per node: 4G, 500M", "memory per node"),
+    RequestField("time", str, "TIME", "time limit: 90m, 2h, 1:00:00, 1-00:00:00", "time limit"),
+    RequestField("partition", str, "NAME", "partition (PBS: queue)", "partition"),
+    RequestField("qos", str, "NAME", "quality of service", "QoS"),
+    RequestField("account", str, "NAME", "account / project to charge", "account"),
+    RequestField("constraint", str, "EXPR", "node constraint (Slurm --constraint)"),
+    RequestField("exclusive", None, None, "whole nodes for this job"),
+    RequestField("name", str, "NAME", "job name", "job name"),
+    RequestField(
+        "launcher", str, "{submitit,torchrun}", "how ranks start", choices=("submitit", "torchrun")
+    ),
+    RequestField("max_restarts", int, "N", "torchrun --max-restarts"),
+    RequestField(
+        "extra",
+        str,
+        "DIRECTIVE",
+        "another scheduler directive (repeatable)",
+        "extra directives",  # e.g. --begin=now+60 --mail-type=END
+        repeatable=True,
+    ),
+)
+
+#: Resources fields no face offers as an option, and why (the table test reads this).
+API_ONLY: dict[str, str] = {
+    "array_parallelism": "only map() makes arrays; `hpcui submit` sends one job",
+}
+
+#: Resources field -> the keyword users write for it
+FRIENDLY: dict[str, str] = {"time_s": "time", "mem_mb": "mem"}
