@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .slurm_queue import PartitionInfo
+from .records import PartitionInfo
 
 #: the queue table; -Q alone works on all three (PBS Pro's -Qf is too verbose, the
 #: wrapper has no -Qf)

@@ -248,6 +248,17 @@ def wrapper_qsub_command(script_path: str) -> list[str]:
 WRAPPER_USER_JOBS = "id -un; qstat -f; true"
 
 
+def user_jobs_command(dialect: PbsDialect, *, history: bool = False) -> str:
+    """The user's jobs in full, one round trip: ``qselect -u`` then ``qstat -f`` of those.
+
+    PBS Pro adds ``-x`` for finished jobs with ``history``; Torque prints text, PBS Pro
+    JSON. Nothing of the user's text goes in: the user name comes from ``id -un`` remotely.
+    """
+    x = "-x " if history and dialect == "pbspro" else ""
+    fmt = "" if dialect == "torque" else " -F json"
+    return f'u=$(id -un); ids=$(qselect {x}-u "$u"); [ -z "$ids" ] || qstat {x}-t -f{fmt} $ids'
+
+
 #: splits the wrapper's status output: qstat's text before it, sacct's after
 SACCT_MARK = "__HPCUI_SACCT__"
 

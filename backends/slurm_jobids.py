@@ -67,11 +67,6 @@ def parse_job_id(text: str) -> SlurmJobId:
     )
 
 
-def base_job_id(text: str) -> str:
-    """The job a step belongs to: ``123_7.batch`` -> ``123_7``, ``123.0`` -> ``123``."""
-    return parse_job_id(text).base
-
-
 class SubmittedJob(BaseModel):
     """What ``sbatch --parsable`` answered: the job id and, on multi-cluster sites, the cluster."""
 

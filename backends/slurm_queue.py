@@ -33,8 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, computed_field
-
+from .records import AccountingEntry, PartitionInfo, QueueEntry
 from .slurm_jobids import parse_job_id
 from .states import JobState
 
@@ -85,32 +84,6 @@ _SACCT = {
     "AllocTRES": "tres",
     "TotalCPU": "cpu_time",
     "MaxRSS": "max_rss",
-    "Comment": "comment",
-}
-_SCONTROL = {
-    "JobId": "job",
-    "ArrayJobId": "array_job",
-    "ArrayTaskId": "array_task",
-    "HetJobId": "het_job",
-    "HetJobOffset": "het_offset",
-    "JobName": "name",
-    "UserId": "user",
-    "JobState": "state",
-    "Reason": "reason",
-    "Partition": "partition",
-    "QOS": "qos",
-    "Account": "account",
-    "NumNodes": "nodes",
-    "NodeList": "nodelist",
-    "TRES": "tres",
-    "TresPerNode": "tres_per_node",
-    "TresPerJob": "tres_per_job",
-    "RunTime": "elapsed",
-    "TimeLimit": "time_limit",
-    "SubmitTime": "submit_time",
-    "StartTime": "start_time",
-    "EndTime": "end_time",
-    "ExitCode": "exit_code",
     "Comment": "comment",
 }
 SQUEUE_FIELDS: tuple[str, ...] = tuple(_SQUEUE)
@@ -273,93 +246,6 @@ def _gpus(tres: Mapping[str, str], per_job: str, per_node: str, nodes: int) -> i
     return 0 if tres else None
 
 
-# ------------------------------------------------------------------------- records
-
-
-class QueueEntry(BaseModel):
-    """One job as the scheduler sees it now; ``state_raw`` keeps Slurm's own words."""
-
-    model_config = ConfigDict(frozen=True)
-
-    job_id: str  # "123", "123_7", "123_[8-9]", "123+1"
-    array_job_id: str | None = None
-    array_task_id: int | None = None
-    name: str = ""
-    user: str = ""
-    state: JobState
-    state_raw: str = ""
-    reason: str = ""
-    partition: str = ""
-    qos: str = ""
-    account: str = ""
-    nodes: int = 0
-    nodelist: str = ""
-    gpus: int | None = None
-    elapsed_s: int | None = None
-    time_limit_s: int | None = None  # None: UNLIMITED or not set
-    submit_time: datetime | None = None
-    start_time: datetime | None = None  # expected start while pending
-    comment: str = ""
-
-
-class AccountingEntry(QueueEntry):
-    """A job with its outcome and usage: from sacct, or from scontrol where accounting is off
-    (then the usage fields stay None). Efficiencies are None until the job has ended:
-    sacct adds a step's usage only when the step ends."""
-
-    exit_code: int | None = None
-    signal: int | None = None
-    end_time: datetime | None = None
-    cpus: int | None = None
-    mem_bytes: int | None = None  # allocated, all nodes
-    cpu_time_s: float | None = None
-    max_rss_bytes: int | None = None  # the largest task's peak
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def cpu_efficiency(self) -> float | None:
-        """CPU time used / CPU time allocated (elapsed x CPUs), like seff."""
-        if not self.state.is_final or self.cpu_time_s is None or not (self.elapsed_s and self.cpus):
-            return None
-        return self.cpu_time_s / (self.elapsed_s * self.cpus)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def mem_efficiency(self) -> float | None:
-        """Largest task's peak RSS / memory allocated per node: exact for one task per
-        node, a lower bound when several tasks share a node."""
-        if not self.state.is_final or self.max_rss_bytes is None or not self.mem_bytes:
-            return None
-        return self.max_rss_bytes / (self.mem_bytes / max(self.nodes, 1))
-
-
-class PartitionInfo(BaseModel):
-    """One ``sinfo`` line: a partition, or the part of one whose nodes look alike."""
-
-    model_config = ConfigDict(frozen=True)
-
-    partition: str
-    is_default: bool
-    avail: str  # up, down, drain, inact
-    time_limit_s: int | None
-    # None where the scheduler does not count per partition (PBS's qstat -Q)
-    nodes_alloc: int | None
-    nodes_idle: int | None
-    nodes_other: int | None
-    nodes_total: int | None
-    cpus_alloc: int | None
-    cpus_idle: int | None
-    cpus_other: int | None
-    cpus_total: int | None
-    gres: str
-    gpus_per_node: int | None
-    nodelist: str
-    # PBS counts jobs per queue (qstat -Q); sinfo does not: None there
-    jobs_queued: int | None = None
-    jobs_running: int | None = None
-    kind: str | None = None  # PBS: "exec" runs jobs, "route" forwards them to other queues
-
-
 def _compose_job_id(v: Mapping[str, str]) -> str:
     """The id as squeue's %i prints it, from the raw id, array and het columns."""
     task, het = _text(v["array_task"]), _text(v["het_offset"])
@@ -461,11 +347,6 @@ def sacct_command(job_ids: Sequence[str] | None = None, since: str | None = None
     return argv
 
 
-def scontrol_show_job_command(job_id: str) -> list[str]:
-    """``scontrol show job`` on one line per job, for ``parse_scontrol_show_job``."""
-    return [*_ENV, "scontrol", "--oneliner", "show", "job", _selectors([job_id])]
-
-
 def sinfo_command() -> list[str]:
     """``sinfo`` for ``parse_sinfo``: one line per partition (per kind of node in it)."""
     return ["sinfo", "--noheader", f"--format={_SEP.join(SINFO_FIELDS)}"]
@@ -520,31 +401,6 @@ def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Account
 
 
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][\w:/()-]*)=", re.MULTILINE)
-
-
-def parse_scontrol_show_job(text: str) -> list[dict[str, str]]:
-    """One dict per job from ``scontrol show job``, one-line (``-o``) or multi-line.
-
-    A job starts at each ``JobId=``; a value runs to the next ``Key=`` that follows
-    whitespace, so values may hold ``=`` or ``:`` (``TRES=cpu=1,mem=4G``) but a value
-    containing `` word=`` would be split there.
-    """
-    jobs: list[dict[str, str]] = []
-    keys = list(_KEY.finditer(text))
-    for m, nxt in zip(keys, [*keys[1:], None]):
-        if m[1] == "JobId":
-            jobs.append({})
-        if jobs:
-            jobs[-1][m[1]] = text[m.end() : nxt.start() if nxt else len(text)].strip()
-    return jobs
-
-
-def scontrol_entry(job: Mapping[str, str]) -> AccountingEntry:
-    """The typed view of one ``parse_scontrol_show_job`` dict: state, exit code, reason, ...
-
-    The fallback where accounting is off; scontrol knows no usage, so those stay None.
-    """
-    return _accounting({_SCONTROL[k]: v for k, v in job.items() if k in _SCONTROL}, [])
 
 
 def _counts(text: str) -> list[int]:

@@ -24,7 +24,7 @@ from hpcui.profiles import Profile, resolve_profile
 from hpcui.registry import JobRecord, Registry, shared_registry
 from hpcui.resources import Allocation, Resources, batch_spec, explain, resolve
 from hpcui.runtime_bundle import build_bundle
-from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.status import StatusService
 from hpcui.transport.base import Command, CommandResult, Transport
 
@@ -138,6 +138,11 @@ class Cluster:
 
             return PbsScheduler(self.transport)
         raise UsageError(f"Scheduler {kind!r} of cluster {self.name!r} is not supported yet.")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this cluster's scheduler can do (queue, history, partitions, arrays)."""
+        return self.scheduler.capabilities
 
     @property
     def registry(self) -> Registry:

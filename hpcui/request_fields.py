@@ -30,7 +30,9 @@ class RequestField:
 
 
 REQUEST_FIELDS: tuple[RequestField, ...] = (
-    RequestField("gpus", int, "N", "GPUs in total (the profile picks nodes and tasks)", "GPUs (total)"),
+    RequestField(
+        "gpus", int, "N", "GPUs in total (the profile picks nodes and tasks)", "GPUs (total)"
+    ),
     RequestField("nodes", int, "N", "nodes", "nodes"),
     RequestField("tasks_per_node", int, "N", "tasks per node (default: one per GPU)"),
     RequestField("cpus_per_task", int, "N", "CPU cores per task", "cpus per task"),

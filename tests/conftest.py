@@ -52,6 +52,18 @@ def _cluster_lock(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def local_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config whose only cluster runs plain local processes: no Slurm, no SSH."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[clusters.local]\nscheduler = "local"\nremote_base = "{tmp_path}/base"\n')
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    return cfg
+
+
+@pytest.fixture
 def exclusive_cluster() -> None:
     """Marker fixture: this test stops or restarts dev-cluster parts (see _cluster_lock)."""
 

@@ -19,12 +19,23 @@ if TYPE_CHECKING:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     from hpcui.cli.models import output_type
+    from hpcui.site.jobs import jobs_from_records
 
     if args.registry:
         return _registry_jobs(args)
     cluster = connect(cluster_name(args))
-    if args.history:
-        rows: list[Any] = cluster.history(timedelta(days=args.history))
+    caps = cluster.capabilities
+    rows: list[Any]
+    if not (caps.history if args.history else caps.queue):
+        # plain processes keep no queue or accounting: hpcui's registry is the list
+        if not args.json:
+            what = "accounting" if args.history else "queue"
+            out.note(f"{cluster.name} keeps no {what}: listing hpcui's own jobs from its registry")
+        since_s = timedelta(days=args.history).total_seconds() if args.history else None
+        records = cluster.registry.list(cluster.name)
+        rows = jobs_from_records(records, history=bool(args.history), since_s=since_s)
+    elif args.history:
+        rows = cluster.history(timedelta(days=args.history))
     else:
         rows = cluster.queue()
     if not args.all:
@@ -115,7 +126,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     cluster = job.cluster
     rec = cluster.registry.get(cluster.name, job.job_id)
     status = cluster.status.get(job.job_id)
-    accounting = next((h for h in cluster.history(None, job_ids=[job.job_id])), None)
+    accounting = None
+    if cluster.capabilities.history:
+        accounting = next((h for h in cluster.history(None, job_ids=[job.job_id])), None)
     info = ShowOutput(
         cluster=cluster.name,
         job_id=job.job_id,

@@ -92,9 +92,12 @@ def cmd_modules(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(args: argparse.Namespace) -> int:
-    from hpcui.backends.slurm_queue import PartitionInfo
+    from hpcui.backends.records import PartitionInfo
 
-    parts = connect(cluster_name(args)).partitions()
+    cluster = connect(cluster_name(args))
+    parts = cluster.partitions() if cluster.capabilities.partitions else []
+    if not parts and not args.json:
+        out.note(f"{cluster.name} has no partitions or queues to show")
     if args.json:
         out.emit_json(list[PartitionInfo], parts)
         return EXIT_OK

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from hpcui.backends.modules import Module
-from hpcui.backends.slurm_queue import PartitionInfo
+from hpcui.backends.records import PartitionInfo
 from hpcui.backends.states import JobState
 from hpcui.logs import LogChunk
 from hpcui.profiles import Profile

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.transport.base import Command, Transport
 
@@ -20,10 +20,29 @@ class JobStatus:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheduler can do. Faces read these flags to decide what to offer; they never
+    call a method to find out by catching its error."""
+
+    #: lists the user's jobs now (squeue, qstat): the live table, `hpcui jobs --all`
+    queue: bool = True
+    #: remembers ended jobs with exit codes and usage (sacct, qstat -x): the history view
+    history: bool = True
+    #: partitions or queues to show and pick from
+    partitions: bool = True
+    #: `map()` as ONE job array
+    arrays: bool = True
+
+
 class Scheduler(abc.ABC):
     """One scheduler dialect on one transport. Every method is one round trip at most."""
 
     name: str = ""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
@@ -51,8 +70,9 @@ class Scheduler(abc.ABC):
     def cancel(self, job_ids: Sequence[str]) -> None: ...
 
     # -- site state: what the user sees of the scheduler (queue, history, partitions) -------
-    # QueueEntry/AccountingEntry/PartitionInfo are hpcui's scheduler-neutral records (they
-    # live beside the Slurm parsers that produced them first); every dialect fills them.
+    # QueueEntry/AccountingEntry/PartitionInfo are hpcui's scheduler-neutral records
+    # (hpcui.backends.records); every dialect fills them. Without the capability, a call
+    # raises UsageError that says what to use instead.
 
     @abc.abstractmethod
     def queue(self) -> list[QueueEntry]:

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 from hpcui.backends import local_script
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.errors import SchedulerError, UsageError
-from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.transport.base import Command, Transport
 
 
@@ -48,6 +48,10 @@ class LocalScheduler(Scheduler):
         self.transport.run(local_script.cancel_command(job_ids, self._state_dir()))
 
     # -- site state: plain processes have no queue, accounting or partitions -----------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(queue=False, history=False, partitions=False, arrays=True)
 
     def queue(self) -> list[QueueEntry]:
         raise UsageError(

@@ -21,10 +21,10 @@ from hpcui.backends import pbs, pbs_queues, pbs_script
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.pbs_dialect import PbsDialect
 from hpcui.backends.pbs_job import PbsJob
-from hpcui.backends.slurm_queue import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
-from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.schedulers.slurm import SlurmScheduler, sacct_statuses
 from hpcui.transport.base import Command, CommandResult, Transport
 
@@ -67,6 +67,11 @@ class PbsScheduler(Scheduler):
     def _slurm(self) -> SlurmScheduler:
         """Slurm itself, for what the wrapper's qstat cannot tell (wrapper dialect only)."""
         return SlurmScheduler(self.transport)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Slurm's Torque wrapper cannot show array elements: no map() there."""
+        return Capabilities(arrays=self.dialect != WRAPPER)
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -172,10 +177,8 @@ class PbsScheduler(Scheduler):
             user, _, text = res.stdout.partition("\n")
             jobs = pbs.parse_torque_qstat_f(text)
             return [j for j in jobs if j.owner == user.strip() and j.state_raw != "C"]
-        x = "-x " if history and dialect == "pbspro" else ""
-        fmt = "" if dialect == "torque" else " -F json"
-        cmd = f'u=$(id -un); ids=$(qselect {x}-u "$u"); [ -z "$ids" ] || qstat {x}-t -f{fmt} $ids'
         self.calls += 1
+        cmd = pbs_script.user_jobs_command(dialect, history=history)
         res = _checked(self.transport.run(cmd), "qselect/qstat")
         if dialect == "torque":
             return pbs.parse_torque_qstat_f(res.stdout)

@@ -9,7 +9,7 @@ bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
 
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem
 from hpcui.backends.quota import QuotaEntry, QuotaParseError, parse_quota
-from hpcui.backends.slurm_queue import PartitionInfo
+from hpcui.backends.records import PartitionInfo
 from hpcui.site.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
 from hpcui.site.modules import (
     ModuleError,

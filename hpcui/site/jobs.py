@@ -7,16 +7,28 @@ plus what only hpcui knows: whether a job is one of ours (its comment carries
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import computed_field
 
-from hpcui.backends.slurm_queue import AccountingEntry, QueueEntry
+from hpcui.backends.records import AccountingEntry, QueueEntry
 from hpcui.backends.slurm_script import TOKEN_PREFIX
 from hpcui.errors import UsageError
 
-__all__ = ["HistoryJob", "QueueJob", "efficiency_line", "format_bytes", "since_arg", "token_of"]
+if TYPE_CHECKING:
+    from hpcui.registry import JobRecord
+
+__all__ = [
+    "HistoryJob",
+    "QueueJob",
+    "efficiency_line",
+    "format_bytes",
+    "jobs_from_records",
+    "since_arg",
+    "token_of",
+]
 
 
 def token_of(comment: str) -> str | None:
@@ -127,3 +139,29 @@ def since_arg(since: datetime | timedelta | str | None) -> str | None:
     raise UsageError(
         f"history(since=...) takes a datetime, a timedelta or a string, got {type(since).__name__}."
     )
+
+
+def jobs_from_records(
+    records: Iterable[JobRecord], *, history: bool, since_s: float | None = None
+) -> list[QueueJob] | list[HistoryJob]:
+    """hpcui's own jobs from the registry, as queue or history rows: the list where the
+    scheduler keeps none (plain processes). ``since_s``: submitted at most that long ago."""
+    now = datetime.now().timestamp()
+    entries = [
+        AccountingEntry(
+            job_id=r.job_id,
+            name=r.name,
+            state=r.state,
+            state_raw=r.state_raw or r.state.value,
+            submit_time=datetime.fromtimestamp(r.submitted_at),
+            comment=f"{TOKEN_PREFIX}{r.token}",
+        )
+        for r in records
+        if r.job_id and (since_s is None or now - r.submitted_at <= since_s)
+    ]
+    if history:
+        return [HistoryJob.from_entry(e) for e in entries]
+    return [
+        QueueJob.from_entry(QueueEntry(**e.model_dump(include=set(QueueEntry.model_fields))))
+        for e in entries
+    ]

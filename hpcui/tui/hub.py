@@ -44,7 +44,8 @@ class Conn:
     status: str = "idle"  # idle | connecting | connected | lost | error
     error: str = ""
     cluster: Cluster | None = None
-    has_queue: bool = True  # False for the process-only `local` scheduler
+    has_queue: bool = True  # the scheduler's capabilities, read once connected
+    has_history: bool = True
     python: str = ""  # the remote Python check, as a sentence
     python_ok: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -113,6 +114,7 @@ class Hub:
                 on_unknown_host=host_key_bridge(self.app, name),
             )
             cluster.run(["true"]).check("connecting")
+            caps = cluster.capabilities  # PBS: probes its dialect once, here in the worker
         except HpcuiError as exc:
             self.app.call_from_thread(self._set, name, "error", str(exc))
             return
@@ -120,7 +122,9 @@ class Hub:
             log.exception("connecting %s", name)
             self.app.call_from_thread(self._set, name, "error", f"{type(exc).__name__}: {exc}")
             return
-        self.conns[name].cluster = cluster
+        conn = self.conns[name]
+        conn.has_queue, conn.has_history = caps.queue, caps.history
+        conn.cluster = cluster
         self.app.call_from_thread(self._set, name, "connected")
         self.check_python(name)
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends.slurm_jobids import SlurmJobId, base_job_id, parse_job_id, parse_sbatch_parsable
+from hpcui.backends.slurm_jobids import SlurmJobId, parse_job_id, parse_sbatch_parsable
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -46,8 +46,8 @@ def test_array_and_het_flags():
         ("123", "123"),
     ],
 )
-def test_base_job_id(text, base):
-    assert base_job_id(text) == base
+def test_base_of_a_job_or_step_id(text, base):
+    assert parse_job_id(text).base == base
 
 
 @pytest.mark.parametrize("text", ["", "abc", "123_", "123.", "123_[1-3", "-1", "12 3", "123;c"])
@@ -61,7 +61,7 @@ def test_every_id_in_the_verbatim_sacct_capture_round_trips():
     ids = [line.split("|")[0] for line in lines]
     assert [str(parse_job_id(i)) for i in ids] == ids
     assert parse_job_id("4_[79-99%100]") in [parse_job_id(i) for i in ids]
-    assert {base_job_id(i) for i in ids if i.startswith("4_0")} == {"4_0"}
+    assert {parse_job_id(i).base for i in ids if i.startswith("4_0")} == {"4_0"}
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,10 @@ from hpcui.backends.slurm_queue import (
     parse_exit_code,
     parse_mem,
     parse_sacct,
-    parse_scontrol_show_job,
     parse_sinfo,
     parse_squeue,
     parse_timestamp,
     sacct_command,
-    scontrol_entry,
-    scontrol_show_job_command,
     sinfo_command,
     slurm_state,
     squeue_command,
@@ -197,9 +194,7 @@ def test_sacct_command():
     assert "-X" not in sacct_command() and "--allocations" not in sacct_command()
 
 
-def test_scontrol_and_sinfo_commands():
-    argv = scontrol_show_job_command("7_3.batch")
-    assert argv == [*ENV, "scontrol", "--oneliner", "show", "job", "7_3"]
+def test_sinfo_command():
     assert sinfo_command() == ["sinfo", "--noheader", "--format=%P|%a|%l|%F|%C|%G|%N"]
     assert sinfo_command()[-1] == "--format=" + "|".join(SINFO_FIELDS)
 
@@ -424,90 +419,6 @@ def test_efficiencies_serialize_with_the_record():
 def test_parse_sacct_rejects_a_line_with_missing_fields():
     with pytest.raises(ValueError, match="expected 19"):
         parse_sacct("123|name|alice\n")
-
-
-# ------------------------------------------------------------------------ scontrol
-
-
-def test_parse_scontrol_multiline_equals_oneline():
-    multi = parse_scontrol_show_job((REAL / "scontrol_show_job_multiline.txt").read_text())
-    one = parse_scontrol_show_job((REAL / "scontrol_show_job_o_pending.txt").read_text())
-    assert multi == one
-    (job,) = multi
-    assert (job["JobId"], job["JobName"]) == ("5", "submitit")
-    assert job["TRES"] == "cpu=1,mem=102M,node=1,billing=1"
-    assert job["AllocNode:Sid"] == "localhost:1388"
-    assert job["NtasksPerN:B:S:C"] == "0:0:*:*"
-    assert (job["NodeList"], job["SchedNodeList"], job["Power"]) == ("", "vm", "")
-    assert job["Command"].endswith(".submission_file_b8f7eb3540d94c5c865512c43573e8b4.sh")
-
-
-def test_scontrol_entry_pending():
-    (job,) = parse_scontrol_show_job((REAL / "scontrol_show_job_o_pending.txt").read_text())
-    check(
-        scontrol_entry(job),
-        job_id="5",
-        user="root",
-        account="root",
-        qos="normal",
-        state=JobState.PENDING,
-        reason="Priority",
-        nodes=1,
-        nodelist="",
-        start_time=datetime(2026, 11, 22, 12, 49),
-        time_limit_s=300,
-        elapsed_s=0,
-        gpus=0,
-    )
-
-
-def test_scontrol_entry_completed():
-    (job,) = parse_scontrol_show_job((REAL / "scontrol_show_job_o_completed.txt").read_text())
-    check(
-        scontrol_entry(job),
-        job_id="3",
-        state=JobState.COMPLETED,
-        reason="",
-        exit_code=0,
-        signal=0,
-        nodelist="vm",
-        elapsed_s=1,
-        end_time=datetime(2026, 11, 22, 11, 3, 1),
-        cpus=1,
-        mem_bytes=102 * 1024**2,
-        cpu_time_s=None,
-    )
-
-
-def test_scontrol_array_task_and_het_component():
-    jobs = parse_scontrol_show_job((MADE / "scontrol_show_job_array_het.txt").read_text())
-    assert jobs[0]["TresPerNode"] == "gres:gpu:1"
-    task, het = (scontrol_entry(job) for job in jobs)
-    check(
-        task,
-        job_id="1300_7",
-        array_job_id="1300",
-        array_task_id=7,
-        user="alice",
-        gpus=1,
-        cpus=20,
-        comment="hpcui:77aa01",
-    )
-    check(
-        het,
-        job_id="1400+1",
-        state=JobState.CANCELLED,
-        exit_code=0,
-        signal=15,
-        nodes=2,
-        nodelist="gs01r1b[01-02]",
-        gpus=0,
-    )
-
-
-def test_parse_scontrol_nothing():
-    assert parse_scontrol_show_job("") == []
-    assert parse_scontrol_show_job("No jobs in the system\n") == []
 
 
 # --------------------------------------------------------------------------- sinfo

@@ -360,6 +360,9 @@ def test_partitions_of_a_pbs_server_show_its_queues(monkeypatch, capsys):
     sched = PbsScheduler(CannedTransport({"qstat -Q": ok(table)}, strict=True), dialect="pbspro")
 
     class PbsSite:
+        name = "aspire"
+        capabilities = sched.capabilities
+
         def partitions(self):
             return sched.partitions()
 

@@ -506,3 +506,13 @@ def test_partitions_are_qstat_q_queues():
     t2 = CannedTransport({"qstat -Q": ok("no queue table here\n")}, strict=True)
     with pytest.raises(SchedulerError, match="cannot read"):
         PbsScheduler(t2, dialect="pbspro").partitions()
+
+
+def test_user_jobs_command_per_dialect():
+    from hpcui.backends.pbs_script import user_jobs_command
+
+    pro = user_jobs_command("pbspro", history=True)
+    assert 'qselect -x -u "$u"' in pro and "qstat -x -t -f -F json $ids" in pro
+    assert "-x" not in user_jobs_command("pbspro")
+    torque = user_jobs_command("torque", history=True)  # Torque keeps no -x history
+    assert "-x" not in torque and torque.endswith("qstat -t -f $ids")

@@ -27,15 +27,8 @@ SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
 
 
 @pytest.fixture
-def box(tmp_path, monkeypatch):
-    """A config whose only cluster runs plain local processes: no Slurm, no SSH."""
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[clusters.local]\nscheduler = "local"\nremote_base = "{tmp_path}/base"\n')
-    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
-    import hpcui.api
-
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
-    return cfg
+def box(local_box):
+    return local_box
 
 
 def queue_jobs(text: str = SQUEUE) -> list[QueueJob]:

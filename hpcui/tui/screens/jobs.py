@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Header, Input, Static
 
-from hpcui.errors import HpcuiError, UsageError
+from hpcui.errors import HpcuiError
 from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import (
@@ -150,16 +150,6 @@ class JobsScreen(Screen[None]):
     def on_queue_update(self, message: QueueUpdate) -> None:
         name, snap = message.cluster, message.snap
         if snap.error is not None:
-            if isinstance(message.exc, UsageError):
-                # this scheduler keeps no queue (plain processes): the registry is the list
-                conn = self.ctx.hub.conns[name]
-                conn.has_queue = False
-                sub = self.subs.pop(name, None)
-                if sub is not None:
-                    sub.cancel()
-                self.queues.pop(name, None)
-                self.refresh_table()
-                return
             self.errors[name] = snap.error
             self.ctx.hub.report(name, message.exc or snap.error)
         else:
@@ -215,7 +205,7 @@ class JobsScreen(Screen[None]):
         rows: dict[str, JobRow] = {}
         errors: dict[str, str] = {}
         for conn in self.ctx.hub.ready():
-            if not conn.has_queue or conn.cluster is None:
+            if not conn.has_history or conn.cluster is None:
                 continue
             try:
                 for job in conn.cluster.history(timedelta(days=1)):

@@ -1,0 +1,95 @@
+"""hpcui's scheduler-neutral records: what every dialect (Slurm, PBS, the local
+processes) fills in and every face shows. Slurm's parsers produced them first; they live
+here so PBS and local need nothing from a Slurm file."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .states import JobState
+
+
+class QueueEntry(BaseModel):
+    """One job as the scheduler sees it now; ``state_raw`` keeps Slurm's own words."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str  # "123", "123_7", "123_[8-9]", "123+1"
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    name: str = ""
+    user: str = ""
+    state: JobState
+    state_raw: str = ""
+    reason: str = ""
+    partition: str = ""
+    qos: str = ""
+    account: str = ""
+    nodes: int = 0
+    nodelist: str = ""
+    gpus: int | None = None
+    elapsed_s: int | None = None
+    time_limit_s: int | None = None  # None: UNLIMITED or not set
+    submit_time: datetime | None = None
+    start_time: datetime | None = None  # expected start while pending
+    comment: str = ""
+
+
+class AccountingEntry(QueueEntry):
+    """A job with its outcome and usage: from sacct, or from squeue where accounting is off
+    (then the usage fields stay None). Efficiencies are None until the job has ended:
+    sacct adds a step's usage only when the step ends."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    end_time: datetime | None = None
+    cpus: int | None = None
+    mem_bytes: int | None = None  # allocated, all nodes
+    cpu_time_s: float | None = None
+    max_rss_bytes: int | None = None  # the largest task's peak
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cpu_efficiency(self) -> float | None:
+        """CPU time used / CPU time allocated (elapsed x CPUs), like seff."""
+        if not self.state.is_final or self.cpu_time_s is None or not (self.elapsed_s and self.cpus):
+            return None
+        return self.cpu_time_s / (self.elapsed_s * self.cpus)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mem_efficiency(self) -> float | None:
+        """Largest task's peak RSS / memory allocated per node: exact for one task per
+        node, a lower bound when several tasks share a node."""
+        if not self.state.is_final or self.max_rss_bytes is None or not self.mem_bytes:
+            return None
+        return self.max_rss_bytes / (self.mem_bytes / max(self.nodes, 1))
+
+
+class PartitionInfo(BaseModel):
+    """One ``sinfo`` line: a partition, or the part of one whose nodes look alike."""
+
+    model_config = ConfigDict(frozen=True)
+
+    partition: str
+    is_default: bool
+    avail: str  # up, down, drain, inact
+    time_limit_s: int | None
+    # None where the scheduler does not count per partition (PBS's qstat -Q)
+    nodes_alloc: int | None
+    nodes_idle: int | None
+    nodes_other: int | None
+    nodes_total: int | None
+    cpus_alloc: int | None
+    cpus_idle: int | None
+    cpus_other: int | None
+    cpus_total: int | None
+    gres: str
+    gpus_per_node: int | None
+    nodelist: str
+    # PBS counts jobs per queue (qstat -Q); sinfo does not: None there
+    jobs_queued: int | None = None
+    jobs_running: int | None = None
+    kind: str | None = None  # PBS: "exec" runs jobs, "route" forwards them to other queues
