@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hpcui.backends.batch import BatchSpec, format_mem
 from hpcui.errors import UsageError
+from hpcui.formatting import short_duration
 from hpcui.profiles import Billing, Partition, Profile
-from hpcui.profiles.units import format_time, parse_mem_mb, parse_time
+from hpcui.profiles.units import parse_mem_mb, parse_time
 
 __all__ = [
     "Advice",
@@ -182,7 +183,7 @@ def _limits_problem(
     if p.max_nodes is not None and nodes > p.max_nodes:
         return f"takes at most {p.max_nodes} nodes"
     if p.max_time is not None and time_s is not None and time_s > p.max_time:
-        return f"allows at most {format_time(p.max_time)}"
+        return f"allows at most {short_duration(p.max_time)}"
     return None
 
 
@@ -208,7 +209,7 @@ def _admits(
 def _describe(gpus: int, nodes: int, time_s: int | None) -> str:
     parts = [f"gpus={gpus}", f"nodes={nodes}"]
     if time_s:
-        parts.append(f"time={format_time(time_s)}")
+        parts.append(f"time={short_duration(time_s)}")
     return ", ".join(parts)
 
 
@@ -286,7 +287,7 @@ def _check_qos(req: Resources, profile: Profile, gpus: int, nodes: int) -> None:
         (q.max_gpus, gpus, "gpus"),
     ):
         if limit is not None and value is not None and value > limit:
-            shown = format_time if what == "time" else str
+            shown = short_duration if what == "time" else str
             others = [
                 o.name
                 for o in profile.qos.values()
@@ -549,7 +550,7 @@ def explain(alloc: Allocation) -> str:
     if alloc.mem_mb:
         parts.append(f"{format_mem(alloc.mem_mb)} per node")
     if alloc.time_s:
-        parts.append(format_time(alloc.time_s))
+        parts.append(short_duration(alloc.time_s))
     where = []
     if alloc.partition:
         where.append(f"partition {alloc.partition}")

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from hpcui.formatting import hms
+from hpcui.formatting import size as _size
+
 _CODES = {
     "bold": "1",
     "dim": "2",
@@ -103,25 +106,9 @@ def key_values(pairs: Iterable[tuple[str, Any]], out: TextIO | None = None) -> N
         out.write(f"{style(k.ljust(width), 'bold', stream=out)}  {v}\n")
 
 
-def duration(seconds: float | None) -> str:
-    """`1-02:03:04`, `02:03:04`, `-` (like squeue)."""
-    if seconds is None:
-        return "-"
-    s = max(0, round(seconds))
-    days, s = divmod(s, 86400)
-    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
-    return f"{days}-{text}" if days else text
-
-
-def size(n: float | None) -> str:
-    """1024-based (`1.5G`), `-` for unknown."""
-    if n is None:
-        return "-"
-    for unit in ("B", "K", "M", "G", "T", "P"):
-        if abs(n) < 1024 or unit == "P":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+#: squeue's [D-]HH:MM:SS and 1024-based sizes: hpcui.formatting, shared with the app
+duration = hms
+size = _size
 
 
 def when(value: datetime | float | None) -> str:

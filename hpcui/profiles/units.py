@@ -67,12 +67,3 @@ def parse_mem_mb(value: str | int) -> int:
     if mb <= 0:
         raise ValueError(f"memory must be positive, got {value!r}")
     return mb
-
-
-def format_time(seconds: int) -> str:
-    """`2h`, `90m`, `1d12h`: short, for messages (scripts use backends.batch.format_duration)."""
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    mins, secs = divmod(rest, 60)
-    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (mins, "m"), (secs, "s")) if v]
-    return "".join(parts) or "0s"

@@ -16,6 +16,7 @@ from pydantic import computed_field
 from hpcui.backends.records import AccountingEntry, QueueEntry
 from hpcui.backends.slurm_script import TOKEN_PREFIX
 from hpcui.errors import UsageError
+from hpcui.formatting import hms, size
 
 if TYPE_CHECKING:
     from hpcui.registry import JobRecord
@@ -81,19 +82,8 @@ def _fields(entry: QueueEntry) -> dict[str, Any]:
 
 
 def format_bytes(n: float) -> str:
-    """1024-based, one decimal: what seff and quota tools print (``1.5 GiB``)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def _hms(seconds: float) -> str:
-    s = round(seconds)
-    days, s = divmod(s, 86400)
-    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
-    return f"{days}-{text}" if days else text
+    """``1.5 GiB``: what seff and the quota tools print."""
+    return size(n, iec=True)
 
 
 def efficiency_line(job: AccountingEntry) -> str:
@@ -108,7 +98,7 @@ def efficiency_line(job: AccountingEntry) -> str:
     if job.cpu_efficiency is not None and job.cpus and job.elapsed_s is not None:
         parts.append(
             f"CPU {100 * job.cpu_efficiency:.1f}% of {job.cpus} core"
-            f"{'s' if job.cpus != 1 else ''} x {_hms(job.elapsed_s)}"
+            f"{'s' if job.cpus != 1 else ''} x {hms(job.elapsed_s)}"
         )
     else:
         parts.append("CPU n/a")

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from rich.text import Text
 
 from hpcui.backends.states import JobState
+from hpcui.formatting import hms as _hms
 from hpcui.registry import JobRecord
 from hpcui.site.jobs import HistoryJob, QueueJob
 
@@ -64,14 +65,9 @@ def state_text(state: JobState) -> Text:
     return Text(state.value, style=STATE_STYLE.get(state, ""))
 
 
-def hms(seconds: int | float | None) -> str:
-    """Slurm's own ``[D-]HH:MM:SS`` (users compare it with squeue at a glance)."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    days, s = divmod(s, 86400)
-    text = f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-    return f"{days}-{text}" if days else text
+def hms(seconds: float | None) -> str:
+    """``0:05:00``: hpcui.formatting's squeue-style duration, hours unpadded in tables."""
+    return _hms(seconds, pad_hours=False)
 
 
 def _start(when: datetime | None, now: datetime) -> str:

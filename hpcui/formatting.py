@@ -1,0 +1,42 @@
+"""How hpcui writes durations and sizes for people, in one place for every face.
+
+Standard library only: the CLI's fast path imports it. (Scheduler syntax such as
+``--time=01:30:00`` is the dialects' business: ``hpcui.backends.batch``.)
+"""
+
+from __future__ import annotations
+
+
+def hms(seconds: float | None, *, pad_hours: bool = True) -> str:
+    """Slurm's own ``[D-]HH:MM:SS`` (squeue prints it; users compare at a glance), ``-``
+    when unknown. ``pad_hours=False`` gives ``0:05:00``, as the app's tables show it."""
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    days, s = divmod(s, 86400)
+    hours = f"{s // 3600:02d}" if pad_hours else str(s // 3600)
+    text = f"{hours}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def short_duration(seconds: int) -> str:
+    """``2h``, ``90m``, ``1d12h``: short, for messages and plans."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    mins, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (mins, "m"), (secs, "s")) if v]
+    return "".join(parts) or "0s"
+
+
+def size(n: float | None, *, iec: bool = False) -> str:
+    """1024-based with one decimal: ``1.5G`` (as ls -h and squeue), or with ``iec``
+    ``1.5 GiB`` (as seff and the quota tools print it); ``-`` when unknown."""
+    if n is None:
+        return "-"
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB") if iec else ("B", "K", "M", "G", "T", "P")
+    sep = " " if iec else ""
+    for unit in units:
+        if abs(n) < 1024 or unit == units[-1]:
+            return f"{n:.0f}{sep}{unit}" if unit == "B" else f"{n:.1f}{sep}{unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
