@@ -1,0 +1,227 @@
+"""The layering, checked and not only written (docs/architecture.md, "Layers").
+
+Every import counts: module level, inside functions and under TYPE_CHECKING. The repo's
+top-level backends/ folder is the package ``hpcui.backends``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+SCHEDULER_COMMANDS = {"sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "srun"}
+SCHEDULER_COMMANDS |= {"qsub", "qstat", "qdel", "qselect", "pbsnodes"}
+#: what a face may take from the dialects: neutral records and enums, no command lines
+FACE_BACKENDS = {
+    "hpcui.backends.records": None,  # any name
+    "hpcui.backends.states": None,
+    "hpcui.backends.modules": {"Module"},
+}
+
+
+@cache
+def modules() -> dict[str, Path]:
+    out = {}
+    for folder, prefix in ((ROOT / "hpcui", ["hpcui"]), (ROOT / "backends", ["hpcui", "backends"])):
+        for path in folder.rglob("*.py"):
+            parts = [*prefix, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _resolve(name: str) -> str | None:
+    mods = modules()
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(module: str) -> Iterator[tuple[str, tuple[str, ...], int]]:
+    """(absolute module imported, names taken from it, line) for every import statement."""
+    path = modules()[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, (), node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target, tuple(a.name for a in node.names), node.lineno
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    """hpcui module -> the hpcui modules it imports (a submodule named in a from-import
+    counts as the submodule)."""
+    edges: dict[str, set[str]] = {m: set() for m in modules()}
+    for module in modules():
+        for target, names, _line in imports(module):
+            if not target.startswith("hpcui"):
+                continue
+            for name in names or ("",):
+                full = f"{target}.{name}" if name else target
+                dep = full if full in modules() else _resolve(target)
+                if dep and dep != module:
+                    edges[module].add(dep)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def under(prefix: str) -> list[str]:
+    return [m for m in modules() if m == prefix or m.startswith(prefix + ".")]
+
+
+def test_no_import_cycle_inside_hpcui():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_one():
+    """The check above can fail: a loop like the old app <-> screens one is reported."""
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(edges) == [["a", "b", "c"]]
+
+
+def test_backends_import_nothing_of_hpcui_and_only_pydantic_beyond_the_stdlib():
+    bad = []
+    for module in under("hpcui.backends"):
+        for target, _names, line in imports(module):
+            top = target.split(".")[0]
+            if target.startswith("hpcui.backends"):
+                continue  # its own modules, imported relatively
+            if top in ("hpcui", "backends") or not (
+                top in sys.stdlib_module_names or top in ("__future__", "pydantic")
+            ):
+                bad.append(f"{module}:{line} imports {target}")
+    assert bad == []
+
+
+def test_transport_imports_nothing_above_it():
+    allowed = ("hpcui.transport", "hpcui.errors")
+    bad = [
+        f"{module}:{line} imports {target}"
+        for module in under("hpcui.transport")
+        for target, _names, line in imports(module)
+        if target.startswith("hpcui") and not target.startswith(allowed)
+    ]
+    assert bad == []
+
+
+def test_faces_never_import_ssh_transports_schedulers_or_dialect_commands():
+    bad = []
+    for module in under("hpcui.cli") + under("hpcui.tui"):
+        for target, names, line in imports(module):
+            where = f"{module}:{line} imports {target}"
+            if target.split(".")[0] == "paramiko" or target.startswith(
+                ("hpcui.transport", "hpcui.schedulers")
+            ):
+                bad.append(where)
+            elif target.startswith("hpcui.backends"):
+                allowed = FACE_BACKENDS.get(target, set())
+                if allowed is not None and not set(names) <= allowed:
+                    bad.append(f"{where} ({', '.join(names)})")
+    assert bad == []
+
+
+def test_faces_run_no_scheduler_command_themselves():
+    bad = []
+    for module in under("hpcui.cli") + under("hpcui.tui"):
+        tree = ast.parse(modules()[module].read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.List) and first.elts:
+                first = first.elts[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                word = first.value.split()[0] if first.value.split() else ""
+                if word in SCHEDULER_COMMANDS:
+                    bad.append(f"{module}:{node.lineno} runs {first.value!r}")
+    assert bad == []
+
+
+def test_packages_in_pyproject_are_the_packages_on_disk():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {m for m, p in modules().items() if p.name == "__init__.py"}
+    assert set(config["packages"]) == on_disk
+    assert config["package-dir"]["hpcui.backends"] == "backends"
+
+
+@pytest.mark.timeout(180)
+def test_the_wheel_installs_no_top_level_backends(tmp_path):
+    """`pip install hpcui` must not put a package named `backends` in site-packages: a
+    user's own `backends` package would collide with it (pickling and on the node)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("hpcui-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n}
+    assert tops == {"hpcui"}
+    assert "hpcui/backends/slurm_script.py" in names and "hpcui/backends/job_paths.py" in names
