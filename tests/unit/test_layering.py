@@ -7,6 +7,7 @@ top-level backends/ folder is the package ``hpcui.backends``.
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -204,19 +205,15 @@ def test_packages_in_pyproject_are_the_packages_on_disk():
 def test_the_wheel_installs_no_top_level_backends(tmp_path):
     """`pip install hpcui` must not put a package named `backends` in site-packages: a
     user's own `backends` package would collide with it (pickling and on the node)."""
+    src = tmp_path / "src"  # a copy: building writes build/ beside pyproject.toml
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for folder in ("hpcui", "backends"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    wheel_cmd = [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(ROOT),
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-        ],
+        [*wheel_cmd, "--no-build-isolation", "-q", "-w", str(tmp_path)],
         check=True,
         capture_output=True,
     )
