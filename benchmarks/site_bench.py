@@ -22,7 +22,7 @@ os.environ["HPCUI_DATA_DIR"] = tempfile.mkdtemp(prefix="hpcui-site-bench-")
 
 from hpcui.api import connect
 from hpcui.backends.slurm_queue import parse_squeue
-from hpcui.site import QueueJob, QueueSnapshot
+from hpcui.sitestate import QueueJob, QueueSnapshot
 
 FIXTURE = (
     Path(__file__).resolve().parent.parent

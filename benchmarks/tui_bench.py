@@ -69,7 +69,7 @@ _DIGITS = re.compile(r"^\d+")
 def synthetic_jobs(n: int) -> list[Any]:
     """``n`` QueueJobs: the captured lines over and over, each copy with new job ids."""
     from hpcui.backends.slurm_queue import parse_squeue
-    from hpcui.site.jobs import QueueJob
+    from hpcui.sitestate.jobs import QueueJob
 
     base = [QueueJob.from_entry(e) for e in parse_squeue(FIXTURE.read_text())]
     nums = [int(_DIGITS.match(j.job_id).group()) for j in base]  # type: ignore[union-attr]
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="hpcui-tui-bench-"))
     # `local` keeps no queue: its watcher's one expected warning per app is noise here
-    logging.getLogger("hpcui.site.watcher").setLevel(logging.ERROR)
+    logging.getLogger("hpcui.sitestate.watcher").setLevel(logging.ERROR)
     setup_env(tmp)
     t = time.perf_counter()
     import textual

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
-from hpcui import site, submission
+from hpcui import sitestate, submission
 from hpcui.backends.job_paths import SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
@@ -216,7 +216,7 @@ class Cluster:
         `module load` of a missing module only prints an error and the job would run
         without it (or fail much later); say so now, with the fix. Once per process.
         """
-        if self._setup_checked or not site.setup_modules(self.setup):
+        if self._setup_checked or not sitestate.setup_modules(self.setup):
             return
         missing = self.missing_setup_modules()
         if missing:
@@ -425,19 +425,19 @@ class Cluster:
             self.queue_watcher.poke()
 
     # == site state: queue, history, partitions, quota, modules, logs ========================
-    # Thin wrappers; the logic lives in hpcui.site and hpcui.logs (see docs/site-state.md).
+    # Thin wrappers; the logic lives in hpcui.sitestate and hpcui.logs (see docs/site-state.md).
 
     @cached_property
-    def queue_watcher(self) -> site.QueueWatcher:
+    def queue_watcher(self) -> sitestate.QueueWatcher:
         """The ONE queue poll of this cluster: screens subscribe to it instead of polling."""
-        return site.QueueWatcher(self._fetch_queue, name=self.name)
+        return sitestate.QueueWatcher(self._fetch_queue, name=self.name)
 
-    def _fetch_queue(self) -> list[site.QueueJob]:
-        return [site.QueueJob.from_entry(e) for e in self.scheduler.queue()]
+    def _fetch_queue(self) -> list[sitestate.QueueJob]:
+        return [sitestate.QueueJob.from_entry(e) for e in self.scheduler.queue()]
 
     def queue(
         self, *, include_finished: bool = False, max_age_s: float = 0.0
-    ) -> list[site.QueueJob]:
+    ) -> list[sitestate.QueueJob]:
         """All of the user's jobs (hpcui's have `token`), estimated start for pending ones.
 
         `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call).
@@ -457,11 +457,11 @@ class Cluster:
         since: datetime | timedelta | str | None = timedelta(days=1),
         *,
         job_ids: list[str] | None = None,
-    ) -> list[site.HistoryJob]:
+    ) -> list[sitestate.HistoryJob]:
         """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
         jobs = [
-            site.HistoryJob.from_entry(e)
-            for e in self.scheduler.history(site.since_arg(since), job_ids)
+            sitestate.HistoryJob.from_entry(e)
+            for e in self.scheduler.history(sitestate.since_arg(since), job_ids)
         ]
         if any(j.token is None for j in jobs):
             # slurmdbd keeps comments only with AccountingStoreFlags=job_comment: ask the registry
@@ -471,34 +471,34 @@ class Cluster:
             ]
         return jobs
 
-    def partitions(self) -> list[site.PartitionInfo]:
+    def partitions(self) -> list[sitestate.PartitionInfo]:
         return self.scheduler.partitions()
 
-    def quota_report(self) -> site.QuotaReport:
+    def quota_report(self) -> sitestate.QuotaReport:
         """Quota with the tool that answered and the ones tried before it (one round trip)."""
-        return site.fetch_quota(self.transport, self.profile.quota_command, cluster=self.name)
+        return sitestate.fetch_quota(self.transport, self.profile.quota_command, cluster=self.name)
 
-    def quota(self) -> list[site.QuotaEntry]:
+    def quota(self) -> list[sitestate.QuotaEntry]:
         return self.quota_report().entries
 
     @cached_property
-    def module_system(self) -> site.ModuleSystem:
+    def module_system(self) -> sitestate.ModuleSystem:
         """Lmod or Environment Modules: from the profile, else probed once."""
         known = getattr(self.profile, "module_system", None)
-        return known or site.detect_system(self.transport, cluster=self.name)
+        return known or sitestate.detect_system(self.transport, cluster=self.name)
 
-    def modules(self) -> site.ModuleState:
+    def modules(self) -> sitestate.ModuleState:
         """Loaded and available modules (defaults marked), one round trip."""
-        return site.fetch_modules(self.transport, self.module_system, cluster=self.name)
+        return sitestate.fetch_modules(self.transport, self.module_system, cluster=self.name)
 
-    def module_search(self, term: str) -> list[site.Module]:
-        return site.search_modules(self.transport, self.module_system, term, cluster=self.name)
+    def module_search(self, term: str) -> list[sitestate.Module]:
+        return sitestate.search_modules(self.transport, self.module_system, term, cluster=self.name)
 
     def missing_setup_modules(self) -> list[str]:
         """Modules the config's `setup` lines load that this site does not have."""
-        if not site.setup_modules(self.setup):
+        if not sitestate.setup_modules(self.setup):
             return []
-        return site.missing_modules(self.setup, self.modules())
+        return sitestate.missing_modules(self.setup, self.modules())
 
     def logs(
         self,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     from hpcui.cli.models import output_type
-    from hpcui.site.jobs import jobs_from_records
+    from hpcui.sitestate.jobs import jobs_from_records
 
     if args.registry:
         return _registry_jobs(args)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def cmd_quota(args: argparse.Namespace) -> int:
-    from hpcui.site import QuotaReport
+    from hpcui.sitestate import QuotaReport
 
     report = connect(cluster_name(args)).quota_report()
     if args.json:

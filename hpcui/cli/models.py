@@ -22,7 +22,7 @@ from hpcui.backends.states import JobState
 from hpcui.logs import LogChunk
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation
-from hpcui.site import HistoryJob, QueueJob, QuotaReport
+from hpcui.sitestate import HistoryJob, QueueJob, QuotaReport
 
 
 class ClusterCheck(BaseModel):

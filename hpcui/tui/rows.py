@@ -18,7 +18,7 @@ from rich.text import Text
 from hpcui.backends.states import JobState
 from hpcui.formatting import hms as _hms
 from hpcui.registry import JobRecord
-from hpcui.site.jobs import HistoryJob, QueueJob
+from hpcui.sitestate.jobs import HistoryJob, QueueJob
 
 #: (key, label) of the live table; "sel" shows the multi-select mark.
 JOB_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from hpcui.backends.states import JobState
-from hpcui.site import QueueSnapshot
+from hpcui.sitestate import QueueSnapshot
 
 pytestmark = pytest.mark.devcluster
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hpcui.cli import output
 from hpcui.formatting import hms, short_duration, size
-from hpcui.site.jobs import format_bytes
+from hpcui.sitestate.jobs import format_bytes
 from hpcui.tui import rows
 
 

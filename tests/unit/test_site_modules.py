@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcui.site import (
+from hpcui.sitestate import (
     ModuleError,
     ModuleState,
     detect_system,
@@ -13,7 +13,7 @@ from hpcui.site import (
     search_modules,
     setup_modules,
 )
-from hpcui.site.remote import MARK
+from hpcui.sitestate.remote import MARK
 from hpcui.transport.base import CommandResult
 from tests.canned import scripted
 from tests.conftest import fixture_text

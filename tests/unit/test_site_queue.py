@@ -12,7 +12,7 @@ from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.slurm import SlurmScheduler
-from hpcui.site import (
+from hpcui.sitestate import (
     HistoryJob,
     QueueJob,
     QueueSnapshot,

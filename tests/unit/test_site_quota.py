@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.site import QuotaError, fetch_quota, parse_quota
-from hpcui.site.quota import candidates
-from hpcui.site.remote import all_command, parse_parts
+from hpcui.sitestate import QuotaError, fetch_quota, parse_quota
+from hpcui.sitestate.quota import candidates
+from hpcui.sitestate.remote import all_command, parse_parts
 from hpcui.transport.local import LocalTransport
 from tests.conftest import FIXTURES, fixture_text
 

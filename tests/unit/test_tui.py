@@ -13,8 +13,8 @@ import pytest
 from hpcui.backends.slurm_queue import parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.registry import JobRecord, Registry
-from hpcui.site import QueueSnapshot
-from hpcui.site.jobs import QueueJob
+from hpcui.sitestate import QueueSnapshot
+from hpcui.sitestate.jobs import QueueJob
 from hpcui.tui import rows as R
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.bridge import host_key_bridge, prompt_bridge

@@ -23,10 +23,10 @@ from hpcui.cluster import Cluster
 from hpcui.config import load_config
 from hpcui.logs import LogChunk
 from hpcui.registry import JobRecord, Registry
-from hpcui.site import QueueSnapshot, fetch_modules, parse_quota
-from hpcui.site.jobs import HistoryJob, QueueJob
-from hpcui.site.quota import QuotaReport
-from hpcui.site.remote import MARK
+from hpcui.sitestate import QueueSnapshot, fetch_modules, parse_quota
+from hpcui.sitestate.jobs import HistoryJob, QueueJob
+from hpcui.sitestate.quota import QuotaReport
+from hpcui.sitestate.remote import MARK
 from hpcui.transport.base import CommandResult
 from hpcui.tui.app import HpcuiApp
 from tests.canned import CannedTransport, scripted

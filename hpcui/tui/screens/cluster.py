@@ -21,7 +21,7 @@ from hpcui.tui.hub import STATUS_LOOK
 from hpcui.tui.rows import hms
 
 if TYPE_CHECKING:
-    from hpcui.site import Module, ModuleState, PartitionInfo, QuotaReport
+    from hpcui.sitestate import Module, ModuleState, PartitionInfo, QuotaReport
     from hpcui.tui.context import AppContext
 
 BAR = 30
@@ -177,7 +177,7 @@ class ClusterScreen(Screen[None]):
         out = Text()
         out.append(f"from `{report.tool}`\n", style="dim")
         for e in report.entries:
-            from hpcui.site.jobs import format_bytes
+            from hpcui.sitestate.jobs import format_bytes
 
             who = " ".join(p for p in (e.kind, e.name) if p)
             out.append(f"{e.filesystem:<24} {who:<14} ")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from hpcui.cluster import Cluster
     from hpcui.job import Job
     from hpcui.registry import JobRecord
-    from hpcui.site import QueueJob
+    from hpcui.sitestate import QueueJob
     from hpcui.tui.context import AppContext
 
 TAIL_BYTES = 4 << 20  # open a huge log near its end

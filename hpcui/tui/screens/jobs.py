@@ -39,7 +39,7 @@ from hpcui.tui.widgets import JobTable
 
 if TYPE_CHECKING:
     from hpcui.registry import JobRecord
-    from hpcui.site import QueueJob, QueueSnapshot, Subscription
+    from hpcui.sitestate import QueueJob, QueueSnapshot, Subscription
     from hpcui.tui.context import AppContext
 
 REGISTRY_S = 2.0

@@ -22,7 +22,7 @@ from hpcui.backends.quota import (
     parse_quota,
 )
 from hpcui.errors import HpcuiError
-from hpcui.site.remote import Part, first_command, parse_parts
+from hpcui.sitestate.remote import Part, first_command, parse_parts
 from hpcui.transport.base import Command, Transport
 
 __all__ = [

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, ConfigDict
 
-from hpcui.site.jobs import QueueJob
+from hpcui.sitestate.jobs import QueueJob
 
 __all__ = ["QueueSnapshot", "QueueWatcher", "Subscription", "is_rate_limited"]
 

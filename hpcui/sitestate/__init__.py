@@ -10,8 +10,8 @@ bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem
 from hpcui.backends.quota import QuotaEntry, QuotaParseError, parse_quota
 from hpcui.backends.records import PartitionInfo
-from hpcui.site.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
-from hpcui.site.modules import (
+from hpcui.sitestate.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
+from hpcui.sitestate.modules import (
     ModuleError,
     detect_system,
     fetch_modules,
@@ -19,8 +19,8 @@ from hpcui.site.modules import (
     search_modules,
     setup_modules,
 )
-from hpcui.site.quota import QuotaError, QuotaReport, QuotaTry, fetch_quota
-from hpcui.site.watcher import QueueSnapshot, QueueWatcher, Subscription, is_rate_limited
+from hpcui.sitestate.quota import QuotaError, QuotaReport, QuotaTry, fetch_quota
+from hpcui.sitestate.watcher import QueueSnapshot, QueueWatcher, Subscription, is_rate_limited
 
 __all__ = [
     "HistoryJob",

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from hpcui.backends import modules as mod
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem
 from hpcui.errors import HpcuiError
-from hpcui.site.remote import Part, all_command, parse_parts
+from hpcui.sitestate.remote import Part, all_command, parse_parts
 from hpcui.transport.base import Transport
 
 __all__ = [
