@@ -16,7 +16,7 @@ from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
 from hpcui.schedulers.base import JobStatus
 from hpcui.transport.base import Command, Transport
-from hpcui.transport.quoting import quote, to_command
+from hpcui.transport.quoting import quote_bytes, to_command
 
 _BASE_OK = re.compile(r"^[A-Za-z0-9_./~${}-]+$")
 _PY = "import sys; print('PY=%d.%d.%d' % sys.version_info[:3])"
@@ -49,7 +49,7 @@ def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ())
     config's, else its profile's), so they are passed, not read from `cfg`.
     """
     setup_line = "; ".join(setup)
-    py = f"{quote(python).decode()} -c {quote(_PY).decode()}"
+    py = f"{quote_bytes(python).decode()} -c {quote_bytes(_PY).decode()}"
     return (
         f'b={base_word(cfg.remote_base)}; mkdir -p "$b/jobs" "$b/runtime" && chmod 700 "$b" && '
         'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
@@ -105,7 +105,7 @@ def recover_command(folder: str, wait_s: int = 60) -> bytes:
     """After a drop: wait while the submitting shell lives, then print the job id it got."""
     return (
         b"cd "
-        + quote(folder)
+        + quote_bytes(folder)
         + f" 2>/dev/null && [ -e {SUBMITTING} ] || exit 0; ".encode()
         + f'p=$(cat {SUBMITTING}); n=0; while [ ! -s {JOB_ID_FILE} ] && kill -0 "$p" '
         f"2>/dev/null && [ $n -lt {wait_s * 10} ]; do sleep 0.1; n=$((n+1)); done; "
@@ -121,7 +121,7 @@ def list_results(transport: Transport, folders: list[str]) -> dict[str, bool]:
     """
     res = transport.run(
         b"for d in "
-        + b" ".join(quote(f) for f in folders)
+        + b" ".join(quote_bytes(f) for f in folders)
         + f'; do for f in "$d"/{RESULT_GLOB}; do [ -e "$f" ] || continue; '.encode()
         + b'if head -c 64 "$f" | grep -q success; then s=1; else s=0; fi; '
         b'printf \'%s %s\\n\' "${f##*/}" "$s"; done; done; true'

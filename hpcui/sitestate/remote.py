@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from hpcui.transport.base import Command
-from hpcui.transport.quoting import quote, to_command
+from hpcui.transport.quoting import quote_bytes, to_command
 
 MARK = "@@hpcui-part"
 _HEADER = re.compile(rf"^{re.escape(MARK)} (?P<name>\d+) (?P<status>-?\d+|missing)$", re.MULTILINE)
@@ -64,7 +64,7 @@ def first_command(
     for i, (_name, program, cmd) in enumerate(parts):
         lines.append(
             f'if [ -z "$__done" ]; then '
-            f"if command -v {quote(program).decode()} >/dev/null 2>&1; then "
+            f"if command -v {quote_bytes(program).decode()} >/dev/null 2>&1; then "
             f"__o=$( ( {_sh(cmd)} ) 2>&1 ); __r=$?; "
             f"printf '\\n{MARK} %s %d\\n' {i} \"$__r\"; "
             f"printf '%s\\n' \"$__o\" | head -c {max_bytes}; "

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from hpcui.errors import CommandTimeout
 from hpcui.transport.base import Command, CommandResult, Transport
-from hpcui.transport.quoting import quote, to_command
+from hpcui.transport.quoting import quote_bytes, to_command
 
 
 class LocalTransport(Transport):
@@ -49,7 +49,7 @@ class LocalTransport(Transport):
                 raise ValueError(f"put_files needs relative names inside the folder, got {name!r}")
             self.write_file(os.path.join(directory, name), content)
         if then is not None:
-            return self.run(b"cd " + quote(directory) + b" && " + to_command(then))
+            return self.run(b"cd " + quote_bytes(directory) + b" && " + to_command(then))
         return CommandResult(0, b"", b"", "put_files")
 
     def write_file(

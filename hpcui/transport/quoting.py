@@ -10,7 +10,7 @@ _SAFE = re.compile(rb"[A-Za-z0-9_@%+=:,./-]+\Z")
 Arg = str | bytes
 
 
-def quote(arg: Arg) -> bytes:
+def quote_bytes(arg: Arg) -> bytes:
     """Quote one argument so a POSIX shell sees exactly these bytes as one word.
 
     Works on bytes so arguments that are not valid UTF-8 arrive verbatim.
@@ -23,7 +23,7 @@ def quote(arg: Arg) -> bytes:
 
 def quote_argv(argv: Iterable[Arg]) -> bytes:
     """Join an argv list into one shell command line, every word quoted."""
-    return b" ".join(quote(a) for a in argv)
+    return b" ".join(quote_bytes(a) for a in argv)
 
 
 def to_command(cmd: str | bytes | Iterable[Arg]) -> bytes:

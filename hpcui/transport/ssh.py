@@ -24,7 +24,7 @@ from hpcui.errors import (
     HostKeyError,
 )
 from hpcui.transport.base import Command, CommandResult, Transport
-from hpcui.transport.quoting import quote, to_command
+from hpcui.transport.quoting import quote_bytes, to_command
 from hpcui.transport.ssh_config import SshTarget, parse_jump, resolve
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class _Shell:
         mark = f"__hpcui_{self.token}_{self.count}__".encode()
         script = (
             b"( eval "
-            + quote(cmd)
+            + quote_bytes(cmd)
             + b" ) </dev/null; __r=$?; printf '%s %d\\n' "
             + mark
             + b" \"$__r\"; printf '%s\\n' "
@@ -569,9 +569,9 @@ class SshTransport(Transport):
         (fewer Python round trips per byte), against ~50 ms to open the channel.
         """
         if isinstance(data, bytes) and len(data) >= STREAM_MIN:
-            cmd = b"cat > " + quote(path)
+            cmd = b"cat > " + quote_bytes(path)
             if mode is not None:
-                cmd += f" && chmod {mode:o} ".encode() + quote(path)
+                cmd += f" && chmod {mode:o} ".encode() + quote_bytes(path)
             self._run_exec(cmd, data, None).check(f"writing {path}")
             return len(data)
         chunks = [data] if isinstance(data, bytes) else data
@@ -601,7 +601,7 @@ class SshTransport(Transport):
                 if end - offset < STREAM_MIN:
                     chunks = [(o, min(SFTP_CHUNK, end - o)) for o in range(offset, end, SFTP_CHUNK)]
                     return b"".join(fh.readv(chunks))
-        cmd = b"tail -c +" + str(offset + 1).encode() + b" " + quote(path)
+        cmd = b"tail -c +" + str(offset + 1).encode() + b" " + quote_bytes(path)
         cmd += b" | head -c " + str(end - offset).encode()
         res = self._run_exec(cmd, b"", None).check(f"reading {path}")
         return res.stdout_bytes
@@ -637,7 +637,7 @@ class SshTransport(Transport):
                 pass  # exists already: a retry, or files added to a folder
         # The shell parses every byte of a command, so `then` runs inside the folder with
         # short relative paths. Few files: one SFTP write each (cheaper than a tar process).
-        cmd = b"cd " + quote(directory)
+        cmd = b"cd " + quote_bytes(directory)
         if len(files) <= DIRECT_FILES and not any("/" in n for n in files):
             for name, body in files.items():
                 _check_name(name)

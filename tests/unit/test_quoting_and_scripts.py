@@ -4,14 +4,16 @@ import pytest
 
 from hpcui.backends.batch import BatchSpec, format_duration
 from hpcui.backends.slurm_script import directives, parse_find_token, render_script
-from hpcui.transport.quoting import quote, quote_argv
+from hpcui.transport.quoting import quote_argv, quote_bytes
 
 NASTY = ["a b", "it's", "$(id)", "`id`", "x;y", "new\nline", "", "*", "é", "--flag"]
 
 
 @pytest.mark.parametrize("arg", NASTY)
 def test_quote_round_trips_through_a_real_shell(arg):
-    out = subprocess.run(b"printf %s " + quote(arg), shell=True, capture_output=True, check=True)
+    out = subprocess.run(
+        b"printf %s " + quote_bytes(arg), shell=True, capture_output=True, check=True
+    )
     assert out.stdout == arg.encode()
 
 
