@@ -1,0 +1,109 @@
+"""StatusService without a cluster: a real SlurmScheduler answered by sacct output captured
+from the dev cluster (tests/fixtures/slurm-22.05.8-dev), replayed by a canned transport."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import hpcui.status as status_mod
+from hpcui.backends.states import JobState
+from hpcui.errors import HpcuiError
+from hpcui.schedulers.base import JobStatus
+from hpcui.schedulers.slurm import SlurmScheduler
+from hpcui.status import StatusService
+from tests.canned import CannedTransport, ok
+from tests.conftest import fixture_text
+
+SACCT = fixture_text("slurm-22.05.8-dev/sacct_hpcui_format.txt")
+ALL_FINAL = "\n".join(line for line in SACCT.splitlines() if line.startswith(("3068", "3069")))
+
+
+def service(*answers: str, **kw) -> tuple[StatusService, CannedTransport]:
+    transport = CannedTransport([ok(a) for a in answers])
+    return StatusService(SlurmScheduler(transport), **kw), transport
+
+
+def test_one_sacct_for_every_tracked_job_and_array_ranges_expanded():
+    svc, transport = service(SACCT)
+    svc._tracked.update(dict.fromkeys(["3068", "3069", "3070", "3071_4", "3072"], 0.0))
+    svc._states.update({j: JobStatus(JobState.PENDING) for j in svc._tracked})
+    changed = svc.poll_once()
+    assert svc.last_poll_calls == 1 and len(transport.commands) == 1
+    assert "sacct" in transport.commands[0]
+    assert {j: s.state for j, s in changed.items()} == {
+        "3068": JobState.COMPLETED,
+        "3069": JobState.FAILED,
+        "3070": JobState.RUNNING,
+        "3071_4": JobState.PENDING,  # inside 3071_[2-5%2]
+        "3072": JobState.PENDING,
+    }
+    assert changed["3072"].state_raw == "PENDING"
+    assert svc.get("3069").exit_code == 1
+
+
+def test_final_jobs_are_never_asked_again():
+    svc, transport = service(ALL_FINAL)
+    svc._states.update({"3068": JobStatus(JobState.PENDING), "3069": JobStatus(JobState.PENDING)})
+    svc.poll_once()
+    assert svc.poll_once() == {} and len(transport.commands) == 1
+
+
+def test_the_interval_backs_off_while_nothing_changes_and_resets_on_change():
+    svc, _ = service(SACCT, SACCT, SACCT, fast_s=0.25, slow_s=1.0)
+    svc._states["3070"] = JobStatus(JobState.PENDING)
+    svc.poll_once()  # PENDING -> RUNNING: a change
+    assert svc.interval == pytest.approx(0.25, abs=0.05)
+    svc.poll_once()
+    second = svc.interval
+    svc.poll_once()
+    assert 0.25 < second < svc.interval <= 1.0
+
+
+def test_a_vanished_job_is_judged_by_its_result_file(monkeypatch):
+    monkeypatch.setattr(status_mod, "VANISHED_S", 0.0)
+    judged = []
+
+    def resolve(ids: list[str]) -> dict[str, JobStatus]:
+        judged.append(ids)
+        return {
+            "999": JobStatus(
+                JobState.COMPLETED, "COMPLETED (from its result file)", reason="result"
+            )
+        }
+
+    svc, _ = service(ALL_FINAL, resolve_vanished=resolve)
+    svc._states["999"] = JobStatus(JobState.RUNNING)
+    svc._tracked["999"] = -1.0  # last seen long ago
+    changed = svc.poll_once()
+    assert judged == [["999"]] and changed["999"].state is JobState.COMPLETED
+
+
+def test_waiters_wake_when_the_poll_thread_sees_the_end():
+    svc, transport = service(ALL_FINAL, fast_s=0.01, slow_s=0.05)
+    result: dict[str, JobStatus] = {}
+    waiter = threading.Thread(target=lambda: result.update(svc.wait(["3068"], timeout=10)))
+    waiter.start()
+    waiter.join(timeout=15)
+    svc.close()
+    assert not waiter.is_alive() and result["3068"].state is JobState.COMPLETED
+    assert len(transport.commands) == 1
+
+
+def test_a_failed_poll_is_kept_and_slows_the_loop():
+    """sacct fails (no slurmdbd) and so does the squeue fallback: the loop keeps the error,
+    polls less often and goes on (it never dies, never raises into the caller)."""
+    transport = CannedTransport({"sacct": ok("", "sacct: error", rc=1)})
+    svc = StatusService(SlurmScheduler(transport), fast_s=0.01, slow_s=5.0)
+    with pytest.raises(HpcuiError):
+        svc._states["1"] = JobStatus(JobState.PENDING)
+        svc.poll_once()
+    svc.track(["1"])
+    deadline = time.monotonic() + 10
+    while svc.last_error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    svc.close()
+    assert isinstance(svc.last_error, HpcuiError) and "squeue" in str(svc.last_error)
+    assert svc.interval >= 2.0
