@@ -35,9 +35,17 @@ def _local_bytes(t: Any) -> int:
     return local.numel() * local.element_size()
 
 
-def experiment(mode: str, width: int = 8192, batch: int = 32, classes: int = 1000) -> dict:
-    """Runs on every rank: build, wrap (DDP or FSDP), one Adam step, report memory."""
+def experiment(
+    mode: str, width: int = 8192, batch: int = 32, classes: int = 1000, steps: int = 1
+) -> dict:
+    """Runs on every rank: build, wrap (DDP or FSDP), Adam steps, report memory and time.
+
+    The first step warms up (allocations, the first collective); with ``steps`` > 1 the
+    others are timed between barriers: ``sec_per_step`` is their mean, the same on every
+    rank. The global batch stays ``batch`` (strong scaling): each rank takes its share.
+    """
     import resource
+    import time
 
     import torch
     from torch import nn
@@ -67,11 +75,28 @@ def experiment(mode: str, width: int = 8192, batch: int = 32, classes: int = 100
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(batch, width, device=device)
-    y = torch.randint(0, classes, (batch,), device=device)
-    loss = nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
+    per_rank = max(1, batch // world)
+    x = torch.randn(per_rank, width, device=device)
+    y = torch.randint(0, classes, (per_rank,), device=device)
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    loss = step()
+    sec_per_step = None
+    if steps > 1:
+        torch.distributed.barrier()
+        start = time.perf_counter()
+        for _ in range(steps - 1):
+            loss = step()
+        if cuda:
+            torch.cuda.synchronize(device)
+        torch.distributed.barrier()
+        sec_per_step = (time.perf_counter() - start) / (steps - 1)
     if cuda:
         torch.cuda.synchronize(device)
         peak = torch.cuda.max_memory_allocated(device)
@@ -90,6 +115,8 @@ def experiment(mode: str, width: int = 8192, batch: int = 32, classes: int = 100
     hd.print0(f"{mode}: world={world} loss={loss.item():.4f} device={device}")
     out = {
         "mode": mode,
+        "host": __import__("socket").gethostname(),
+        "sec_per_step": sec_per_step,
         "rank": rank,
         "local_rank": local_rank,
         "world": world,

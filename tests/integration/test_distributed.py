@@ -6,7 +6,6 @@ waiting one by one would add up); each test then checks its own job.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,10 +14,10 @@ import pytest
 
 from hpcui.backends.launch import master_port
 from hpcui.backends.states import JobState
+from tests.integration.ranks import loop_until_stopped, stop_once_looping
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("distributed")]  # one fixture run
 
-VENV_PYTHON = "/opt/hpcui-devcluster/venv/bin/python"
 SMALL = {"time": "5m", "cpus_per_task": 1, "mem": "2G"}
 WAIT = 240
 
@@ -130,29 +129,6 @@ def fsdp_resume(root: str) -> dict[str, Any]:
     return out
 
 
-def loop_until_stopped(max_steps: int) -> dict[str, Any]:
-    """A training-like loop that polls stop_requested() every step (all ranks in lockstep)."""
-    import time as _t
-
-    import torch
-
-    from hpcui import distributed as hd
-
-    _, rank, _, _ = hd.setup()
-    step = 0
-    while step < max_steps:
-        t = torch.ones(1)
-        torch.distributed.all_reduce(t)  # a collective per step, as in training
-        if hd.stop_requested():
-            break
-        if step == 0:
-            hd.print0("looping", flush=True)
-        step += 1
-        _t.sleep(0.1)
-    hd.cleanup()
-    return {"rank": rank, "step": step, "stopped": step < max_steps}
-
-
 def torchrun_ranks() -> dict[str, Any]:
     import os
 
@@ -179,32 +155,20 @@ def torchrun_ranks() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def cluster(devcluster) -> Iterator[Any]:
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HPCUI_CONFIG", str(devcluster))
-        cfg = load_config().cluster("dev").model_copy(update={"python": VENV_PYTHON})
-        with Cluster(cfg) as c:
-            yield c
-
-
-@pytest.fixture(scope="module")
-def ckpt_root(cluster) -> Iterator[str]:
-    root = f"{cluster.remote_info().base}/test-ckpt/{uuid.uuid4().hex[:12]}"
+def ckpt_root(torch_cluster) -> Iterator[str]:
+    root = f"{torch_cluster.remote_info().base}/test-ckpt/{uuid.uuid4().hex[:12]}"
     yield root
-    cluster.run(["rm", "-rf", root])
+    torch_cluster.run(["rm", "-rf", root])
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster, ckpt_root) -> dict[str, Any]:
+def jobs(torch_cluster, ckpt_root) -> dict[str, Any]:
     """All first-stage jobs at once: Slurm runs them as GPUs free up."""
     return {
-        "ddp": cluster.submit(ranks_and_ddp, 3, gpus=4, name="t-ddp", **SMALL),
-        "fsdp": cluster.submit(fsdp_save, ckpt_root, gpus=4, name="t-fsdp", **SMALL),
-        "stop": cluster.submit(loop_until_stopped, 1500, gpus=2, name="t-stop", **SMALL),
-        "torchrun": cluster.submit(
+        "ddp": torch_cluster.submit(ranks_and_ddp, 3, gpus=4, name="t-ddp", **SMALL),
+        "fsdp": torch_cluster.submit(fsdp_save, ckpt_root, gpus=4, name="t-fsdp", **SMALL),
+        "stop": torch_cluster.submit(loop_until_stopped, 1500, gpus=2, name="t-stop", **SMALL),
+        "torchrun": torch_cluster.submit(
             torchrun_ranks, gpus=2, launcher="torchrun", name="t-trun", **SMALL
         ),
     }
@@ -235,14 +199,14 @@ def test_ddp_parameters_identical_on_all_ranks(jobs):
     assert max(sums) - min(sums) < 1e-9, sums
 
 
-def test_fsdp_shards_then_resume_on_two_ranks(cluster, jobs, ckpt_root):
+def test_fsdp_shards_then_resume_on_two_ranks(torch_cluster, jobs, ckpt_root):
     saved = jobs["fsdp"].results(timeout=WAIT)
     full = saved[0]["full"]
     assert sum(r["local"] for r in saved) == full  # the shards partition the model
     assert all(r["local"] <= full / 4 + 64 for r in saved)  # ~1/world_size each
-    resumed = cluster.submit(fsdp_resume, ckpt_root, gpus=2, name="t-resume", **SMALL).results(
-        timeout=WAIT
-    )
+    resumed = torch_cluster.submit(
+        fsdp_resume, ckpt_root, gpus=2, name="t-resume", **SMALL
+    ).results(timeout=WAIT)
     assert [r["rank"] for r in resumed] == [0, 1] and {r["world"] for r in resumed} == {2}
     for r in resumed:
         assert r["latest"].endswith("step_00000001")
@@ -254,13 +218,7 @@ def test_fsdp_shards_then_resume_on_two_ranks(cluster, jobs, ckpt_root):
 
 def test_stop_file_ends_the_loop_on_every_rank(jobs):
     job = jobs["stop"]
-    deadline = time.time() + WAIT
-    while "looping" not in job.stdout(0):
-        assert time.time() < deadline, f"job never started looping: {job.state}"
-        assert not job.done(), job.stderr(0)
-        time.sleep(0.5)
-    job.stop()
-    results = job.results(timeout=120)
+    results = stop_once_looping(job, WAIT)
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["stopped"] for r in results)
     assert len({r["step"] for r in results}) == 1  # all ranks left at the same step

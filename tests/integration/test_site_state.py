@@ -137,7 +137,9 @@ def test_partitions(dev):
     assert set(parts) >= {"cpu", "gpu"}
     assert parts["cpu"].is_default and not parts["gpu"].is_default
     assert parts["gpu"].gpus_per_node == 4
-    assert parts["gpu"].cpus_total == 8 and parts["gpu"].nodes_total == 1
+    gpu = parts["gpu"]  # every dev node: 8 CPUs, 4 GPUs; at least two nodes
+    assert gpu.nodes_total >= 2 and gpu.cpus_total == 8 * gpu.nodes_total
+    assert gpu.nodelist == f"node[1-{gpu.nodes_total}]"
     assert parts["cpu"].time_limit_s == 7200 and parts["cpu"].avail == "up"
 
 
