@@ -28,6 +28,11 @@ class JobState(str, Enum):
         return self in _FINAL
 
     @property
+    def may_requeue(self) -> bool:
+        """An end the scheduler may undo by requeueing the job (node failure, preemption)."""
+        return self in (JobState.NODE_FAIL, JobState.PREEMPTED)
+
+    @property
     def is_success(self) -> bool:
         return self is JobState.COMPLETED
 

@@ -41,39 +41,35 @@ def main(argv: list[str] | None = None) -> None:
     ranks = [int(r) for r in ns.ranks.split(",")]
     rows = []
     with Cluster(cfg) as cluster:
-        jobs = {
-            (mode, n): cluster.submit(
-                experiment,
-                mode,
-                ns.width,
-                ns.batch,
-                1000,
-                ns.steps,
-                gpus=n,
-                cpus_per_task=1,
-                mem="2G",
-                time="15m",
-                name=f"scale-{mode}-{n}",
-            )
-            for n in ranks
-            for mode in ("ddp", "fsdp")
-        }
-        for (mode, n), job in jobs.items():
-            print(f"{mode} x{n}: job {job.job_id}", file=sys.stderr, flush=True)
-        for (mode, n), job in jobs.items():
-            res = job.results(timeout=ns.timeout)
-            hosts = sorted({r["host"] for r in res})
-            rows.append(
-                (
-                    n,
-                    len(hosts),
-                    mode.upper(),
-                    res[0]["sec_per_step"],
-                    max(r["state_bytes"] for r in res) / MIB,
-                    max(r["peak_bytes"] for r in res) / MIB,
-                    ",".join(hosts),
+        for n in ranks:  # one job at a time: the 2 cores are not shared with another job
+            for mode in ("ddp", "fsdp"):
+                job = cluster.submit(
+                    experiment,
+                    mode,
+                    ns.width,
+                    ns.batch,
+                    1000,
+                    ns.steps,
+                    gpus=n,
+                    cpus_per_task=1,
+                    mem="2G",
+                    time="15m",
+                    name=f"scale-{mode}-{n}",
                 )
-            )
+                print(f"{mode} x{n}: job {job.job_id}", file=sys.stderr, flush=True)
+                res = job.results(timeout=ns.timeout)
+                hosts = sorted({r["host"] for r in res})
+                rows.append(
+                    (
+                        n,
+                        len(hosts),
+                        mode.upper(),
+                        res[0]["sec_per_step"],
+                        max(r["state_bytes"] for r in res) / MIB,
+                        max(r["peak_bytes"] for r in res) / MIB,
+                        ",".join(hosts),
+                    )
+                )
     print(
         f"model width {ns.width}, global batch {ns.batch}, {ns.steps - 1} timed steps per job; "
         "CPU ranks over gloo on 2 shared cores: the mechanism, not a speedup"

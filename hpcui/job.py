@@ -64,16 +64,19 @@ class Job:
         return status.state if status else JobState.UNKNOWN
 
     def done(self) -> bool:
-        return self.state.is_final
+        """Ended for good (a node failure counts once Slurm did not requeue the job)."""
+        self.state  # noqa: B018 - tracks and polls a job the status service does not know yet
+        return self.cluster.status.settled(self.job_id)
 
     def wait(self, timeout: float | None = None) -> JobState:
         """Block until the job ends; raises JobTimeoutError if it takes longer than `timeout`."""
         states = self.cluster.status.wait([self.job_id], timeout=timeout)
         state = states[self.job_id].state
-        if not state.is_final:
+        if not self.cluster.status.settled(self.job_id):
+            maybe = " (Slurm may still requeue it)" if state.may_requeue else ""
             raise JobTimeoutError(
-                f"Job {self.job_id} on {self.cluster.name} is still {state.value} after {timeout} s. "
-                "Call wait()/result() again later, or cancel() it.",
+                f"Job {self.job_id} on {self.cluster.name} is still {state.value}{maybe} after "
+                f"{timeout} s. Call wait()/result() again later, or cancel() it.",
                 job_id=self.job_id,
             )
         return state

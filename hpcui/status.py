@@ -26,6 +26,9 @@ BACKOFF = 1.5
 #: when it left a result, lost only after LOST_S (accounting can lag behind the job).
 VANISHED_S = 5.0
 LOST_S = 60.0
+#: NODE_FAIL and PREEMPTED end a job only when Slurm does not requeue it (JobRequeue=1 or
+#: --requeue do): such a state is the end once it held this long, polled meanwhile.
+SETTLE_S = 15.0
 
 
 class StatusService:
@@ -46,6 +49,7 @@ class StatusService:
         self.polls = 0
         self._states: dict[str, JobStatus] = {}
         self._tracked: dict[str, float] = {}  # job id -> time it was last seen by the scheduler
+        self._ended_at: dict[str, float] = {}  # job id -> when it entered a may-requeue end
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stop = False
@@ -71,6 +75,20 @@ class StatusService:
         with self._cond:
             return self._states.get(job_id)
 
+    def settled(self, job_id: str) -> bool:
+        """Ended for good: a final state that the scheduler can no longer undo."""
+        with self._cond:
+            return self._settled(job_id, time.monotonic())
+
+    def _settled(self, job_id: str, now: float) -> bool:
+        status = self._states.get(job_id)
+        if status is None or not status.state.is_final:
+            return False
+        if not status.state.may_requeue:
+            return True
+        # first seen now if it came that way (track() of a record, or an unchanged answer)
+        return now - self._ended_at.setdefault(job_id, now) >= SETTLE_S
+
     def wait(self, job_ids: list[str], timeout: float | None = None) -> dict[str, JobStatus]:
         """Block until every job is in a final state (or timeout); returns their states."""
         self.track(job_ids)
@@ -78,7 +96,8 @@ class StatusService:
         with self._cond:
             while True:
                 states = {j: self._states[j] for j in job_ids}
-                if all(s.state.is_final for s in states.values()):
+                now = time.monotonic()
+                if all(self._settled(j, now) for j in job_ids):
                     return states
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -96,7 +115,7 @@ class StatusService:
 
     def _poll(self) -> dict[str, JobStatus]:
         with self._cond:
-            pending = [j for j, s in self._states.items() if not s.state.is_final]
+            pending = [j for j in self._states if not self._settled(j, time.monotonic())]
         if not pending:
             return {}
         started = time.monotonic()
@@ -123,6 +142,10 @@ class StatusService:
                 if new is not None and new != self._states.get(jid):
                     self._states[jid] = new
                     changed[jid] = new
+                    if new.state.may_requeue:
+                        self._ended_at.setdefault(jid, now)
+                    else:
+                        self._ended_at.pop(jid, None)
             self._cond.notify_all()
         if changed and self.on_update is not None:
             self.on_update(changed)
@@ -132,6 +155,8 @@ class StatusService:
         else:
             self.interval = min(self.slow_s, self.interval * BACKOFF)
         self.interval = max(self.interval, 5 * took)
+        if self._ended_at:  # an end that a requeue may undo: look again before it settles
+            self.interval = min(self.interval, SETTLE_S / 4)
         return changed
 
     @contextlib.contextmanager
@@ -177,5 +202,6 @@ class StatusService:
                 log.exception("status poll crashed")
                 self.interval = min(self.slow_s, max(self.interval * 2, 2.0))
             with self._cond:
-                if all(s.state.is_final for s in self._states.values()):
+                now = time.monotonic()
+                if all(self._settled(j, now) for j in self._states):
                     self._cond.notify_all()

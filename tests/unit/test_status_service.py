@@ -107,3 +107,28 @@ def test_a_failed_poll_is_kept_and_slows_the_loop():
     svc.close()
     assert isinstance(svc.last_error, HpcuiError) and "squeue" in str(svc.last_error)
     assert svc.interval >= 2.0
+
+
+def _as_state(state: str) -> str:
+    """The captured line of job 3070 with another state word (sacct's field 7)."""
+    line = next(x for x in SACCT.splitlines() if x.startswith("3070|"))
+    fields = line.split("|")
+    fields[6] = state
+    return "|".join(fields)
+
+
+def test_a_node_failure_is_the_end_only_once_slurm_did_not_requeue(monkeypatch):
+    """NODE_FAIL (and PREEMPTED) may be undone by Slurm's requeue: the job is shown in that
+    state at once, but waiters wait until it held for SETTLE_S, polling meanwhile."""
+    monkeypatch.setattr(status_mod, "SETTLE_S", 0.3)
+    svc, transport = service(_as_state("NODE_FAIL"), _as_state("PENDING"), _as_state("NODE_FAIL"))
+    svc._states["3070"] = JobStatus(JobState.RUNNING)
+    svc.poll_once()
+    assert svc.get("3070").state is JobState.NODE_FAIL and not svc.settled("3070")
+    svc.poll_once()  # requeued: back in the queue, not ended
+    assert svc.get("3070").state is JobState.PENDING and not svc.settled("3070")
+    svc.poll_once()
+    assert not svc.settled("3070")
+    time.sleep(0.35)
+    assert svc.settled("3070") and len(transport.commands) == 3
+    assert svc.wait(["3070"], timeout=1)["3070"].state is JobState.NODE_FAIL
