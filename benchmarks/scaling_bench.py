@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
                     experiment,
                     mode,
                     ns.width,
-                    ns.batch,
+                    max(1, ns.batch // n),  # the global batch, split: strong scaling
                     1000,
                     ns.steps,
                     gpus=n,

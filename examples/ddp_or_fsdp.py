@@ -42,7 +42,7 @@ def experiment(
 
     The first step warms up (allocations, the first collective); with ``steps`` > 1 the
     others are timed between barriers: ``sec_per_step`` is their mean, the same on every
-    rank. The global batch stays ``batch`` (strong scaling): each rank takes its share.
+    rank. ``batch`` is per rank, as in the course.
     """
     import resource
     import time
@@ -75,9 +75,8 @@ def experiment(
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    per_rank = max(1, batch // world)
-    x = torch.randn(per_rank, width, device=device)
-    y = torch.randint(0, classes, (per_rank,), device=device)
+    x = torch.randn(batch, width, device=device)
+    y = torch.randint(0, classes, (batch,), device=device)
 
     def step() -> Any:
         opt.zero_grad()
@@ -137,10 +136,11 @@ def report(results: dict[str, list[dict]]) -> str:
     for mode, ranks in results.items():
         label = "model" if mode == "ddp" else "shard"
         for r in ranks:
+            step = f" {r['sec_per_step']:.3f} s/step" if r.get("sec_per_step") else ""
             lines.append(
                 f"{mode.upper():4} rank {r['rank']}: {label}={r['model_bytes'] / MIB:.0f} MiB "
                 f"state={r['state_bytes'] / MIB:.0f} MiB peak={r['peak_bytes'] / MIB:.0f} MiB "
-                f"({r['device']})"
+                f"({r['device']} on {r.get('host', '?')}){step}"
             )
         totals[mode] = {
             k: sum(r[k] for r in ranks) / MIB for k in ("model_bytes", "state_bytes", "peak_bytes")
@@ -206,6 +206,8 @@ def run_cluster(modes: list[str], ns: argparse.Namespace) -> dict[str, list[dict
                 mode,
                 ns.width,
                 ns.batch,
+                1000,
+                ns.steps,
                 gpus=ns.gpus,
                 time=ns.time,
                 name=f"{mode}-reference",
@@ -225,7 +227,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--python", help="remote interpreter with torch (overrides the config)")
     p.add_argument("--gpus", type=int, default=4)
     p.add_argument("--width", type=int, default=8192, help="8192 is the course's model")
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", type=int, default=32, help="per rank")
+    p.add_argument(
+        "--steps", type=int, default=1, help="more than 1: time the steps after the first"
+    )
     p.add_argument("--mode", choices=["ddp", "fsdp", "both"], default="both")
     p.add_argument("--time", default="10m")
     p.add_argument("--account")
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     ns = p.parse_args(argv)
     modes = ["ddp", "fsdp"] if ns.mode == "both" else [ns.mode]
     if ns.spawn:
-        results = run_spawn(modes, ns.spawn, (ns.width, ns.batch))
+        results = run_spawn(modes, ns.spawn, (ns.width, ns.batch, 1000, ns.steps))
     else:
         results = run_cluster(modes, ns)
     print(report(results))

@@ -114,6 +114,7 @@ def slow(seconds):
 
 def ranks():
     import os as _os
+    import socket
 
     import submitit
 
@@ -130,6 +131,9 @@ def ranks():
         "submitit_rank": env.global_rank,
         "node": env.node,
         "pbs_jobid": _os.environ.get("PBS_JOBID"),
+        "host": socket.gethostname(),
+        "nodefile": open(_os.environ["PBS_NODEFILE"]).read().split(),
+        "slurm_vars": sorted(k for k in _os.environ if k.startswith("SLURM_")),
     }
 
 
@@ -197,8 +201,9 @@ def test_qdel_gives_cancelled(pbs_dev):
 
 
 def test_two_nodes_eight_gpus_one_process_per_gpu(pbs_dev):
-    """select=2:ngpus=4:mpiprocs=4: the launcher starts node 1 through pbs_tmrsh; eight
-    ranks, as submitit and hpcui.distributed see them."""
+    """select=2:ngpus=4:mpiprocs=4 on two real hosts of the dev cluster: PBS_NODEFILE names
+    both, the launcher starts the second node through pbs_tmrsh; eight ranks, as submitit
+    and hpcui.distributed see them."""
     job = pbs_dev.submit(ranks, gpus=8, time="5m")
     script = pbs_dev.registry.get(pbs_dev.name, job.job_id).meta["script"]
     assert "#PBS -l select=2:ncpus=8:ngpus=4:mem=8000mb:mpiprocs=4" in script
@@ -210,6 +215,13 @@ def test_two_nodes_eight_gpus_one_process_per_gpu(pbs_dev):
     assert [v["local_rank"] for v in values] == [0, 1, 2, 3] * 2
     assert {(v["world"], v["local_world"], v["source"]) for v in values} == {(8, 4, "pbs")}
     assert {v["pbs_jobid"] for v in values} == {job.job_id}
+    assert [v["host"] for v in values] == ["node1"] * 4 + ["node2"] * 4 or [
+        v["host"] for v in values
+    ] == ["node2"] * 4 + ["node1"] * 4
+    first = values[0]["host"]
+    second = "node2" if first == "node1" else "node1"
+    assert {tuple(v["nodefile"]) for v in values} == {(first,) * 4 + (second,) * 4}
+    assert {tuple(v["slurm_vars"]) for v in values} == {()}  # a PBS job, also on the sister
 
 
 def torchrun_ranks():

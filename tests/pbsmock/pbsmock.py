@@ -9,8 +9,10 @@ indent, ``"key":value``, the same attribute names), with the job's own values; i
 (``qstat: Unknown Job Id ...`` 153, ``... Job has finished, use -x ...`` 35). Jobs really
 run: qsub hands each one to the dev cluster's Slurm (sbatch), and ``run`` starts the
 job script there with PBS's environment (PBS_JOBID, PBS_ARRAY_INDEX, PBS_ARRAY_ID,
-PBS_NODEFILE, PBS_O_WORKDIR, ...). A ``select=N`` job gets a node file naming N hosts
-(the real one first, then ``pbsmock-nodeK``); ``pbs_tmrsh HOST CMD`` runs CMD here.
+PBS_NODEFILE, PBS_O_WORKDIR, ...). A ``select=N`` job gets N real Slurm nodes of the dev
+cluster (``sbatch --nodes=N``): its node file names their hosts (the first is where the
+script runs), and ``pbs_tmrsh HOST CMD`` starts CMD on that host inside the allocation
+(``srun --overlap``), with no Slurm variables, as PBS's TM spawn would.
 
 PBSMOCK_HISTORY=0 makes the server keep no history (finished jobs vanish, as on PBS Pro
 with job_history_enable=false). State: ``$PBSMOCK_HOME`` (default ~/pbsmock/state).
@@ -194,6 +196,7 @@ def qsub(args: list[str]) -> int:
     (STATE / f"{seq}.sh").write_text(text)
     write_atomic(STATE / f"{seq}.json", json.dumps(job))
     sbatch = ["sbatch", "--parsable", f"--job-name=pbsmock-{seq}", "--cpus-per-task=1"]
+    sbatch += [f"--nodes={nodes}", "--ntasks-per-node=1"]  # select=N: N real hosts
     sbatch += [
         f"--output={STATE}/{seq}_%a.slurm.out" if indices else f"--output={STATE}/{seq}.slurm.out"
     ]
@@ -231,12 +234,19 @@ def run(args: list[str]) -> int:
         return 0
     host = socket.gethostname()
     per_chunk = int(job["chunk"].get("mpiprocs", job["chunk"].get("ncpus", 1)))
-    hosts = [host] + [f"pbsmock-node{k}" for k in range(1, job["nodes"])]
+    allocated = subprocess.run(
+        ["scontrol", "show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", host)],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split() or [host]
+    hosts = [host] + [h for h in allocated if h != host]
     nodefile = element_file(seq, index, "nodes")
     nodefile.write_text("".join(f"{h}\n" * per_chunk for h in hosts))
     env = dict(os.environ)
     for key in [k for k in env if k.startswith("SLURM_")]:
         del env[key]  # the job must not look like a Slurm job to the code under test
+    env["PBSMOCK_SLURM_JOB"] = os.environ.get("SLURM_JOB_ID", "")  # for pbs_tmrsh only
     env.update(job["variables"])
     env.update(
         PBS_JOBID=jid,
@@ -256,7 +266,8 @@ def run(args: list[str]) -> int:
         else open(job["error"].replace("^array_index^", str(index)), "ab")
     )
     write_atomic(
-        element_file(seq, index, "start"), json.dumps({"host": host, "stime": time.time()})
+        element_file(seq, index, "start"),
+        json.dumps({"host": host, "hosts": hosts, "stime": time.time()}),
     )
     child = subprocess.Popen(
         ["/bin/bash", str(STATE / f"{seq}.sh")],
@@ -358,7 +369,7 @@ def attrs_for(job: dict, index: int | None, letter: str, facts: dict) -> dict:
     a["ctime"] = ctime(job["ctime"])
     a["Error_Path"] = f"{host}:{job['error']}"
     if start:
-        hosts = [start["host"]] + [f"pbsmock-node{k}" for k in range(1, job["nodes"])]
+        hosts = start.get("hosts") or [start["host"]]
         a["exec_host"] = "+".join(f"{h}/0*{ncpus}" for h in hosts)
         a["exec_vnode"] = "+".join(f"({h}:ncpus={ncpus})" for h in hosts)
     a["Hold_Types"] = "n"
@@ -594,8 +605,23 @@ def qdel(args: list[str]) -> int:
 
 
 def pbs_tmrsh(args: list[str]) -> int:
-    """`pbs_tmrsh HOST CMD...`: PBS Pro's TM-based rsh; every mock node is this machine."""
-    os.execvp(args[1], args[1:])
+    """`pbs_tmrsh HOST CMD...`: PBS Pro's TM-based rsh: CMD runs on HOST, attached to the
+    job (here: a step of the job's Slurm allocation on that node), without Slurm's
+    variables, so the code under test sees a PBS job there too."""
+    host, cmd = args[0], args[1:]
+    slurm_job = os.environ.get("PBSMOCK_SLURM_JOB", "")
+    if not slurm_job or host == socket.gethostname():
+        os.execvp(cmd[0], cmd)
+    srun = ["srun", f"--jobid={slurm_job}", f"--nodelist={host}", "--nodes=1", "--ntasks=1"]
+    srun += ["--overlap", "--cpus-per-task=1", "--mem=0", "--export=ALL", "--quiet"]
+    os.execvp("srun", [*srun, sys.executable, str(HERE), "tm-exec", *cmd])
+    return 1
+
+
+def tm_exec(args: list[str]) -> int:
+    """The TM-spawned process on the sister node: Slurm's variables removed, then CMD."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    os.execvpe(args[0], args, env)
     return 1
 
 
@@ -614,6 +640,7 @@ def main() -> int:
         "qdel": qdel,
         "run": run,
         "pbs_tmrsh": pbs_tmrsh,
+        "tm-exec": tm_exec,
     }[command]
     return handler(args)
 
