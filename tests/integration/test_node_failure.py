@@ -12,6 +12,7 @@ The test takes the cluster alone (`exclusive_cluster`) and brings the node back.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -56,12 +57,17 @@ class Stepper(Checkpointable):
             state = {"done": 0, "hosts": []}
         state["hosts"].append(socket.gethostname())
         print(f"start on {state['hosts'][-1]} at step {state['done']}", flush=True)
-        while state["done"] < total:
-            _t.sleep(0.25)
-            state["done"] += 1
+
+        def save() -> None:
             with open(path + ".tmp", "w") as fh:
                 json.dump(state, fh)
             os.replace(path + ".tmp", path)
+
+        save()
+        while state["done"] < total:
+            _t.sleep(0.25)
+            state["done"] += 1
+            save()
         return state
 
 
@@ -73,6 +79,12 @@ def devcluster(*args: str) -> str:
     return done.stdout
 
 
+def saved_steps(cluster, job) -> int:
+    """Steps the Stepper saved on the shared /home (read over SSH, as the user would)."""
+    res = cluster.run(["cat", f"{job.folder}/stepper.json"])
+    return json.loads(res.stdout)["done"] if res.ok and res.stdout.strip() else 0
+
+
 def test_a_node_dies_under_running_jobs(dev, exclusive_cluster):
     wide = dev.submit(
         two_node_sleeper, nodes=2, time="10m", cpus_per_task=1, mem="500M",
@@ -80,7 +92,7 @@ def test_a_node_dies_under_running_jobs(dev, exclusive_cluster):
     )  # fmt: skip
     stepper = dev.submit(Stepper(), TOTAL, time="10m", cpus_per_task=1, mem="500M", name="nf-step")
     deadline = time.monotonic() + WAIT
-    while not ("up on" in wide.stdout(0) and "start on" in stepper.stdout()):
+    while not ("up on" in wide.stdout(0) and saved_steps(dev, stepper) >= 4):
         assert time.monotonic() < deadline, f"jobs never started: {wide.state} {stepper.state}"
         time.sleep(0.5)
     started = re.search(r"start on (node\d+) at step 0", stepper.stdout())
