@@ -193,7 +193,8 @@ def cmd_clusters(args: argparse.Namespace) -> int:
                 f"{r.check.seconds * 1000:.0f} ms",
             ]
         table_rows.append(row)
-    out.table(headers, table_rows, colours={4: lambda s: "green" if s == "ok" else "red"})
+    colours = {4: lambda s: "green" if s == "ok" else "red"} if args.check else {}
+    out.table(headers, table_rows, colours=colours)
     for r in rows:
         if r.check and r.check.error:
             out.warn(f"{r.name}: {r.check.error}")

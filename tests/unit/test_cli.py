@@ -374,3 +374,13 @@ def test_partitions_of_a_pbs_server_show_its_queues(monkeypatch, capsys):
     assert main(["partitions", "-c", "aspire", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[3]["jobs_queued"] == 95 and rows[3]["nodes_total"] is None
+
+
+def test_clusters_on_a_fresh_home_lists_local(tmp_path):
+    """No config, no data directory: the table (not only --json) shows the embedded local."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "fresh"), "LANG": "C.UTF-8"}
+    done = _cli("clusters", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "HOST", "PROFILE"]
+    assert lines[1].split()[:2] == ["*", "local"] and "(this machine)" in lines[1]
