@@ -361,8 +361,9 @@ class Cluster:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
         submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
+        claim = submission.submit_claim()
         try:
-            res = self.transport.put_files(folder, files, then=submit)
+            res = self.transport.put_files(folder, files, then=submit, first=claim)
         except ConnectionLost as exc:
             log.warning("connection dropped during submit of %s; recovering", token)
             job_id = self._recover_submit(folder, token)
@@ -370,7 +371,7 @@ class Cluster:
                 return job_id
             log.warning("token %s not found on %s: submitting again", token, self.name)
             try:
-                res = self.transport.put_files(folder, files, then=submit)
+                res = self.transport.put_files(folder, files, then=submit, first=claim)
             except ConnectionLost:
                 raise exc from None
         if not res.ok:

@@ -86,16 +86,23 @@ def probe_remote(
     )
 
 
-def guarded_submit_command(submit: Command) -> bytes:
-    """Run the submit command (in the job folder) so a dropped link never causes a second job.
+def submit_claim() -> bytes:
+    """Run first in the job folder, before the upload is unpacked: claims the submit.
 
-    The submitting shell records its pid in `.submitting` and ignores SIGHUP (a dropped
-    SSH link must not kill sbatch half way); the scheduler's answer lands in `job_id`.
-    `recover_command` waits for that pid and reads the answer instead of resubmitting.
-    Builtins only, so the guard costs no extra process on the hot path.
+    The shell that will unpack and submit records its pid in `.submitting` and ignores
+    SIGHUP from here on (a dropped SSH link must not stop it half way). A reconnect that
+    finds the marker waits for that pid and reads its answer (`recover_command`) instead of
+    submitting again, also while tar is still extracting many pickles on a slow file system.
+    Builtins only: the guard costs no extra process on the hot path.
     """
+    return f"echo \"${{BASHPID:-$$}}\" > {SUBMITTING} && trap '' HUP".encode()
+
+
+def guarded_submit_command(submit: Command) -> bytes:
+    """The submit itself, after `submit_claim` and the unpacking: its answer lands in
+    `job_id` and is printed."""
     return (
-        f"echo \"${{BASHPID:-$$}}\" > {SUBMITTING} && trap '' HUP && {{ ".encode()
+        b"{ "
         + to_command(submit)
         + f'; }} > {JOB_ID_FILE} && while read -r l; do echo "$l"; done < {JOB_ID_FILE}'.encode()
     )

@@ -66,11 +66,14 @@ class Transport(abc.ABC):
         files: dict[str, bytes],
         *,
         then: Command | None = None,
+        first: Command | None = None,
     ) -> CommandResult:
         """Write small files (name -> content) into `directory` in one round trip.
 
         `then` runs right after inside `directory`, in the same round trip;
-        the result is that command's (or the write's, when there is none).
+        the result is that command's (or the write's, when there is none). `first` runs in
+        `directory` in the same shell before anything uploaded is unpacked (a claim that
+        must exist before the files do).
         """
 
     @abc.abstractmethod

@@ -43,7 +43,13 @@ class LocalTransport(Transport):
         files: dict[str, bytes],
         *,
         then: Command | None = None,
+        first: Command | None = None,
     ) -> CommandResult:
+        if first is not None:
+            os.makedirs(directory, exist_ok=True)
+            claimed = self.run(b"cd " + quote_bytes(directory) + b" && " + to_command(first))
+            if not claimed.ok:
+                return claimed
         for name, content in files.items():
             if name.startswith("/") or ".." in name.split("/"):
                 raise ValueError(f"put_files needs relative names inside the folder, got {name!r}")

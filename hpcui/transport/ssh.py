@@ -619,6 +619,7 @@ class SshTransport(Transport):
         files: dict[str, bytes],
         *,
         then: Command | None = None,
+        first: Command | None = None,
     ) -> CommandResult:
         """Files by SFTP (many as one tar), then one command unpacks them and runs `then`.
 
@@ -638,6 +639,8 @@ class SshTransport(Transport):
         # The shell parses every byte of a command, so `then` runs inside the folder with
         # short relative paths. Few files: one SFTP write each (cheaper than a tar process).
         cmd = b"cd " + quote_bytes(directory)
+        if first is not None:
+            cmd += b" && " + to_command(first)
         if len(files) <= DIRECT_FILES and not any("/" in n for n in files):
             for name, body in files.items():
                 _check_name(name)

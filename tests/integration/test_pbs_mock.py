@@ -42,9 +42,9 @@ class MockOnPath(Transport):
     def run(self, cmd: Command, *, timeout=None, stdin=None) -> CommandResult:
         return self.inner.run(self.prefix + to_command(cmd), timeout=timeout, stdin=stdin)
 
-    def put_files(self, directory, files, *, then=None) -> CommandResult:
+    def put_files(self, directory, files, *, then=None, first=None) -> CommandResult:
         then = None if then is None else self.prefix + to_command(then)
-        return self.inner.put_files(directory, files, then=then)
+        return self.inner.put_files(directory, files, then=then, first=first)
 
     def write_file(self, path, data, *, mode=0o600) -> int:
         return self.inner.write_file(path, data, mode=mode)

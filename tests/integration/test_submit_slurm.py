@@ -231,6 +231,45 @@ def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
     assert squeued == [job.job_id]
 
 
+SLOW_TAR = """#!/bin/sh
+# test wrapper: slows tar's extraction of uploads whose script names a slowtar* job, so a
+# test can cut the link while the job folder is still being unpacked (GPFS/Lustre speed)
+for last; do :; done
+if [ -f "$last" ] && grep -aq 'job-name=slowtar' "$last" 2>/dev/null; then sleep 2; fi
+exec /bin/tar "$@"
+"""
+
+
+def test_connection_killed_while_the_upload_unpacks_yields_one_array(dev_env):
+    """A map() of 3 goes up as one tar: a drop while tar still extracts must not make the
+    reconnect submit a second array (the claim comes before the unpacking)."""
+    from hpcui.api import connect
+
+    setup = connect("dev")
+    setup.run("mkdir -p ~/bin").check()
+    setup.transport.write_file("/home/hpcuser/bin/tar.tmp", SLOW_TAR.encode(), mode=0o755)
+    setup.run("mv -f ~/bin/tar.tmp ~/bin/tar").check()
+    setup.close()
+    dev = connect("dev")
+    try:
+        assert dev.run("command -v tar").stdout.strip() == "/home/hpcuser/bin/tar"
+        dev._ensure_bundle(dev.remote_info())
+        connects = dev.transport.connects
+        session = int(dev.run("echo $PPID").stdout.strip())
+        name = f"slowtar{int(time.time() * 1000)}"
+        killer = threading.Timer(1.0, lambda: subprocess.run(["kill", "-9", str(session)]))
+        killer.start()
+        jobs = dev.map(add, [1, 2, 3], [10, 20, 30], name=name)
+        killer.join()
+        assert dev.transport.connects == connects + 1  # the link really dropped mid-unpack
+        assert [j.result(timeout=120) for j in jobs] == [11, 22, 33]
+        arrays = dev.run(["squeue", "-h", "--states=all", "-o", "%F", "--name", name])
+        assert set(arrays.stdout.split()) == {jobs[0].job_id.split("_")[0]}  # one array
+    finally:
+        dev.run("rm -f ~/bin/tar")
+        dev.close()
+
+
 def test_tracks_state_with_accounting_disabled(dev, exclusive_cluster):
     subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-stop"], check=True, timeout=60)
     try:
