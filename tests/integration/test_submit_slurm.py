@@ -206,17 +206,23 @@ exec /usr/bin/sbatch "$@"
 """
 
 
-def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
+def install_stand_in(name: str, text: str):
+    """Put a stand-in for the command `name` in hpcuser's ~/bin (first on PATH) and return
+    a fresh connection whose login shell finds it."""
     from hpcui.api import connect
 
     setup = connect("dev")
-    setup.transport.write_file(
-        "/home/hpcuser/bin/sbatch.tmp", SLOW_SBATCH.encode(), mode=0o755
-    ) if setup.run("mkdir -p ~/bin").ok else None
-    setup.run("mv -f ~/bin/sbatch.tmp ~/bin/sbatch").check()
+    setup.run("mkdir -p ~/bin").check()
+    setup.transport.write_file(f"/home/hpcuser/bin/{name}.tmp", text.encode(), mode=0o755)
+    setup.run(f"mv -f ~/bin/{name}.tmp ~/bin/{name}").check()
     setup.close()  # a new login shell puts ~/bin first in PATH
     dev = connect("dev")
-    assert dev.run("command -v sbatch").stdout.strip() == "/home/hpcuser/bin/sbatch"
+    assert dev.run(f"command -v {name}").stdout.strip() == f"/home/hpcuser/bin/{name}"
+    return dev
+
+
+def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
+    dev = install_stand_in("sbatch", SLOW_SBATCH)
     dev._ensure_bundle(dev.remote_info())
     connects = dev.transport.connects
     session = int(dev.run("echo $PPID").stdout.strip())
@@ -243,16 +249,8 @@ exec /bin/tar "$@"
 def test_connection_killed_while_the_upload_unpacks_yields_one_array(dev_env):
     """A map() of 3 goes up as one tar: a drop while tar still extracts must not make the
     reconnect submit a second array (the claim comes before the unpacking)."""
-    from hpcui.api import connect
-
-    setup = connect("dev")
-    setup.run("mkdir -p ~/bin").check()
-    setup.transport.write_file("/home/hpcuser/bin/tar.tmp", SLOW_TAR.encode(), mode=0o755)
-    setup.run("mv -f ~/bin/tar.tmp ~/bin/tar").check()
-    setup.close()
-    dev = connect("dev")
+    dev = install_stand_in("tar", SLOW_TAR)
     try:
-        assert dev.run("command -v tar").stdout.strip() == "/home/hpcuser/bin/tar"
         dev._ensure_bundle(dev.remote_info())
         connects = dev.transport.connects
         session = int(dev.run("echo $PPID").stdout.strip())
