@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from hpcui.errors import ConfigError
 
 LOCAL = "local"
+#: what a [clusters.NAME] may be called
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class ClusterConfig(BaseModel):
@@ -129,6 +132,12 @@ def load_config(path: str | Path | None = None) -> Config:
     if not isinstance(clusters, dict):
         raise ConfigError(f"{p}: `clusters` must be a table of [clusters.NAME] tables.")
     clusters.setdefault(LOCAL, {"profile": LOCAL})
+    bad = [n for n in clusters if not CLUSTER_NAME.fullmatch(n)]
+    if bad:  # names become file names (the log spool) and words on command lines
+        raise ConfigError(
+            f"{p}: cluster name(s) {', '.join(map(repr, bad))} may use only letters, digits, "
+            "'.', '_' and '-' (starting with a letter or digit). Rename those tables."
+        )
     try:
         for name, table in clusters.items():
             if isinstance(table, dict):

@@ -28,6 +28,20 @@ def short_duration(seconds: int) -> str:
     return "".join(parts) or "0s"
 
 
+#: characters that reorder or hide text on a terminal (bidi overrides, C0/C1 controls)
+_UNSAFE = {c: f"\\u{c:04x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]}
+_UNSAFE.update(
+    {c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+)
+_UNSAFE.pop(0x09)  # a tab is shown as spaces by every table
+
+
+def printable(text: str) -> str:
+    """`text` with control and bidi-override characters shown as `\\uXXXX`: a job name from
+    the scheduler (anyone's) cannot reorder or hide what a table prints."""
+    return text.translate(_UNSAFE)
+
+
 def size(n: float | None, *, iec: bool = False) -> str:
     """1024-based with one decimal: ``1.5G`` (as ls -h and squeue), or with ``iec``
     ``1.5 GiB`` (as seff and the quota tools print it); ``-`` when unknown."""

@@ -111,7 +111,9 @@ class Registry:
     @_sqlite_errors
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.path.exists():  # private from the start: job names, folders, scripts
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_S)
         self._lock = threading.Lock()
         with self._lock, self._db:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from hpcui.formatting import hms
+from hpcui.formatting import hms, printable
 from hpcui.formatting import size as _size
 
 _CODES = {
@@ -74,7 +74,7 @@ def table(
 ) -> None:
     """An aligned table; `colours[i]` maps a cell of column i to a style (None: plain)."""
     out = out or sys.stdout
-    text_rows = [["" if c is None else str(c) for c in row] for row in rows]
+    text_rows = [["" if c is None else printable(str(c)) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         for i, cell in enumerate(row):

@@ -5,6 +5,7 @@ Only the *shape* of a rule lives here; a site's numbers live in the package's TO
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -144,6 +145,16 @@ class Profile(BaseModel):
     torchrun: str = "torchrun"
     #: exported in every batch script (LUMI: NCCL/RCCL over Slingshot)
     env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        """Each key becomes `export KEY=...` in the batch script: a shell name, nothing else."""
+        bad = [k for k in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)]
+        if bad:
+            raise ValueError(f"env names must be shell variable names, got {bad}")
+        return env
+
     #: directives added to every Slurm script (MN5: --hint=nomultithread)
     extra_directives: list[str] = Field(default_factory=list)
 

@@ -21,6 +21,10 @@ _UNIT_SECONDS = {
 }
 
 
+#: longer than any site's limit; bigger values are typos (or `inf`)
+MAX_TIME_S = 366 * 86400
+
+
 def parse_time(value: str | int | float | timedelta) -> int:
     """Seconds from `1:00:00`, `90m`, `2h`, `1-00:00:00`, an int (seconds) or a timedelta.
 
@@ -49,8 +53,10 @@ def parse_time(value: str | int | float | timedelta) -> int:
                 seconds = (days or 0) * 86400 + a * 3600 + b * 60 + c
     else:
         raise ValueError(f"cannot read time {value!r}")
-    if seconds <= 0:
-        raise ValueError(f"time must be positive, got {value!r}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"time must be a positive, finite duration, got {value!r}")
+    if seconds > MAX_TIME_S:
+        raise ValueError(f"time {value!r} is more than a year: no scheduler accepts that")
     return math.ceil(seconds)
 
 

@@ -1,0 +1,54 @@
+"""Bad input gets a clear error before anything runs (issue 22, the smaller findings)."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+
+import pytest
+
+from hpcui.cli import output
+from hpcui.config import load_config
+from hpcui.errors import ConfigError, UsageError
+from hpcui.formatting import printable
+from hpcui.profiles import load_profile
+from hpcui.registry import Registry
+from hpcui.resources import Resources
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, "inf", 1e300, "400d"])
+def test_a_time_that_is_not_a_sane_duration_is_a_usage_error(value):
+    with pytest.raises(UsageError, match="time"):
+        Resources.from_kwargs(time=value)
+
+
+def test_the_registry_is_private_to_the_user(tmp_path):
+    reg = Registry(tmp_path / "data" / "registry.sqlite")
+    reg.close()
+    assert stat.S_IMODE(os.stat(tmp_path / "data" / "registry.sqlite").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "data").st_mode) == 0o700
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", ".hidden", "mn5 acc", ""])
+def test_a_cluster_name_that_is_not_a_plain_word_is_refused(tmp_path, monkeypatch, name):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[clusters."{name}"]\nhost = "login.example.org"\n')
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    with pytest.raises(ConfigError, match="cluster name"):
+        load_config()
+
+
+def test_profile_env_names_must_be_shell_names():
+    with pytest.raises(ConfigError, match="shell variable names"):
+        load_profile("dev", {"env": {"X=1;touch f": "1"}})
+    assert load_profile("dev", {"env": {"NCCL_DEBUG": "INFO"}}).env["NCCL_DEBUG"] == "INFO"
+
+
+def test_tables_show_control_and_bidi_characters_escaped(capsys):
+    evil = "job\u202egnp.exe\x1b[2J"
+    output.table(["NAME"], [[evil]])
+    shown = capsys.readouterr().out
+    assert "\u202e" not in shown and "\x1b" not in shown
+    assert printable(evil) == "job\\u202egnp.exe\\u001b[2J"
+    assert printable(evil) in shown
