@@ -19,6 +19,13 @@ from .shell import quote
 TOKEN_PREFIX = "hpcui:"
 
 
+#: options hpcui sets itself: an `extra` directive may not replace them (short forms too)
+RESERVED = frozenset(
+    {"--array", "-a", "--comment", "--output", "-o", "--error", "-e", "--signal",
+     "--open-mode", "--job-name", "-J", "--parsable", "--wrap"}
+)  # fmt: skip
+
+
 def directives(spec: BatchSpec) -> list[str]:
     """The #SBATCH lines, in the order a person would write them."""
     is_array = spec.array_size is not None
@@ -57,7 +64,16 @@ def directives(spec: BatchSpec) -> list[str]:
     if is_array:
         limit = f"%{spec.array_parallelism}" if spec.array_parallelism else ""
         d.append(f"--array=0-{spec.array_size - 1}{limit}")
-    d.extend(x if x.startswith("-") else f"--{x}" for x in spec.extra)
+    for x in spec.extra:
+        option = x if x.startswith("-") else f"--{x}"
+        flag = option.split("=", 1)[0]
+        if flag in RESERVED or (flag[:2] in RESERVED and not flag.startswith("--")):
+            raise ValueError(
+                f"extra directive {x!r} would replace hpcui's own {flag} (hpcui sets the job's "
+                "array, comment, log files, signal and name itself; use the resource "
+                "keywords for the rest)"
+            )
+        d.append(option)
     return d
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -31,6 +32,12 @@ __all__ = [
     "parse_time",
     "resolve",
 ]
+
+
+_WORD = re.compile(r"[A-Za-z0-9._+:@,/%=-]{1,200}")
+_CONSTRAINT = re.compile(r"[A-Za-z0-9._+:@,/%=&|()\[\]*!-]{1,500}")
+_DIRECTIVE = re.compile(r"[A-Za-z0-9-][!-~]{0,499}")  # printable ASCII, no space
+_DIRECTIVE_BAD = re.compile(r"[#'\"\\]")
 
 
 class Resources(BaseModel):
@@ -101,7 +108,40 @@ class Resources(BaseModel):
     @field_validator("extra", mode="before")
     @classmethod
     def _extra(cls, v: Any) -> tuple[str, ...]:
-        return (v,) if isinstance(v, str) else tuple(v)
+        items = (v,) if isinstance(v, str) else tuple(v)
+        for item in items:
+            if (
+                not isinstance(item, str)
+                or not _DIRECTIVE.fullmatch(item)
+                or _DIRECTIVE_BAD.search(item)
+            ):
+                raise ValueError(
+                    f"{item!r} cannot be a batch directive: one option per item, no spaces, "
+                    "quotes, '#' or control characters (e.g. '--begin=now+60')"
+                )
+        return items
+
+    @field_validator("name", "partition", "qos", "account")
+    @classmethod
+    def _word(cls, v: str | None) -> str | None:
+        """These land in `#SBATCH --job-name=...` / `#PBS -N ...` lines: sbatch splits a
+        directive at whitespace and stops at '#', so anything else would change the job."""
+        if v is not None and not _WORD.fullmatch(v):
+            raise ValueError(
+                f"{v!r} cannot go into a batch directive: use letters, digits and . _ - + : @ "
+                ", / % = (no spaces, quotes or '#'), at most 200 characters"
+            )
+        return v
+
+    @field_validator("constraint")
+    @classmethod
+    def _constraint(cls, v: str | None) -> str | None:
+        if v is not None and not _CONSTRAINT.fullmatch(v):
+            raise ValueError(
+                f"constraint {v!r}: Slurm's feature expression takes names with & | , * [ ] "
+                "( ) ! and no spaces, quotes or '#'"
+            )
+        return v
 
     def merged(self, defaults: dict[str, Any]) -> Resources:
         """Fill fields the user left unset from cluster defaults (e.g. account)."""

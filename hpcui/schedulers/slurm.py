@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from hpcui.backends import slurm_jobids, slurm_queue, slurm_script
 from hpcui.backends.batch import BatchSpec
-from hpcui.errors import SchedulerError
+from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import JobStatus, Scheduler
 from hpcui.transport.base import Command, CommandResult
 
@@ -30,7 +30,10 @@ class SlurmScheduler(Scheduler):
         return time.monotonic() < self._accounting_off_until
 
     def render_script(self, spec: BatchSpec) -> str:
-        return slurm_script.render_script(spec)
+        try:
+            return slurm_script.render_script(spec)
+        except ValueError as exc:
+            raise UsageError(f"{exc}. Fix the request and submit again.") from None
 
     def submit_command(self, script_path: str) -> Command:
         return slurm_script.sbatch_command(script_path)

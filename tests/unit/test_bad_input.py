@@ -52,3 +52,39 @@ def test_tables_show_control_and_bidi_characters_escaped(capsys):
     assert "\u202e" not in shown and "\x1b" not in shown
     assert printable(evil) == "job\\u202egnp.exe\\u001b[2J"
     assert printable(evil) in shown
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"name": "x --chdir=/nonexistent"},  # sbatch would read a second option
+        {"account": "a --output=/tmp/stolen"},
+        {"name": "bob's job"},
+        {"qos": "normal#comment"},
+        {"partition": "gpu\nsrun evil"},
+        {"name": "caf\u00e9"},  # not ASCII: would fail in sbatch after a round trip
+        {"constraint": "a100 --exclusive"},
+        {"extra": ["--mail-user=a b"]},
+        {"extra": ['--comment="x"']},
+    ],
+)
+def test_directive_values_are_checked_before_the_network(kwargs):
+    with pytest.raises(UsageError, match=r"batch directive|feature expression"):
+        Resources.from_kwargs(**kwargs)
+
+
+def test_ordinary_values_still_pass():
+    req = Resources.from_kwargs(
+        name="train-v2.1_lr=3e-4", account="bsc99", qos="acc_debug", partition="gpu",
+        constraint="a100&(ib|eth)", extra=["--begin=now+60", "--mail-type=END,FAIL"],
+    )  # fmt: skip
+    assert req.name == "train-v2.1_lr=3e-4" and len(req.extra) == 2
+
+
+@pytest.mark.parametrize("extra", ["--array=0-9", "-o/tmp/x", "--output=/tmp/x", "signal=B:TERM"])
+def test_extra_may_not_replace_hpcuis_own_directives(extra):
+    from hpcui.backends.batch import BatchSpec
+    from hpcui.backends.slurm_script import render_script
+
+    with pytest.raises(ValueError, match="would replace hpcui's own"):
+        render_script(BatchSpec(folder="/f", token="t", name="n", extra=(extra,)))
