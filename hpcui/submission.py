@@ -51,7 +51,10 @@ def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ())
     setup_line = "; ".join(setup)
     py = f"{quote_bytes(python).decode()} -c {quote_bytes(_PY).decode()}"
     return (
-        f'b={base_word(cfg.remote_base)}; mkdir -p "$b/jobs" "$b/runtime" && chmod 700 "$b" && '
+        # a new base is private; an existing one (a shared project directory, 2775) keeps
+        # the mode its owner gave it
+        f'b={base_word(cfg.remote_base)}; {{ [ -d "$b" ] || mkdir -p -m 700 "$b"; }} && '
+        'mkdir -p "$b/jobs" "$b/runtime" && '
         'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
         'for f in "$b"/runtime/*.zip; do [ -e "$f" ] && printf \'BUNDLE=%s\\n\' "${f##*/}"; done; '
         f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"

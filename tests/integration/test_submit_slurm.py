@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -311,3 +312,22 @@ def test_round_trips_per_submit_are_counted(dev_env):
         assert len(calls["run"]) == 1  # upload + sbatch in one command
         assert [p.rsplit("/", 1)[1] for p in calls["write"]] == ["submission.sh", "task.pkl"]
     assert job.result(timeout=120) == 4
+
+
+def test_the_job_base_is_made_private_but_an_existing_one_is_left_alone(dev_env):
+    """A new remote_base is created 0700; a shared project directory (2775) keeps its mode."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    tag = uuid.uuid4().hex[:8]
+    cfg = load_config().cluster("dev")
+    with Cluster(cfg.model_copy(update={"remote_base": f"~/base-new-{tag}"})) as fresh:
+        fresh.remote_info()
+        assert fresh.run(f"stat -c %a ~/base-new-{tag}").stdout.strip() == "700"
+        fresh.run(f"mkdir -p ~/base-shared-{tag} && chmod 2775 ~/base-shared-{tag}").check()
+        fresh.run(f"rm -rf ~/base-new-{tag}").check()
+    with Cluster(cfg.model_copy(update={"remote_base": f"~/base-shared-{tag}"})) as shared:
+        info = shared.remote_info()
+        assert info.base.endswith(f"base-shared-{tag}")
+        assert shared.run(f"stat -c %a ~/base-shared-{tag}").stdout.strip() == "2775"
+        shared.run(f"rm -rf ~/base-shared-{tag}").check()
