@@ -155,7 +155,8 @@ class StatusService:
         else:
             self.interval = min(self.slow_s, self.interval * BACKOFF)
         self.interval = max(self.interval, 5 * took)
-        if self._ended_at:  # an end that a requeue may undo: look again before it settles
+        if any(now - t < SETTLE_S for t in self._ended_at.values()):
+            # an end that a requeue may undo: look again before it settles
             self.interval = min(self.interval, SETTLE_S / 4)
         return changed
 

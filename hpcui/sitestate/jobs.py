@@ -137,21 +137,17 @@ def jobs_from_records(
     """hpcui's own jobs from the registry, as queue or history rows: the list where the
     scheduler keeps none (plain processes). ``since_s``: submitted at most that long ago."""
     now = datetime.now().timestamp()
-    entries = [
-        AccountingEntry(
+    row: type[HistoryJob] | type[QueueJob] = HistoryJob if history else QueueJob
+    return [  # type: ignore[return-value]
+        row(
             job_id=r.job_id,
             name=r.name,
             state=r.state,
             state_raw=r.state_raw or r.state.value,
             submit_time=datetime.fromtimestamp(r.submitted_at),
             comment=f"{TOKEN_PREFIX}{r.token}",
+            token=r.token,
         )
         for r in records
         if r.job_id and (since_s is None or now - r.submitted_at <= since_s)
-    ]
-    if history:
-        return [HistoryJob.from_entry(e) for e in entries]
-    return [
-        QueueJob.from_entry(QueueEntry(**e.model_dump(include=set(QueueEntry.model_fields))))
-        for e in entries
     ]

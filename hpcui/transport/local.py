@@ -45,17 +45,16 @@ class LocalTransport(Transport):
         then: Command | None = None,
         first: Command | None = None,
     ) -> CommandResult:
-        if first is not None:
-            os.makedirs(directory, exist_ok=True)
-            claimed = self.run(b"cd " + quote_bytes(directory) + b" && " + to_command(first))
-            if not claimed.ok:
-                return claimed
+        os.makedirs(directory, exist_ok=True)
         for name, content in files.items():
             if name.startswith("/") or ".." in name.split("/"):
                 raise ValueError(f"put_files needs relative names inside the folder, got {name!r}")
             self.write_file(os.path.join(directory, name), content)
-        if then is not None:
-            return self.run(b"cd " + quote_bytes(directory) + b" && " + to_command(then))
+        # files land whole at once here (no unpacking): `first` and `then` run in one shell,
+        # as over SSH
+        steps = [to_command(c) for c in (first, then) if c is not None]
+        if steps:
+            return self.run(b"cd " + quote_bytes(directory) + b" && " + b" && ".join(steps))
         return CommandResult(0, b"", b"", "put_files")
 
     def write_file(

@@ -132,3 +132,22 @@ def test_a_node_failure_is_the_end_only_once_slurm_did_not_requeue(monkeypatch):
     time.sleep(0.35)
     assert svc.settled("3070") and len(transport.commands) == 3
     assert svc.wait(["3070"], timeout=1)["3070"].state is JobState.NODE_FAIL
+
+
+def test_a_settled_node_failure_no_longer_holds_the_poll_interval_down(monkeypatch):
+    """While an end may still be undone, polls come every SETTLE_S/4; once it settled, the
+    interval backs off again for the jobs still tracked."""
+    monkeypatch.setattr(status_mod, "SETTLE_S", 0.4)
+    failed = _as_state("NODE_FAIL")
+    other = next(x for x in SACCT.splitlines() if x.startswith("3072|"))  # stays PENDING
+    answer = f"{failed}\n{other}"
+    svc, _ = service(*[answer] * 8, fast_s=0.25, slow_s=10.0)
+    svc._states.update({"3070": JobStatus(JobState.RUNNING), "3072": JobStatus(JobState.PENDING)})
+    svc.poll_once()
+    svc.poll_once()
+    assert svc.interval <= 0.1  # capped while 3070 may still be requeued
+    time.sleep(0.45)
+    assert svc.settled("3070")
+    for _ in range(3):
+        svc.poll_once()
+    assert svc.interval > 0.25  # backing off again
