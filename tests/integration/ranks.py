@@ -32,6 +32,33 @@ def loop_until_stopped(max_steps: int) -> dict[str, Any]:
     return {"rank": rank, "step": step, "stopped": step < max_steps, "host": socket.gethostname()}
 
 
+def torchrun_ranks() -> dict[str, Any]:
+    """Under launcher="torchrun": one all_reduce; what each worker saw of torchrun and Slurm."""
+    import os
+    import socket
+
+    import torch
+
+    from hpcui import distributed as hd
+
+    _, rank, world, _ = hd.setup()
+    t = torch.tensor([float(rank + 1)])
+    torch.distributed.all_reduce(t)
+    print(f"hello from rank {rank}", flush=True)
+    out = {
+        "rank": rank,
+        "world": world,
+        "sum": t.item(),
+        "host": socket.gethostname(),
+        "elastic": bool(os.environ.get("TORCHELASTIC_RUN_ID")),
+        "slurm_procid": os.environ.get("SLURM_PROCID"),
+        "node_rank": os.environ.get("GROUP_RANK"),  # torchrun's: the agent's node
+        "master_ip": socket.gethostbyname(os.environ["MASTER_ADDR"]),
+    }
+    hd.cleanup()
+    return out
+
+
 def stop_once_looping(job: Any, wait: float) -> list[Any]:
     """Wait until rank 0 prints "looping", write the stop file, return every rank's result."""
     deadline = time.time() + wait

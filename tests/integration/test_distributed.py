@@ -14,7 +14,7 @@ import pytest
 
 from hpcui.backends.launch import master_port
 from hpcui.backends.states import JobState
-from tests.integration.ranks import loop_until_stopped, stop_once_looping
+from tests.integration.ranks import loop_until_stopped, stop_once_looping, torchrun_ranks
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("distributed")]  # one fixture run
 
@@ -124,28 +124,6 @@ def fsdp_resume(root: str) -> dict[str, Any]:
         "before": before,
         "after": _full_checksum(model),
         "opt_steps": sorted(set(steps_in_opt)),
-    }
-    hd.cleanup()
-    return out
-
-
-def torchrun_ranks() -> dict[str, Any]:
-    import os
-
-    import torch
-
-    from hpcui import distributed as hd
-
-    _, rank, world, _ = hd.setup()
-    t = torch.tensor([float(rank + 1)])
-    torch.distributed.all_reduce(t)
-    print(f"hello from rank {rank}", flush=True)
-    out = {
-        "rank": rank,
-        "world": world,
-        "sum": t.item(),
-        "elastic": bool(os.environ.get("TORCHELASTIC_RUN_ID")),
-        "slurm_procid": os.environ.get("SLURM_PROCID"),
     }
     hd.cleanup()
     return out

@@ -14,7 +14,7 @@ import pytest
 
 from hpcui.backends.launch import master_port
 from hpcui.backends.states import JobState
-from tests.integration.ranks import loop_until_stopped, stop_once_looping
+from tests.integration.ranks import loop_until_stopped, stop_once_looping, torchrun_ranks
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("distributed")]
 
@@ -105,30 +105,6 @@ def fsdp_across_nodes() -> dict[str, Any]:
     return out
 
 
-def torchrun_across_nodes() -> dict[str, Any]:
-    import os
-    import socket
-
-    import torch
-
-    from hpcui import distributed as hd
-
-    _, rank, world, _ = hd.setup()
-    t = torch.tensor([float(rank + 1)])
-    torch.distributed.all_reduce(t)
-    out = {
-        "rank": rank,
-        "world": world,
-        "sum": t.item(),
-        "host": socket.gethostname(),
-        "elastic": bool(os.environ.get("TORCHELASTIC_RUN_ID")),
-        "node_rank": os.environ.get("GROUP_RANK"),  # torchrun's: the agent's node
-        "master_ip": socket.gethostbyname(os.environ["MASTER_ADDR"]),
-    }
-    hd.cleanup()
-    return out
-
-
 # -- fixtures -------------------------------------------------------------------------------
 
 
@@ -142,7 +118,7 @@ def jobs(torch_cluster) -> Iterator[dict[str, Any]]:
         ),
         "fsdp": torch_cluster.submit(fsdp_across_nodes, gpus=8, name="mn-fsdp", **SMALL),
         "torchrun": torch_cluster.submit(
-            torchrun_across_nodes, gpus=4, nodes=2, launcher="torchrun", name="mn-trun", **SMALL
+            torchrun_ranks, gpus=4, nodes=2, launcher="torchrun", name="mn-trun", **SMALL
         ),
     }
     yield submitted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -222,17 +224,25 @@ def install_stand_in(name: str, text: str):
     return dev
 
 
-def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
-    dev = install_stand_in("sbatch", SLOW_SBATCH)
+@contextlib.contextmanager
+def link_cut_after(dev, seconds: float = 1.0) -> Iterator[None]:
+    """The session's sshd is SIGKILLed `seconds` into the block (the runtime bundle is
+    uploaded before); afterwards the link must have been lost and regained once."""
     dev._ensure_bundle(dev.remote_info())
     connects = dev.transport.connects
     session = int(dev.run("echo $PPID").stdout.strip())
-    name = f"slowsubmit{int(time.time() * 1000)}"
-    killer = threading.Timer(1.0, lambda: subprocess.run(["kill", "-9", str(session)]))
+    killer = threading.Timer(seconds, lambda: subprocess.run(["kill", "-9", str(session)]))
     killer.start()
-    job = dev.submit(add, 5, 6, name=name)
+    yield
     killer.join()
     assert dev.transport.connects == connects + 1  # it really lost and regained the link
+
+
+def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
+    dev = install_stand_in("sbatch", SLOW_SBATCH)
+    name = f"slowsubmit{int(time.time() * 1000)}"
+    with link_cut_after(dev):
+        job = dev.submit(add, 5, 6, name=name)
     assert job.result(timeout=120) == 11
     squeued = dev.run(["squeue", "-h", "--states=all", "-o", "%i", "--name", name]).stdout.split()
     assert squeued == [job.job_id]
@@ -252,15 +262,9 @@ def test_connection_killed_while_the_upload_unpacks_yields_one_array(dev_env):
     reconnect submit a second array (the claim comes before the unpacking)."""
     dev = install_stand_in("tar", SLOW_TAR)
     try:
-        dev._ensure_bundle(dev.remote_info())
-        connects = dev.transport.connects
-        session = int(dev.run("echo $PPID").stdout.strip())
         name = f"slowtar{int(time.time() * 1000)}"
-        killer = threading.Timer(1.0, lambda: subprocess.run(["kill", "-9", str(session)]))
-        killer.start()
-        jobs = dev.map(add, [1, 2, 3], [10, 20, 30], name=name)
-        killer.join()
-        assert dev.transport.connects == connects + 1  # the link really dropped mid-unpack
+        with link_cut_after(dev):  # while tar still unpacks
+            jobs = dev.map(add, [1, 2, 3], [10, 20, 30], name=name)
         assert [j.result(timeout=120) for j in jobs] == [11, 22, 33]
         arrays = dev.run(["squeue", "-h", "--states=all", "-o", "%F", "--name", name])
         assert set(arrays.stdout.split()) == {jobs[0].job_id.split("_")[0]}  # one array
