@@ -30,7 +30,7 @@ class JobState(str, Enum):
     @property
     def may_requeue(self) -> bool:
         """An end the scheduler may undo by requeueing the job (node failure, preemption)."""
-        return self in (JobState.NODE_FAIL, JobState.PREEMPTED)
+        return self in _MAY_REQUEUE
 
     @property
     def is_success(self) -> bool:
@@ -48,3 +48,4 @@ _FINAL = frozenset(
         JobState.OUT_OF_MEMORY,
     }
 )
+_MAY_REQUEUE = frozenset({JobState.NODE_FAIL, JobState.PREEMPTED})
