@@ -1,0 +1,141 @@
+"""Helpers shared by the dev cluster's sites (scripts/devcluster and its second site).
+
+Standard library only: runs under Debian's /usr/bin/python3 as root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MARKER_ENV = "HPCUI_DEVCLUSTER_ROOT"  # set in every daemon's environment: proves who started it
+TIMEOUT = 60.0
+DAEMON_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "HOME": "/root",
+    MARKER_ENV: str(REPO),
+}
+
+
+class DevclusterError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def say(msg: str) -> None:
+    print(f"devcluster: {msg}", flush=True)
+
+
+def run(
+    argv: list[str], check: bool = True, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    p = subprocess.run(
+        argv, input=input, capture_output=True, text=True, timeout=timeout, env=client_env()
+    )
+    if check and p.returncode != 0:
+        raise DevclusterError(
+            f"command failed (rc={p.returncode}): {' '.join(argv)}\n{p.stdout}{p.stderr}"
+        )
+    return p
+
+
+def client_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SLURM_CONF", None)
+    env.setdefault("PATH", DAEMON_ENV["PATH"])
+    if "/usr/sbin" not in env["PATH"].split(":"):
+        env["PATH"] += ":/usr/sbin:/sbin"
+    return env
+
+
+def write(path: Path, content: str | bytes, mode: int = 0o644, owner: str | None = None) -> bool:
+    """Write a file only if its content differs. Returns True when it changed."""
+    data = content.encode() if isinstance(content, str) else content
+    path.parent.mkdir(parents=True, exist_ok=True)
+    changed = True
+    try:
+        changed = path.read_bytes() != data
+    except (FileNotFoundError, IsADirectoryError):
+        pass
+    if changed:
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.chmod(tmp, mode)
+        if owner:
+            shutil.chown(tmp, owner, owner)
+        os.replace(tmp, path)
+    else:
+        if stat.S_IMODE(path.stat().st_mode) != mode:
+            os.chmod(path, mode)
+        if owner:
+            shutil.chown(path, owner, owner)
+    return changed
+
+
+def tail(path: Path, n: int = 40) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"(no log file {path})"
+    return "\n".join(f"    {line}" for line in lines[-n:])
+
+
+def shortname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def ssh_banner(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.settimeout(2)
+            return s.recv(64).startswith(b"SSH-2.0-")
+    except OSError:
+        return False
+
+
+def wait_for(what: str, check, logs: list[Path], timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    last = None
+    while True:
+        try:
+            res = check()
+        except Exception as e:  # a check may raise while the daemon is still coming up
+            res, last = False, e
+        if res:
+            return
+        if time.monotonic() > deadline:
+            msg = [
+                f"{what} did not come up within {timeout:.0f} s" + (f" ({last})" if last else "")
+            ]
+            for log in logs:
+                msg.append(f"--- last lines of {log}:\n{tail(log)}")
+            raise DevclusterError("\n".join(msg))
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def keygen(path: Path, comment: str) -> None:
+    if path.exists() and path.with_suffix(".pub").exists():
+        os.chmod(path, 0o600)
+        return
+    path.unlink(missing_ok=True)
+    path.with_suffix(".pub").unlink(missing_ok=True)
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
