@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Literal
 
@@ -54,6 +54,8 @@ class Module(BaseModel):
     sticky: bool = False
     hidden: bool = False
     description: str | None = None
+    #: for an alias (Lmod ``module_alias``): the module ``module load <name>`` loads
+    alias_of: str | None = None
 
 
 class ModuleState(BaseModel):
@@ -109,14 +111,24 @@ def version_command() -> str:
     return _login_shell("module --version 2>&1")
 
 
-def list_command(system: ModuleSystem) -> str:
-    """Loaded modules: Lmod terse list, Environment Modules JSON."""
-    return _module(system, "-t list" if system == "lmod" else "-j list")
+def list_command(system: ModuleSystem, setup: Sequence[str] = ()) -> str:
+    """Loaded modules: Lmod terse list, Environment Modules JSON.
+
+    ``setup``: shell lines run first (a cluster's job setup, e.g. ``module load ...``), so
+    the list is what a job sees; their own output goes to stderr, off the parsed text.
+    """
+    args = "-t list" if system == "lmod" else "-j list"
+    if not setup:
+        return _module(system, args)
+    inner = "{ " + "\n".join(setup) + "\n} >&2; "
+    tail = f"module --redirect {args}" if system == "lmod" else f"module {args} 2>&1"
+    return _login_shell(inner + tail)
 
 
 def avail_command(system: ModuleSystem) -> str:
-    """Loadable modules: Lmod terse avail, Environment Modules JSON."""
-    return _module(system, "-t avail" if system == "lmod" else "-j avail")
+    """Loadable modules: Lmod terse avail (hidden ones too: a job may load them),
+    Environment Modules JSON."""
+    return _module(system, "--show_hidden -t avail" if system == "lmod" else "-j avail")
 
 
 def spider_command() -> str:
@@ -135,7 +147,10 @@ def keyword_command(system: ModuleSystem, word: str) -> str:
 
 _EMPTY = re.compile(r"No modules loaded|No Modulefiles Currently Loaded", re.I)
 _MARKS = re.compile(r"\(([^()]*)\)|<([^<>]*)>")
-_NUMBERED = re.compile(r"\d+\)\s+(\S+)")
+#: "1) gcc/12.2.0", and Lmod 8.7's "2) torch -> pytorch/2.13.0" (loaded through an alias)
+_NUMBERED = re.compile(r"\d+\)\s+(\S+)(?:\s+->\s+(\S+))?")
+#: Lmod's terse avail names an alias with its target: "torch(@pytorch/2.13.0)"
+_ALIAS = re.compile(r"^(\S+?)\(@(\S+)\)$")
 
 
 def _module_from(full_name: str, marks: AbstractSet[str] = frozenset(), **extra: Any) -> Module:
@@ -161,6 +176,8 @@ def _terse_line(line: str) -> Module | None:
     line = line.strip()
     if not line or line.endswith(":") or line.startswith("-") or _EMPTY.search(line):
         return None
+    if alias := _ALIAS.match(line):
+        return _module_from(alias[1], alias_of=alias[2])
     full = re.split(r"[\s(<]", line, maxsplit=1)[0]
     if not full or full.endswith(("/", ":")):  # directory entry or legend ("S:  Sticky")
         return None
@@ -180,7 +197,7 @@ def parse_list(text: str) -> list[Module]:
     """
     out = []
     for line in text.splitlines():
-        numbered = _NUMBERED.findall(line)
+        numbered = [(target or name) for name, target in _NUMBERED.findall(line)]
         for module in (_terse_line(n) for n in numbered) if numbered else [_terse_line(line)]:
             if module is not None:
                 out.append(module.model_copy(update={"loaded": True}))
@@ -292,10 +309,22 @@ def parse_load_error(text: str) -> ModuleLoadFailure | None:
 
 
 def module_state(loaded: list[Module], available: list[Module]) -> ModuleState:
-    """Pair a list and an avail output; marks as loaded what avail alone cannot show."""
+    """Pair a list and an avail output; marks as loaded what avail alone cannot show.
+
+    Each module is listed once: Lmod 8.7.27+ follows a module loaded through an alias with
+    the alias's name on a line of its own ("pytorch/2.13.0", then "torch"), which is
+    dropped here; a hidden module is marked hidden although Lmod 8.6 lists it bare.
+    """
     names = {m.full_name for m in loaded}
+    aliases = {m.full_name: m.alias_of for m in available if m.alias_of}
+    hidden = {m.full_name for m in available if m.hidden}
+    kept: list[Module] = []
+    for m in loaded:
+        if aliases.get(m.full_name) in names or m.full_name in {k.full_name for k in kept}:
+            continue
+        kept.append(m.model_copy(update={"hidden": True}) if m.full_name in hidden else m)
     return ModuleState(
-        loaded=loaded,
+        loaded=kept,
         available=[
             m.model_copy(update={"loaded": m.loaded or m.full_name in names}) for m in available
         ],

@@ -488,9 +488,15 @@ class Cluster:
         known = getattr(self.profile, "module_system", None)
         return known or sitestate.detect_system(self.transport, cluster=self.name)
 
-    def modules(self) -> sitestate.ModuleState:
-        """Loaded and available modules (defaults marked), one round trip."""
-        return sitestate.fetch_modules(self.transport, self.module_system, cluster=self.name)
+    def modules(self, *, with_setup: bool = False) -> sitestate.ModuleState:
+        """Loaded and available modules (defaults marked), one round trip.
+
+        ``with_setup``: "loaded" after this cluster's `setup` lines, as a job sees it.
+        """
+        setup = self.setup if with_setup else ()
+        return sitestate.fetch_modules(
+            self.transport, self.module_system, cluster=self.name, setup=setup
+        )
 
     def module_search(self, term: str) -> list[sitestate.Module]:
         return sitestate.search_modules(self.transport, self.module_system, term, cluster=self.name)

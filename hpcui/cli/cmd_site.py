@@ -64,19 +64,24 @@ def cmd_modules(args: argparse.Namespace) -> int:
     if args.search:
         mods = cluster.module_search(args.search)
     else:
-        state = cluster.modules()
+        state = cluster.modules(with_setup=args.setup)
         mods = state.available if args.avail else state.loaded
     if args.json:
         out.emit_json(list[Module], mods)
         return EXIT_OK
 
     def flags(m: Module) -> str:
-        return "".join(c for c, on in (("D", m.default), ("L", m.loaded), ("S", m.sticky)) if on)
+        marks = (("D", m.default), ("L", m.loaded), ("S", m.sticky), ("H", m.hidden))
+        return "".join(c for c, on in marks if on)
 
     out.table(
         ["MODULE", "FLAGS", "DESCRIPTION"],
         [
-            (m.full_name, flags(m), (m.description or "").splitlines()[0] if m.description else "")
+            (
+                f"{m.full_name} -> {m.alias_of}" if m.alias_of else m.full_name,
+                flags(m),
+                (m.description or "").splitlines()[0] if m.description else "",
+            )
             for m in mods
         ],
         colours={1: "green"},
@@ -87,7 +92,7 @@ def cmd_modules(args: argparse.Namespace) -> int:
         )
         out.note(f"no modules {what} on {cluster.name}")
     else:
-        out.note("flags: D default, L loaded, S sticky")
+        out.note("flags: D default, L loaded, S sticky, H hidden (loadable, not in a plain avail)")
     return EXIT_OK
 
 

@@ -189,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--avail", action="store_true", help="available modules, defaults marked")
     g.add_argument("--search", metavar="TERM", help="modules whose name contains TERM")
+    s.add_argument(
+        "--setup",
+        action="store_true",
+        help="loaded after the cluster's `setup` lines: the modules your jobs run with",
+    )
     _json(s)
 
     s = add("partitions", "partitions with free nodes and GPUs")

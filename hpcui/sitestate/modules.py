@@ -9,7 +9,7 @@ defaults (and descriptions) come from its spider JSON, matched by full name.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from hpcui.backends import modules as mod
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem
@@ -58,12 +58,20 @@ def _run(transport: Transport, parts: list[tuple[str, str]], cluster: str) -> di
 
 
 def fetch_modules(
-    transport: Transport, system: ModuleSystem, *, cluster: str = "the cluster"
+    transport: Transport,
+    system: ModuleSystem,
+    *,
+    cluster: str = "the cluster",
+    setup: Sequence[str] = (),
 ) -> ModuleState:
-    """Loaded and available modules, defaults marked: ONE round trip."""
+    """Loaded and available modules, defaults and hidden ones marked: ONE round trip.
+
+    ``setup``: the cluster's job setup lines, run before listing, so "loaded" is what a
+    job sees rather than a bare login shell.
+    """
     if system == "lmod":
         parts = [
-            ("list", mod.list_command(system)),
+            ("list", mod.list_command(system, setup)),
             ("avail", mod.avail_command(system)),
             ("spider", mod.spider_command()),
         ]
@@ -80,12 +88,14 @@ def fetch_modules(
                     "default": m.default
                     or (s.default if (s := spider.get(m.full_name)) else False),
                     "description": m.description or (s.description if s else None),
+                    # Lmod 8.6 lists hidden modules (--show_hidden) without a marker
+                    "hidden": m.hidden or (s.hidden if s else False),
                 }
             )
             for m in available
         ]
     else:
-        parts = [("list", mod.list_command(system)), ("avail", mod.avail_command(system))]
+        parts = [("list", mod.list_command(system, setup)), ("avail", mod.avail_command(system))]
         got = _run(transport, parts, cluster)
         try:
             listed = got["list"].output

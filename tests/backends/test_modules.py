@@ -186,7 +186,7 @@ def test_commands_run_module_in_a_login_shell() -> None:
         argv = shlex.split(command)
         assert argv[:2] == ["bash", "-lc"] and len(argv) == 3
     assert shlex.split(list_command("lmod"))[2] == "module --redirect -t list"
-    assert shlex.split(avail_command("lmod"))[2] == "module --redirect -t avail"
+    assert shlex.split(avail_command("lmod"))[2] == "module --redirect --show_hidden -t avail"
     assert shlex.split(list_command("envmodules"))[2] == "module -j list 2>&1"
     assert shlex.split(avail_command("envmodules"))[2] == "module -j avail 2>&1"
     assert "spider-json" in spider_command()

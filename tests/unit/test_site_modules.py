@@ -114,3 +114,42 @@ def test_setup_lines_are_checked_against_the_site() -> None:
     )
     assert missing_modules(setup, state) == ["nope/1"]
     assert missing_modules(["module load cuda/12.9"], state) == ["cuda/12.9"]
+
+
+@pytest.mark.parametrize("lmod", ["lmod-8.6.19-dev", "lmod-8.7.60-dev24"])
+def test_alias_and_hidden_module_listed_once_and_marked(lmod: str) -> None:
+    """Both dev sites, jobs' setup `module load python/3.11 torch cuda/12.2` (torch: an
+    alias of pytorch/2.13.0, cuda/12.2: hidden). Lmod 8.7.60 adds the alias's name on a
+    line of its own and `<H>`; Lmod 8.6.19 does neither. hpcui reads both the same way."""
+    t = scripted(
+        framed(
+            fixture_text(f"{lmod}/alias_hidden_t_list.stdout"),
+            fixture_text(f"{lmod}/show_hidden_t_avail.stdout"),
+            fixture_text(f"{lmod}/spider_json.stdout"),
+        )
+    )
+    setup = ["module load python/3.11 torch cuda/12.2"]
+    state = fetch_modules(t, "lmod", setup=setup)
+    assert "module load python/3.11 torch cuda/12.2" in t.commands[0]
+    assert [(m.full_name, m.hidden) for m in state.loaded] == [
+        ("python/3.11", False),
+        ("pytorch/2.13.0", False),
+        ("cuda/12.2", True),
+    ]
+    avail = {m.full_name: m for m in state.available}
+    assert avail["torch"].alias_of == "pytorch/2.13.0" and not avail["torch"].hidden
+    assert avail["cuda/12.2"].hidden and avail["cuda/12.2"].loaded
+    assert not avail["cuda/12.4"].hidden and avail["cuda/12.4"].default
+    assert [m.full_name for m in state.available].count("cuda/12.2") == 1
+    # the job's setup loads only what exists: an alias and a hidden module count
+    assert missing_modules(setup, state) == []
+    assert missing_modules(["module load nope/1 torch"], state) == ["nope/1"]
+
+
+@pytest.mark.parametrize("lmod", ["lmod-8.6.19-dev", "lmod-8.7.60-dev24"])
+def test_numbered_list_through_an_alias(lmod: str) -> None:
+    """`module list` (numbered): Lmod 8.7 writes "2) torch -> pytorch/2.13.0"."""
+    from hpcui.backends.modules import parse_list
+
+    listed = parse_list(fixture_text(f"{lmod}/alias_hidden_list.stdout"))
+    assert [m.full_name for m in listed] == ["python/3.11", "pytorch/2.13.0", "cuda/12.2"]

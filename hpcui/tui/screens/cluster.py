@@ -223,8 +223,8 @@ class ClusterScreen(Screen[None]):
         for m in modules[:2000]:
             table.add_row(
                 m.name,
-                m.version or "",
-                "D" if m.default else "",
+                f"→ {m.alias_of}" if m.alias_of else m.version or "",
+                "D" if m.default else "H" if m.hidden else "",
                 "L" if m.loaded else "",
                 (m.description or "")[:60],
             )
