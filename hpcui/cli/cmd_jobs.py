@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
-from hpcui.cli.common import cluster_name, connect, get_job
+from hpcui.cli.common import cluster_name, connect, get_job, several_clusters
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ResultOutput
@@ -18,17 +18,55 @@ if TYPE_CHECKING:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import output_type
-    from hpcui.sitestate.jobs import jobs_from_records
-
     if args.registry:
         return _registry_jobs(args)
+    names = _cluster_list(cluster_name(args))
+    if names is not None:
+        return _jobs_of_clusters(args, names)
     cluster = connect(cluster_name(args))
+    rows = _job_rows(args, cluster, notes=not args.json)
+    if args.json:
+        from hpcui.cli.models import output_type
+
+        out.emit_json(output_type(args), rows)
+        return EXIT_OK
+    _print_jobs(args, [("", r) for r in rows])
+    if not rows:
+        what = "in the history" if args.history else "in the queue"
+        hint = "" if args.all else " (--all includes jobs not submitted by hpcui)"
+        out.note(f"no jobs {what} on {cluster.name}{hint}")
+    return EXIT_OK
+
+
+def _cluster_list(value: str | None) -> list[str] | None:
+    """`-c a,b` or `-c all` (every configured cluster, as squeue -M all): the names, or None
+    for one cluster. Unknown names fail here, before any connection."""
+    from hpcui.config import load_config
+    from hpcui.errors import UsageError
+
+    if not several_clusters(value):
+        return None
+    known = list(load_config().clusters)
+    if value in known:  # a cluster really named "all"
+        return None
+    names = known if value == "all" else [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UsageError(
+            f"No cluster named {', '.join(map(repr, unknown)) or repr(value)} in the config "
+            f"(configured: {', '.join(known) or 'none'}). Use -c NAME[,NAME...] or -c all."
+        )
+    return list(dict.fromkeys(names))
+
+
+def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[Any]:
+    from hpcui.sitestate.jobs import jobs_from_records
+
     caps = cluster.capabilities
     rows: list[Any]
     if not (caps.history if args.history else caps.queue):
         # plain processes keep no queue or accounting: hpcui's registry is the list
-        if not args.json:
+        if notes:
             what = "accounting" if args.history else "queue"
             out.note(f"{cluster.name} keeps no {what}: listing hpcui's own jobs from its registry")
         since_s = timedelta(days=args.history).total_seconds() if args.history else None
@@ -42,15 +80,54 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r.hpcui]
     if args.state:
         rows = [r for r in rows if r.state.value in args.state]
+    return rows
+
+
+def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
+    """Several clusters at once, asked in parallel; one that fails is reported and the
+    others still listed (exit status: the first failure's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hpcui.cli.models import cluster_rows_type
+
+    def fetch(name: str) -> list[Any]:
+        return _job_rows(args, connect(name), notes=False)
+
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        futures = {name: pool.submit(fetch, name) for name in names}
+    rows: list[tuple[str, Any]] = []
+    failed: list[tuple[str, BaseException]] = []
+    for name, fut in futures.items():
+        if (exc := fut.exception()) is not None:
+            failed.append((name, exc))
+        else:
+            rows += [(name, r) for r in fut.result()]
+    for name, exc in failed:
+        out.note(f"{name}: {exc}")
     if args.json:
-        out.emit_json(output_type(args), rows)
-        return EXIT_OK
+        kind = cluster_rows_type(args)
+        item = kind.__args__[0]
+        out.emit_json(kind, [item(**r.model_dump(), cluster=name) for name, r in rows])
+    else:
+        _print_jobs(args, rows)
+        if not rows and not failed:
+            what = "in the history" if args.history else "in the queue"
+            out.note(f"no jobs {what} on {', '.join(names)}")
+    return exit_code_for(failed[0][1]) if failed else EXIT_OK
+
+
+def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
+    """The table; with several clusters the id reads CLUSTER:JOBID (what other commands take)."""
+
+    def ref(name: str, job_id: str) -> str:
+        return f"{name}:{job_id}" if name else job_id
+
     if args.history:
         out.table(
             ["JOBID", "NAME", "STATE", "EXIT", "ELAPSED", "NODES", "PARTITION", "END"],
             [
                 (
-                    r.job_id,
+                    ref(name, r.job_id),
                     r.name,
                     r.state.value,
                     "-" if r.exit_code is None else r.exit_code,
@@ -59,7 +136,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                     r.partition,
                     out.when(r.end_time),
                 )
-                for r in rows
+                for name, r in rows
             ],
             colours={2: lambda s: out.STATE_COLOURS.get(s)},
             right=(3, 5),
@@ -69,7 +146,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             ["JOBID", "NAME", "STATE", "TIME", "LIMIT", "NODES", "PARTITION", "NODELIST(REASON)"],
             [
                 (
-                    r.job_id,
+                    ref(name, r.job_id),
                     r.name,
                     r.state.value,
                     out.duration(r.elapsed_s),
@@ -78,16 +155,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                     r.partition,
                     r.nodelist if r.nodelist and r.state.value != "PENDING" else f"({r.reason})",
                 )
-                for r in rows
+                for name, r in rows
             ],
             colours={2: lambda s: out.STATE_COLOURS.get(s)},
             right=(3, 4, 5),
         )
-    if not rows:
-        what = "in the history" if args.history else "in the queue"
-        hint = "" if args.all else " (--all includes jobs not submitted by hpcui)"
-        out.note(f"no jobs {what} on {cluster.name}{hint}")
-    return EXIT_OK
 
 
 def _registry_jobs(args: argparse.Namespace) -> int:

@@ -71,6 +71,11 @@ def cluster_name(args: argparse.Namespace) -> str | None:
     return getattr(args, "cluster", None)
 
 
+def several_clusters(value: str | None) -> bool:
+    """`-c a,b` or `-c all`: `hpcui jobs` over several clusters (as squeue -M a,b / -M all)."""
+    return value is not None and ("," in value or value == "all")
+
+
 def split_job_ref(ref: str, cluster: str | None) -> tuple[str | None, str]:
     """`JOB` or `CLUSTER:JOB` (what `hpcui jobs` prints with several clusters)."""
     if ":" in ref:

@@ -140,12 +140,33 @@ class ScriptOutput(BaseModel):
     script: str = Field(description="the batch script; folder and token are placeholders")
 
 
+class ClusterQueueJob(QueueJob):
+    """A queue row of `hpcui jobs -c a,b` (several clusters): which cluster it is on."""
+
+    cluster: str
+
+
+class ClusterHistoryJob(HistoryJob):
+    """A history row of `hpcui jobs --history -c a,b`: which cluster it is on."""
+
+    cluster: str
+
+
+def cluster_rows_type(args: argparse.Namespace) -> Any:
+    """The type `hpcui jobs --json` prints for several clusters."""
+    return list[ClusterHistoryJob] if getattr(args, "history", None) else list[ClusterQueueJob]
+
+
 def output_type(args: argparse.Namespace) -> Any:
     """The type a command's --json prints, given its options."""
     cmd = args.command
     if cmd == "jobs":
         if getattr(args, "registry", False):
             return list[RegistryJob]
+        from hpcui.cli.common import several_clusters
+
+        if several_clusters(getattr(args, "cluster", None)):
+            return cluster_rows_type(args)
         return list[HistoryJob] if getattr(args, "history", None) else list[QueueJob]
     if cmd == "profiles":
         return Profile if getattr(args, "name", None) else list[ProfileRow]
