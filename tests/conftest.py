@@ -13,6 +13,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DEVCLUSTER = ROOT / ".devcluster"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TEST_USER_HOME = Path("/home/hpcuser")
+#: the dev cluster's sites: Debian 12's Slurm 22.05 + Lmod 8.6, and Debian 13's Slurm 24.11 +
+#: Lmod 8.7 in a chroot (scripts/devcluster_dev24.py); tests that matter run on both
+SITES = ("dev", "dev24")
+NODE_PREFIX = {"dev": "node", "dev24": "dev24n"}
+SITE_HOMES = {
+    "dev": TEST_USER_HOME,
+    "dev24": Path("/var/lib/hpcui-devcluster/dev24/rootfs/home/hpcuser"),
+}
 
 
 def fixture_text(rel: str) -> str:
@@ -79,11 +87,13 @@ def devcluster() -> Path:
     )
     if status.returncode != 0:
         pytest.fail(f"dev cluster not healthy:\n{status.stdout}{status.stderr}")
-    if (TEST_USER_HOME / ".ssh").exists() and os.environ.get("HPCUI_ALLOW_VISIBLE_HOME") != "1":
-        pytest.fail(
-            "the test user's home is visible: integration tests must run the client where the "
-            "cluster's files are hidden (scripts/test runs pytest in a private mount namespace)"
-        )
+    for home in SITE_HOMES.values():
+        if (home / ".ssh").exists() and os.environ.get("HPCUI_ALLOW_VISIBLE_HOME") != "1":
+            pytest.fail(
+                f"the test user's home {home} is visible: integration tests must run the client "
+                "where the cluster's files are hidden (scripts/test runs pytest in a private "
+                "mount namespace)"
+            )
     return cfg
 
 
@@ -101,6 +111,22 @@ def dev(dev_env: Path):
     from hpcui.api import connect
 
     cluster = connect("dev")
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture(params=SITES)
+def site_name(request: pytest.FixtureRequest) -> str:
+    """Each dev site in turn (a test that takes it runs once per site)."""
+    return request.param
+
+
+@pytest.fixture
+def site(dev_env: Path, site_name: str):
+    """A connected Cluster for each dev site in turn."""
+    from hpcui.api import connect
+
+    cluster = connect(site_name)
     yield cluster
     cluster.close()
 

@@ -7,17 +7,35 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SITES
 from tests.integration.ranks import VENV_PYTHON
 
+#: how each dev site's jobs get torch: the first site names its venv's python, the second
+#: loads its pytorch module (which loads python/3.11), as users of a module-based site do
+TORCH = {
+    "dev": {"python": VENV_PYTHON},
+    "dev24": {"python": "python3", "setup": ["module load pytorch/2.13.0"]},
+}
 
-@pytest.fixture(scope="module")
-def torch_cluster(devcluster) -> Iterator[Any]:
-    """The dev cluster with the torch venv as the jobs' Python (one per test module)."""
+
+def _torch_cluster(devcluster, site: str) -> Iterator[Any]:
     from hpcui.cluster import Cluster
     from hpcui.config import load_config
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HPCUI_CONFIG", str(devcluster))
-        cfg = load_config().cluster("dev").model_copy(update={"python": VENV_PYTHON})
+        cfg = load_config().cluster(site).model_copy(update=TORCH[site])
         with Cluster(cfg) as c:
             yield c
+
+
+@pytest.fixture(scope="module")
+def torch_cluster(devcluster) -> Iterator[Any]:
+    """The first dev site with the torch venv as the jobs' Python (one per test module)."""
+    yield from _torch_cluster(devcluster, "dev")
+
+
+@pytest.fixture(scope="module", params=SITES)
+def torch_site(devcluster, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Each dev site in turn with torch for its jobs (one per test module and site)."""
+    yield from _torch_cluster(devcluster, request.param)

@@ -210,10 +210,18 @@ def test_site_state_human_and_json(work):
 
     avail = ok_json(hpcui(work, "modules", "--avail", "--json"))
     assert any(m["full_name"] == "cuda/12.4" and m["default"] for m in avail)
+    assert any(m["full_name"] == "cuda/12.2" and m["hidden"] for m in avail)
+    assert any(m["full_name"] == "torch" and m["alias_of"] == "pytorch/2.13.0" for m in avail)
+    human = hpcui(work, "modules", "--avail")
+    assert "torch -> pytorch/2.13.0" in human.stdout, human.stdout
+    assert any(ln.split()[:2] == ["cuda/12.2", "H"] for ln in human.stdout.splitlines())
     found = hpcui(work, "modules", "--search", "cuda")
-    assert found.returncode == 0 and "cuda/12.2" in found.stdout
+    assert found.returncode == 0 and "cuda/12.4" in found.stdout
     loaded = hpcui(work, "modules", "--json")
-    assert loaded.returncode == 0 and isinstance(json.loads(loaded.stdout), list)
+    assert loaded.returncode == 0 and json.loads(loaded.stdout) == []
+    # what a job's setup loads, on the site whose Python comes as a module
+    jobs_get = ok_json(hpcui(work, "-c", "dev24", "modules", "--setup", "--json"))
+    assert [m["full_name"] for m in jobs_get] == ["python/3.11"]
 
 
 def test_clusters_check(work):
@@ -289,3 +297,34 @@ def test_terminal_answers_the_2fa_prompt(work):
     assert answered, text
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert text.rstrip().endswith("hpcuser")
+
+
+def test_jobs_of_both_sites_in_one_listing(work):
+    """`hpcui jobs -c dev,dev24`: Slurm 22.05 and 24.11 asked in parallel, one table, ids as
+    CLUSTER:JOBID (what the other commands take); --json rows carry their cluster."""
+    ids = {}
+    for site in ("dev", "dev24"):
+        rec = ok_json(
+            hpcui(
+                work, "-c", site, "submit", "clitasks:slow", "--args", "[1]", "--time", "5m",
+                "--name", f"both-{site}", "--extra=--begin=now+300", "--json",
+            )
+        )  # fmt: skip
+        ids[site] = rec["job_id"]
+    try:
+        rows = ok_json(hpcui(work, "jobs", "-c", "dev,dev24", "--json"))
+        got = {(r["cluster"], r["job_id"]): r for r in rows}
+        for site, jid in ids.items():
+            assert got[(site, jid)]["name"] == f"both-{site}"
+            assert got[(site, jid)]["state"] == "PENDING" and got[(site, jid)]["hpcui"]
+        table = hpcui(work, "jobs", "-c", "dev,dev24")
+        assert table.returncode == 0, table.stderr
+        assert f"dev:{ids['dev']} " in table.stdout and f"dev24:{ids['dev24']} " in table.stdout
+        # the printed reference is what `show` takes
+        show = ok_json(hpcui(work, "show", f"dev24:{ids['dev24']}", "--json"))
+        assert show["cluster"] == "dev24" and show["job_id"] == ids["dev24"]
+        bad = hpcui(work, "jobs", "-c", "dev,nosuch")
+        assert bad.returncode == 2 and "No cluster named 'nosuch'" in bad.stderr
+    finally:
+        for site, jid in ids.items():
+            hpcui(work, "-c", site, "cancel", jid)

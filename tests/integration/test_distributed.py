@@ -1,4 +1,4 @@
-"""DDP and FSDP through submit on the dev cluster's real Slurm (4 count-only GPUs: gloo on CPU).
+"""DDP and FSDP through submit on both dev sites' real Slurm (4 count-only GPUs: gloo on CPU).
 
 The jobs are submitted together by one module fixture (the 4 GPUs serialize them, so
 waiting one by one would add up); each test then checks its own job.
@@ -133,20 +133,20 @@ def fsdp_resume(root: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def ckpt_root(torch_cluster) -> Iterator[str]:
-    root = f"{torch_cluster.remote_info().base}/test-ckpt/{uuid.uuid4().hex[:12]}"
+def ckpt_root(torch_site) -> Iterator[str]:
+    root = f"{torch_site.remote_info().base}/test-ckpt/{uuid.uuid4().hex[:12]}"
     yield root
-    torch_cluster.run(["rm", "-rf", root])
+    torch_site.run(["rm", "-rf", root])
 
 
 @pytest.fixture(scope="module")
-def jobs(torch_cluster, ckpt_root) -> dict[str, Any]:
+def jobs(torch_site, ckpt_root) -> dict[str, Any]:
     """All first-stage jobs at once: Slurm runs them as GPUs free up."""
     return {
-        "ddp": torch_cluster.submit(ranks_and_ddp, 3, gpus=4, name="t-ddp", **SMALL),
-        "fsdp": torch_cluster.submit(fsdp_save, ckpt_root, gpus=4, name="t-fsdp", **SMALL),
-        "stop": torch_cluster.submit(loop_until_stopped, 1500, gpus=2, name="t-stop", **SMALL),
-        "torchrun": torch_cluster.submit(
+        "ddp": torch_site.submit(ranks_and_ddp, 3, gpus=4, name="t-ddp", **SMALL),
+        "fsdp": torch_site.submit(fsdp_save, ckpt_root, gpus=4, name="t-fsdp", **SMALL),
+        "stop": torch_site.submit(loop_until_stopped, 1500, gpus=2, name="t-stop", **SMALL),
+        "torchrun": torch_site.submit(
             torchrun_ranks, gpus=2, launcher="torchrun", name="t-trun", **SMALL
         ),
     }
@@ -177,14 +177,14 @@ def test_ddp_parameters_identical_on_all_ranks(jobs):
     assert max(sums) - min(sums) < 1e-9, sums
 
 
-def test_fsdp_shards_then_resume_on_two_ranks(torch_cluster, jobs, ckpt_root):
+def test_fsdp_shards_then_resume_on_two_ranks(torch_site, jobs, ckpt_root):
     saved = jobs["fsdp"].results(timeout=WAIT)
     full = saved[0]["full"]
     assert sum(r["local"] for r in saved) == full  # the shards partition the model
     assert all(r["local"] <= full / 4 + 64 for r in saved)  # ~1/world_size each
-    resumed = torch_cluster.submit(
-        fsdp_resume, ckpt_root, gpus=2, name="t-resume", **SMALL
-    ).results(timeout=WAIT)
+    resumed = torch_site.submit(fsdp_resume, ckpt_root, gpus=2, name="t-resume", **SMALL).results(
+        timeout=WAIT
+    )
     assert [r["rank"] for r in resumed] == [0, 1] and {r["world"] for r in resumed} == {2}
     for r in resumed:
         assert r["latest"].endswith("step_00000001")

@@ -25,7 +25,9 @@ from hpcui.backends.states import JobState
 from hpcui.errors import JobLostError
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.devcluster
+# the same worker as the multi-node and distributed modules: their module fixtures keep
+# jobs holding both nodes' GPUs between tests, which would starve this test's jobs
+pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("distributed")]
 
 WAIT = 240
 TOTAL = 60  # steps of 0.25 s

@@ -97,13 +97,17 @@ def test_checkpointable_is_requeued_and_resumes(dev):
     assert result["starts"][1] != "0", diag  # the second start is Slurm's restart
     assert result["checkpoints"] == 1, diag
     assert job.state is JobState.COMPLETED
-    # The status service saw it go back to the queue without ending, and run again. (It may
-    # miss the first, 2-second RUNNING between two polls, so look for the way back.)
+    # Slurm's own record: restarted once (kept by scontrol for MinJobAge=600 s)
+    shown = dev.run(["scontrol", "show", "job", "-o", job.job_id]).check().stdout
+    assert "Restarts=1" in shown, shown
+    # The status service never called it ended while it was requeued. Where it saw the way
+    # back (REQUEUED, or a second PENDING), it saw it run again after. With two nodes the
+    # requeued job may start again on the other node within one poll: then it saw nothing.
     requeued = [i for i, s in enumerate(seen) if s is JobState.REQUEUED]
     pendings = [i for i, s in enumerate(seen) if s is JobState.PENDING]
-    assert requeued or len(pendings) >= 2, diag
-    back = (requeued or pendings[1:])[-1]
-    assert JobState.RUNNING in seen[back:], diag
+    if requeued or len(pendings) >= 2:
+        back = (requeued or pendings[1:])[-1]
+        assert JobState.RUNNING in seen[back:], diag
     assert seen[-1] is JobState.COMPLETED, diag
     assert not any(s.is_final for s in seen[:-1]), diag
     # One log across both runs (--open-mode=append): the first run's lines are kept.

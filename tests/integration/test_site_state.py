@@ -1,4 +1,5 @@
-"""Site state on the dev cluster's real Slurm 22.05 + slurmdbd, Lmod and filesystem, over SSH.
+"""Site state on both dev sites (Slurm 22.05 + Lmod 8.6, Slurm 24.11 + Lmod 8.7, each with
+slurmdbd) and their filesystems, over SSH.
 
 Other tests share the cluster: every assertion is about jobs these tests submitted
 (filtered by id), never about the queue being otherwise empty.
@@ -13,6 +14,7 @@ import pytest
 
 from hpcui.backends.states import JobState
 from hpcui.sitestate import QueueSnapshot
+from tests.conftest import NODE_PREFIX
 
 pytestmark = pytest.mark.devcluster
 
@@ -58,13 +60,13 @@ def wait_history(dev, job_id: str, timeout: float = 120, *, rss: bool = True):
         time.sleep(1)
 
 
-def test_queue_lists_all_jobs_marks_ours_and_shows_the_expected_start(dev):
-    ours = dev.submit(sleepy, 60, time="5m", name="site-ours")
-    later = sbatch(dev, "--job-name=site-foreign", "--begin=now+120", "--wrap", "true")
+def test_queue_lists_all_jobs_marks_ours_and_shows_the_expected_start(site):
+    ours = site.submit(sleepy, 60, time="5m", name="site-ours")
+    later = sbatch(site, "--job-name=site-foreign", "--begin=now+120", "--wrap", "true")
     try:
-        jobs = {j.job_id: j for j in dev.queue()}
+        jobs = {j.job_id: j for j in site.queue()}
         mine, foreign = jobs[ours.job_id], jobs[later]
-        record = dev.registry.get(dev.name, ours.job_id)
+        record = site.registry.get(site.name, ours.job_id)
         assert mine.hpcui and mine.token == record.token
         assert mine.name == "site-ours" and mine.user == "hpcuser"
         assert mine.time_limit_s == 300
@@ -76,21 +78,21 @@ def test_queue_lists_all_jobs_marks_ours_and_shows_the_expected_start(dev):
         lead = (foreign.start_time - foreign.submit_time).total_seconds()
         assert 110 <= lead <= 130, lead
     finally:
-        dev.scheduler.cancel([ours.job_id, later])
+        site.scheduler.cancel([ours.job_id, later])
 
 
-def test_history_has_exit_codes_usage_and_the_efficiency_line(dev):
+def test_history_has_exit_codes_usage_and_the_efficiency_line(site):
     failing = sbatch(
-        dev,
+        site,
         "--job-name=site-fail",
         "--mem=400M",
         "--wrap",
         # 80 MiB written page by page (RSS), held across two 2 s accounting samples
         "python3 -c 'b = b\"x\" * (80 * 1024 * 1024); import time; time.sleep(5)'; exit 3",
     )
-    ok = dev.submit(add, 2, 3, time="5m", name="site-ok")
+    ok = site.submit(add, 2, 3, time="5m", name="site-ok")
     assert ok.result(timeout=120) == 5
-    failed = wait_history(dev, failing)
+    failed = wait_history(site, failing)
     assert (failed.state, failed.exit_code, failed.signal) == (JobState.FAILED, 3, 0), failed
     assert not failed.hpcui and failed.name == "site-fail"
     assert failed.elapsed_s is not None and failed.elapsed_s >= 5, failed
@@ -98,32 +100,32 @@ def test_history_has_exit_codes_usage_and_the_efficiency_line(dev):
     assert failed.mem_bytes == 400 * 1024**2
     assert failed.max_rss_bytes is not None and failed.max_rss_bytes >= 80 * 1024**2, failed
     assert failed.efficiency.startswith("CPU ") and "of 400.0 MiB" in failed.efficiency, failed
-    done = wait_history(dev, ok.job_id, rss=False)  # too short for a MaxRSS sample
+    done = wait_history(site, ok.job_id, rss=False)  # too short for a MaxRSS sample
     assert done.state is JobState.COMPLETED and done.exit_code == 0
-    assert done.hpcui and done.token == dev.registry.get(dev.name, ok.job_id).token
+    assert done.hpcui and done.token == site.registry.get(site.name, ok.job_id).token
     # the default window (last day) holds both
-    recent = {h.job_id for h in dev.history()}
+    recent = {h.job_id for h in site.history()}
     assert {failing, ok.job_id} <= recent, (failing, ok.job_id)
 
 
-def test_one_scheduler_call_per_refresh_with_many_subscribers(dev):
-    watcher = dev.queue_watcher
+def test_one_scheduler_call_per_refresh_with_many_subscribers(site):
+    watcher = site.queue_watcher
     seen: list[list[QueueSnapshot]] = [[] for _ in range(5)]
     subs = [watcher.subscribe(seen[i].append) for i in range(5)]
     try:
         deadline = time.monotonic() + 60
         while not all(seen) and time.monotonic() < deadline:  # the loop's first refresh
             time.sleep(0.05)
-        calls0, fetches0 = dev.scheduler.calls, watcher.fetches
+        calls0, fetches0 = site.scheduler.calls, watcher.fetches
         for _ in range(3):
             # five screens asking at once share one squeue
-            threads = [threading.Thread(target=dev.queue) for _ in range(5)]
+            threads = [threading.Thread(target=site.queue) for _ in range(5)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
         fetches = watcher.fetches - fetches0
-        assert dev.scheduler.calls - calls0 == fetches
+        assert site.scheduler.calls - calls0 == fetches
         assert 3 <= fetches <= 6, fetches  # 15 callers, 3 rounds (+ the loop's own refresh)
         assert all(len(s) >= 3 for s in seen)
         assert seen[0][-1] is seen[4][-1]
@@ -132,19 +134,19 @@ def test_one_scheduler_call_per_refresh_with_many_subscribers(dev):
             s.cancel()
 
 
-def test_partitions(dev):
-    parts = {p.partition: p for p in dev.partitions()}
+def test_partitions(site):
+    parts = {p.partition: p for p in site.partitions()}
     assert set(parts) >= {"cpu", "gpu"}
     assert parts["cpu"].is_default and not parts["gpu"].is_default
     assert parts["gpu"].gpus_per_node == 4
-    gpu = parts["gpu"]  # every dev node: 8 CPUs, 4 GPUs; at least two nodes
+    gpu = parts["gpu"]  # every site node: 8 CPUs, 4 GPUs; at least two nodes
     assert gpu.nodes_total >= 2 and gpu.cpus_total == 8 * gpu.nodes_total
-    assert gpu.nodelist == f"node[1-{gpu.nodes_total}]"
+    assert gpu.nodelist == f"{NODE_PREFIX[site.name]}[1-{gpu.nodes_total}]"
     assert parts["cpu"].time_limit_s == 7200 and parts["cpu"].avail == "up"
 
 
-def test_quota_falls_back_to_df_in_one_round_trip(dev):
-    report = dev.quota_report()
+def test_quota_falls_back_to_df_in_one_round_trip(site):
+    report = site.quota_report()
     assert report.tool == "df"
     tried = {t.tool: t.exit_status for t in report.tried}
     assert tried["bsc_quota"] is None and tried["lfs quota"] is None and tried["quota"] is None
@@ -152,7 +154,7 @@ def test_quota_falls_back_to_df_in_one_round_trip(dev):
     (row,) = report.entries
     assert row.kind == "DF" and row.filesystem.startswith("/")
     assert row.used_bytes and row.hard_bytes and 0 < row.used_bytes < row.hard_bytes
-    (again,) = dev.quota()  # the same source; usage moves as other tests write files
+    (again,) = site.quota()  # the same source; usage moves as other tests write files
     assert (again.filesystem, again.kind, again.hard_bytes) == (
         row.filesystem,
         "DF",
@@ -161,22 +163,34 @@ def test_quota_falls_back_to_df_in_one_round_trip(dev):
     assert abs(again.used_bytes - row.used_bytes) < row.hard_bytes // 100
 
 
-def test_lmod_modules_live(dev):
-    assert dev.module_system == "lmod"
-    state = dev.modules()
+def test_lmod_modules_live(site):
+    """Lmod 8.6.19 (dev) and 8.7.60 (dev24), each with an alias (torch -> pytorch/2.13.0)
+    and a hidden module (cuda/12.2): read the same way, each module listed once."""
+    assert site.module_system == "lmod"
+    state = site.modules()
     avail = {m.full_name: m for m in state.available}
-    assert {"python/3.11", "cuda/12.2", "cuda/12.4", "pytorch/2.13.0"} <= set(avail)
+    assert {"python/3.11", "cuda/12.2", "cuda/12.4", "pytorch/2.13.0", "torch"} <= set(avail)
     assert avail["cuda/12.4"].default and not avail["cuda/12.2"].default
+    assert avail["cuda/12.2"].hidden and not avail["cuda/12.4"].hidden
+    assert avail["torch"].alias_of == "pytorch/2.13.0"
     assert avail["pytorch/2.13.0"].description.startswith("PyTorch")
+    assert [m.full_name for m in state.available].count("cuda/12.2") == 1
     assert state.loaded == []
-    found = {m.full_name for m in dev.module_search("cuda")}
-    assert found == {"cuda/12.2", "cuda/12.4"}
-    dev.config.setup = ["module load cuda/12.4 python nope/1.0"]
-    assert dev.missing_setup_modules() == ["nope/1.0"]
+    found = {m.full_name for m in site.module_search("cuda")}
+    assert found == {"cuda/12.4"}  # Lmod's keyword search leaves hidden modules out
+    site.config.setup = ["module load python/3.11 torch cuda/12.2"]
+    jobs_see = site.modules(with_setup=True).loaded
+    assert [(m.full_name, m.hidden) for m in jobs_see] == [
+        ("python/3.11", False),
+        ("pytorch/2.13.0", False),
+        ("cuda/12.2", True),
+    ]
+    site.config.setup = ["module load cuda/12.4 python nope/1.0 torch cuda/12.2"]
+    assert site.missing_setup_modules() == ["nope/1.0"]
 
 
-def test_follow_a_running_jobs_log(dev):
-    job = dev.submit(ticker, 20, 0.2, time="5m", name="site-ticker")
+def test_follow_a_running_jobs_log(site):
+    job = site.submit(ticker, 20, 0.2, time="5m", name="site-ticker")
     chunks = list(job.follow("stdout", timeout=180))
     text = "".join(chunks)
     ticks = [line for line in text.splitlines() if line.startswith("tick ")]
@@ -185,9 +199,9 @@ def test_follow_a_running_jobs_log(dev):
     assert sum(1 for c in chunks if "tick" in c) >= 2
     assert job.result(timeout=60) == 20
     # non-following read of every rank, both streams, through the cluster
-    (out,) = list(dev.logs(job, "stdout"))
+    (out,) = list(site.logs(job, "stdout"))
     assert out.task == 0 and out.offset == 0 and out.text == text
-    err = "".join(c.text for c in dev.logs(job, "stderr", rank=0))
+    err = "".join(c.text for c in site.logs(job, "stderr", rank=0))
     assert "tock on stderr" in err
 
 
@@ -195,19 +209,22 @@ def add_one(x):
     return x + 1
 
 
-def test_missing_setup_module_is_refused_before_submitting(dev_env):
+def test_missing_setup_module_is_refused_before_submitting(dev_env, site_name):
     from hpcui.cluster import Cluster
     from hpcui.config import load_config
     from hpcui.errors import UsageError
 
-    base = load_config().cluster("dev")
-    bad = base.model_copy(update={"setup": ["module load cuda/12.4", "module load nosuchmod/1.0"]})
+    # a job base of its own: parallel tests submit into the shared ~/.hpcui meanwhile
+    base = load_config().cluster(site_name).model_copy(update={"remote_base": "~/.hpcui-setup"})
+    lines = [*(base.setup or []), "module load cuda/12.4", "module load nosuchmod/1.0"]
+    bad = base.model_copy(update={"setup": lines})
     with Cluster(bad) as c:
-        before = c.run("ls ~/.hpcui/jobs | wc -l").stdout
+        before = c.run("ls ~/.hpcui-setup/jobs 2>/dev/null | wc -l").stdout
         with pytest.raises(UsageError, match=r"nosuchmod/1\.0") as err:
             c.submit(add_one, 1)
         assert "cuda" not in str(err.value).split("loads")[1].split(",")[0]
-        assert c.run("ls ~/.hpcui/jobs | wc -l").stdout == before
-    good = base.model_copy(update={"setup": ["module load cuda/12.4"]})
+        assert c.run("ls ~/.hpcui-setup/jobs 2>/dev/null | wc -l").stdout == before
+    # a hidden module and an alias are loadable: not refused
+    good = base.model_copy(update={"setup": [*(base.setup or []), "module load cuda/12.2 torch"]})
     with Cluster(good) as c:
         assert c.submit(add_one, 1, time="5m").result(timeout=120) == 2

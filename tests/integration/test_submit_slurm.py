@@ -67,39 +67,39 @@ def whoami_and_env():
     }
 
 
-def test_add_round_trip(dev):
-    job = dev.submit(add, 1, 2, time="5m")
+def test_add_round_trip(site):
+    job = site.submit(add, 1, 2, time="5m")
     assert job.result(timeout=120) == 3
     assert job.state is JobState.COMPLETED
     assert job.job_id.isdigit()
 
 
-def test_function_keyword_arguments_do_not_collide_with_resources(dev):
+def test_function_keyword_arguments_do_not_collide_with_resources(site):
     def f(gpus, name):
         return (gpus, name)
 
-    job = dev.submit(f, kwargs={"gpus": 7, "name": "x"}, gpus=1, name="kwtest")
+    job = site.submit(f, kwargs={"gpus": 7, "name": "x"}, gpus=1, name="kwtest")
     assert job.result(timeout=120) == (7, "x")
     with pytest.raises(UsageError, match="kwargs="):
-        dev.submit(f, gpus=1, learning_rate=0.1)
+        site.submit(f, gpus=1, learning_rate=0.1)
 
 
-def test_resources_reach_slurm(dev):
-    job = dev.submit(whoami_and_env, gpus=2, qos="debug", account="hpcacct", time="10m")
+def test_resources_reach_slurm(site):
+    job = site.submit(whoami_and_env, gpus=2, qos="debug", account="hpcacct", time="10m")
     env = job.result(timeout=120)
     assert env["user"] == "hpcuser"
     assert env["partition"] == "gpu"
     # slurmctld's own record (sacct can lag and show QOS "Unknown" for a moment)
-    shown = dev.run(["scontrol", "show", "job", "-o", job.job_id]).check().stdout
+    shown = site.run(["scontrol", "show", "job", "-o", job.job_id]).check().stdout
     assert "QOS=debug" in shown and "Account=hpcacct" in shown
     assert "gres/gpu=2" in shown and "Partition=gpu" in shown
     assert env["ntasks"] == "2"  # one task per GPU
     assert len(job.results()) == 2  # one result per rank
 
 
-def test_scheduler_rejection_is_clear(dev):
+def test_scheduler_rejection_is_clear(site):
     with pytest.raises(SchedulerError, match="rejected the job"):
-        dev.submit(add, 1, 2, qos="no-such-qos")
+        site.submit(add, 1, 2, qos="no-such-qos")
 
 
 def test_bad_request_fails_before_network(dev):
@@ -110,8 +110,8 @@ def test_bad_request_fails_before_network(dev):
     assert dev._transport is None or dev.transport.connects <= 1
 
 
-def test_raising_function_surfaces_remote_traceback(dev):
-    job = dev.submit(boom, 41)
+def test_raising_function_surfaces_remote_traceback(site):
+    job = site.submit(boom, 41)
     with pytest.raises(JobFailedError) as err:
         job.result(timeout=120)
     assert "ValueError: remote boom 41" in str(err.value)
@@ -120,22 +120,22 @@ def test_raising_function_surfaces_remote_traceback(dev):
     assert isinstance(job.exception(), JobFailedError)
 
 
-def test_map_100_in_order_one_sbatch(dev):
-    sched = dev.scheduler
-    job_ids_before = dev.run("squeue -h --me -o %F | sort -u | wc -l").stdout
-    jobs = dev.map(add, range(100), range(100, 200), time="5m")
+def test_map_100_in_order_one_sbatch(site):
+    sched = site.scheduler
+    job_ids_before = site.run("squeue -h --me -o %F | sort -u | wc -l").stdout
+    jobs = site.map(add, range(100), range(100, 200), time="5m")
     assert len({j.job_id.split("_")[0] for j in jobs}) == 1  # one array: one sbatch
     assert [j.job_id.split("_")[1] for j in jobs] == [str(i) for i in range(100)]
-    dev.status.poll_once()
-    assert dev.status.last_poll_calls == 1  # 100 tracked jobs, one scheduler call
+    site.status.poll_once()
+    assert site.status.last_poll_calls == 1  # 100 tracked jobs, one scheduler call
     results = [j.result(timeout=300) for j in jobs]
     assert results == [a + b for a, b in zip(range(100), range(100, 200))]
     assert sched.calls < 400  # polling is batched, not per job
     assert job_ids_before is not None
 
 
-def test_cancel_gives_cancelled_and_result_raises(dev):
-    job = dev.submit(slow, 300)
+def test_cancel_gives_cancelled_and_result_raises(site):
+    job = site.submit(slow, 300)
     deadline = time.time() + 60
     while job.state is not JobState.RUNNING and time.time() < deadline:
         time.sleep(0.2)
@@ -145,8 +145,8 @@ def test_cancel_gives_cancelled_and_result_raises(dev):
         job.result()
 
 
-def test_sigkilled_job_reports_failed_with_stderr_tail(dev):
-    job = dev.submit(suicide)
+def test_sigkilled_job_reports_failed_with_stderr_tail(site):
+    job = site.submit(suicide)
     with pytest.raises(JobLostError) as err:
         job.result(timeout=120)
     assert job.state in (JobState.FAILED, JobState.CANCELLED)
@@ -154,12 +154,12 @@ def test_sigkilled_job_reports_failed_with_stderr_tail(dev):
     assert "about to die" in err.value.stderr_tail
 
 
-def test_get_job_from_a_fresh_process(dev, tmp_path):
-    job = dev.submit(add, 20, 22)
+def test_get_job_from_a_fresh_process(site, tmp_path):
+    job = site.submit(add, 20, 22)
     job.wait(timeout=120)
     code = textwrap.dedent(f"""
         import hpcui
-        job = hpcui.get_job("dev", {job.job_id!r})
+        job = hpcui.get_job({site.name!r}, {job.job_id!r})
         print(job.result(timeout=60))
     """)
     out = subprocess.run(
@@ -179,6 +179,27 @@ def test_python_version_mismatch_refused_before_submitting(dev):
     with pytest.raises(RemotePythonError, match="cloudpickle cannot carry"):
         dev.remote_info(local_version=(3, 9))
     assert dev.run("ls ~/.hpcui/jobs | wc -l").stdout == before
+
+
+def test_site_python_313_refused_with_the_module_to_load(dev_env):
+    """dev24's system python3 is a real 3.13 (Debian trixie); without its `module load
+    python/3.11` setup, submitting from this 3.11 is refused before anything is sent."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    cfg = load_config().cluster("dev24")
+    assert cfg.setup == ["module load python/3.11"] and cfg.python == "python3"
+    bare = cfg.model_copy(update={"setup": [], "remote_base": "~/.hpcui-py313"})
+    with Cluster(bare) as c:
+        with pytest.raises(RemotePythonError) as err:
+            c.submit(add, 1, 2)
+        msg = str(err.value)
+        assert "dev24's Python is 3.13 (`python3`)" in msg, msg
+        assert 'setup = ["module load python/3.11"]' in msg, msg
+        assert c.run("ls ~/.hpcui-py313/jobs 2>/dev/null | wc -l").stdout.strip() == "0"
+    with Cluster(cfg) as c:  # with the module: 3.11, and the job runs
+        assert c.remote_info().python_version[:2] == (3, 11)
+        assert c.submit(add, 1, 2, time="5m").result(timeout=120) == 3
 
 
 def test_missing_remote_python_refused(dev_env):
@@ -273,20 +294,21 @@ def test_connection_killed_while_the_upload_unpacks_yields_one_array(dev_env):
         dev.close()
 
 
-def test_tracks_state_with_accounting_disabled(dev, exclusive_cluster):
-    subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-stop"], check=True, timeout=60)
+def test_tracks_state_with_accounting_disabled(site, exclusive_cluster):
+    devcluster = str(ROOT / "scripts" / "devcluster")
+    subprocess.run([devcluster, "dbd-stop", site.name], check=True, timeout=60)
     try:
-        assert not dev.run(["sacct", "-X", "-n"]).ok
-        ok = dev.submit(add, 1, 1)
-        bad = dev.submit(boom, 1)
+        assert not site.run(["sacct", "-X", "-n"]).ok
+        ok = site.submit(add, 1, 1)
+        bad = site.submit(boom, 1)
         assert ok.result(timeout=120) == 2
         assert ok.state is JobState.COMPLETED
         with pytest.raises(JobFailedError):
             bad.result(timeout=120)
         assert bad.state is JobState.FAILED
-        assert dev.scheduler.accounting_off
+        assert site.scheduler.accounting_off
     finally:
-        subprocess.run([str(ROOT / "scripts" / "devcluster"), "dbd-start"], check=True, timeout=120)
+        subprocess.run([devcluster, "dbd-start", site.name], check=True, timeout=120)
 
 
 def test_round_trips_per_submit_are_counted(dev_env):

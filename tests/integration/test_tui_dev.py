@@ -46,11 +46,13 @@ def cell(table: JobTable, key: str, col: str) -> str | None:
     return str(table.shown[key][col]) if key in table.shown else None
 
 
-def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
+def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name):
     async def go():
-        app = HpcuiApp("dev", connect=["dev"])
+        app = HpcuiApp(site_name, connect=[site_name])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            await wait_for(
+                pilot, lambda: app.hub.conns[site_name].status == "connected", 60, site_name
+            )
             await pilot.press("3")
             form = app.screen
             form.query_one("#target").value = "tests.integration.test_tui_dev:chatty"
@@ -67,7 +69,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
             await pilot.click("#submit")
             await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
             cluster, job_id = app.current_job
-            key = f"dev:{job_id}"
+            key = f"{site_name}:{job_id}"
             await pilot.press("1")
             table = app.screen.query_one("#live", JobTable)
             seen: list[str] = []
@@ -93,7 +95,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
             metric = job_screen.query_one(MetricPlot).values
             script = job_screen.script_text
             # the app follows logs through Cluster.logs: spooled like `hpcui logs -f`
-            spooled = list((app.registry.path.parent / "logs" / "dev").glob("*.log"))
+            spooled = list((app.registry.path.parent / "logs" / site_name).glob("*.log"))
             # resubmit: the registry record kept the form; R on the row refills it
             await pilot.press("1")
             table = app.screen.query_one("#live", JobTable)
@@ -117,6 +119,31 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env):
     assert metric[:3] == [1.0, 0.5, 0.3333]
     assert "returned" in result and "30" in result
     assert "#SBATCH" in script
+
+
+def test_both_sites_in_one_jobs_screen(dev_env):
+    """Slurm 22.05 (dev) and 24.11 (dev24) side by side in the Jobs screen's live table,
+    each row keyed by its cluster."""
+    from hpcui.api import connect
+
+    jobs = {s: connect(s).submit(nap, 300, name=f"tui-{s}", time="10m") for s in ("dev", "dev24")}
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev", "dev24"])
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.screen.query_one("#live", JobTable)
+            keys = {f"{s}:{j.job_id}" for s, j in jobs.items()}
+            await wait_for(pilot, lambda: keys <= set(table.shown), 90, lambda: table.shown)
+            return {k: (cell(table, k, "name"), cell(table, k, "cluster")) for k in keys}
+
+    try:
+        shown = asyncio.run(go())
+    finally:
+        for j in jobs.values():
+            j.cancel()
+    for s, j in jobs.items():
+        name, cluster = shown[f"{s}:{j.job_id}"]
+        assert name == f"tui-{s}" and cluster == s, shown
 
 
 def test_cancel_from_the_table_with_confirmation_and_filter(dev):
