@@ -164,9 +164,12 @@ _REAL: dict[str, str] = {}
 def real_exe(name: str) -> str:
     """The program of component `name` as this machine sees it: links resolved inside the
     site (Debian installs /usr/sbin/slurmctld as a link to /etc/alternatives/...)."""
-    if name not in _REAL:
-        p = chroot_run(["readlink", "-f", EXE[name]], check=False)
-        _REAL[name] = str(inside(p.stdout.strip() or EXE[name]))
+    if name in _REAL:
+        return _REAL[name]
+    p = chroot_run(["readlink", "-f", EXE[name]], check=False) if ROOT.is_dir() else None
+    if p is None or p.returncode != 0 or not p.stdout.strip():
+        return str(inside(EXE[name]))  # no site yet: nothing of it runs; not cached
+    _REAL[name] = str(inside(p.stdout.strip()))
     return _REAL[name]
 
 
