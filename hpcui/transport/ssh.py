@@ -24,6 +24,8 @@ from hpcui.errors import (
     HostKeyError,
 )
 from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.keys import KeyLocked, KeyUnreadable, load_private_key
+from hpcui.transport.known_hosts import KnownHosts, read_known_hosts
 from hpcui.transport.quoting import quote_bytes, to_command
 from hpcui.transport.ssh_config import SshTarget, parse_jump, resolve
 
@@ -167,6 +169,7 @@ class SshTransport(Transport):
         self._lock = threading.RLock()  # connection state
         self._sftp_lock = threading.Lock()
         self.connects = 0  # how many times we (re)connected: tests and benchmarks read it
+        self._locked_keys: list[str] = []  # passphrase keys skipped (no prompt): for the error
 
     @classmethod
     def from_config(
@@ -226,7 +229,8 @@ class SshTransport(Transport):
             sock, default_window_size=WINDOW_SIZE, default_max_packet_size=MAX_PACKET
         )
         try:
-            known = self._known_keys()
+            hosts = self._known_keys()
+            known = hosts.keys
             if known:  # ask only for key types we can verify, as OpenSSH does
                 opts = conn.get_security_options()
                 preferred = [
@@ -237,7 +241,7 @@ class SshTransport(Transport):
                 if preferred:
                     opts.key_types = preferred
             conn.start_client(timeout=t.connect_timeout)
-            self._verify_host_key(conn, known)
+            self._verify_host_key(conn, hosts)
             self._authenticate(conn)
         except BaseException:
             conn.close()
@@ -278,22 +282,25 @@ class SshTransport(Transport):
                 "Check AllowTcpForwarding on the jump host and the target's HostName/Port."
             ) from exc
 
-    def _known_keys(self) -> dict[str, paramiko.PKey]:
-        import paramiko
+    def _known_keys(self) -> KnownHosts:
+        return read_known_hosts(
+            (*self.target.known_hosts, *self.target.global_known_hosts),
+            self.target.known_hosts_name,
+        )
 
-        keys = paramiko.HostKeys()
-        for path in (*self.target.known_hosts, *self.target.global_known_hosts):
-            if os.path.exists(path):
-                try:
-                    keys.load(path)
-                except OSError:
-                    continue
-        found = keys.lookup(self.target.known_hosts_name)
-        return dict(found) if found else {}
-
-    def _verify_host_key(self, conn: paramiko.Transport, known: dict[str, paramiko.PKey]) -> None:
+    def _verify_host_key(self, conn: paramiko.Transport, hosts: KnownHosts) -> None:
         key = conn.get_remote_server_key()
         name, ktype, fp = self.target.known_hosts_name, key.get_name(), fingerprint(key)
+        if hosts.is_revoked(key):
+            raise HostKeyError(
+                f"REVOKED host key for {name}: it offers {ktype} {fp}, which a @revoked line in "
+                f"known_hosts marks as no longer trusted. Do not connect; ask your site for the "
+                "server's current key.",
+                host=name,
+                fingerprint=fp,
+                key_type=ktype,
+            )
+        known = hosts.keys
         if known.get(ktype) == key:
             return
         if known:
@@ -309,11 +316,17 @@ class SshTransport(Transport):
         if self.on_unknown_host is not None and self.on_unknown_host(name, ktype, fp):
             add_known_host(self.target.known_hosts[0], name, key)
             return
+        ca = (
+            " known_hosts trusts a @cert-authority for this host, but hpcui cannot check host "
+            "certificates; it needs the host's own key."
+            if hosts.cert_authority
+            else ""
+        )
         raise HostKeyError(
             f"Unknown host key for {name}: the server offers {ktype} {fp}, and it is not in "
-            f"known_hosts ({', '.join(self.target.known_hosts)}). Compare the fingerprint with the "
-            f"one your site publishes; to accept it run `hpcui trust {self.trust_name}` or "
-            f"`ssh {self.target.alias}` once and answer yes.",
+            f"known_hosts ({', '.join(self.target.known_hosts)}).{ca} Compare the fingerprint "
+            f"with the one your site publishes; to accept it run `hpcui trust {self.trust_name}` "
+            f"or `ssh {self.target.alias}` once and answer yes.",
             host=name,
             fingerprint=fp,
             key_type=ktype,
@@ -329,37 +342,51 @@ class SshTransport(Transport):
             os.path.expanduser(p) for p in DEFAULT_IDENTITIES
         )
         wanted_pub: set[bytes] = set()
-        for path in files:
-            if not os.path.exists(path):
-                continue
-            try:
-                key = paramiko.PKey.from_path(path)
-            except paramiko.PasswordRequiredException:
-                if self.prompt is None:
-                    log.info("skipping passphrase-protected key %s (no prompt available)", path)
-                    if os.path.exists(path + ".pub"):
-                        wanted_pub.add(_pub_blob(path + ".pub"))
-                    continue
-                answer = self.prompt("Key passphrase", "", [(f"Passphrase for {path}: ", False)])
-                try:
-                    key = paramiko.PKey.from_path(path, passphrase=answer[0].encode())
-                except paramiko.SSHException as exc:
-                    raise AuthenticationError(
-                        f"Could not unlock {path}: {exc}. Check the passphrase."
-                    ) from exc
-            except (paramiko.SSHException, ValueError, OSError) as exc:
-                log.info("cannot load key %s: %s", path, exc)
-                continue
-            out.append((path, key))
-            wanted_pub.add(key.asbytes())
         try:
             agent_keys = paramiko.Agent().get_keys()
         except Exception:  # pragma: no cover - broken agent socket
             agent_keys = ()
+        in_agent = {k.asbytes() for k in agent_keys}
+        self._locked_keys = []
+        for path in files:
+            if not os.path.exists(path):
+                continue
+            try:
+                key = load_private_key(path)
+            except KeyLocked:
+                pub = _pub_blob(path + ".pub") if os.path.exists(path + ".pub") else None
+                if pub is not None:
+                    wanted_pub.add(pub)
+                if pub is not None and pub in in_agent:
+                    continue  # ssh-agent holds it unlocked: no passphrase to ask
+                if self.prompt is None:
+                    log.info("skipping passphrase-protected key %s (no prompt available)", path)
+                    self._locked_keys.append(path)
+                    continue
+                key = self._unlock(path)
+            except (KeyUnreadable, OSError) as exc:
+                log.info("cannot load key %s: %s", path, exc)
+                continue
+            out.append((path, key))
+            wanted_pub.add(key.asbytes())
         for key in agent_keys:
             if not self.target.identities_only or key.asbytes() in wanted_pub:
                 out.append(("agent", key))
         return out
+
+    def _unlock(self, path: str) -> paramiko.PKey:
+        """Ask for the key's passphrase (terminal or app dialog); it is never kept."""
+        assert self.prompt is not None
+        answer = self.prompt("Key passphrase", "", [(f"Passphrase for {path}: ", False)])
+        try:
+            return load_private_key(path, (answer[0] if answer else "").encode())
+        except (KeyLocked, KeyUnreadable) as exc:
+            raise AuthenticationError(
+                f"Could not unlock {path}: the passphrase is wrong ({exc}). Try again, or "
+                f"load the key into ssh-agent once (`ssh-add {path}`)."
+            ) from exc
+        finally:
+            del answer
 
     def _authenticate(self, conn: paramiko.Transport) -> None:
         import paramiko
@@ -405,6 +432,14 @@ class SshTransport(Transport):
                 ) from exc
             if conn.is_authenticated():
                 return
+        locked = self._locked_keys
+        if locked and not conn.is_authenticated():
+            raise AuthenticationError(
+                f"{self.target.label} needs your key, and {', '.join(locked)} is "
+                "passphrase-protected while this session cannot ask for the passphrase. Load it "
+                f"into ssh-agent (`ssh-add {locked[0]}`) or run interactively (the app or a "
+                "terminal) to be asked."
+            )
         raise AuthenticationError(
             f"{self.target.label} refused our credentials (server accepts: {', '.join(allowed)}; "
             f"keys tried: {', '.join(tried) or 'none found'}). Check IdentityFile/User in your ssh "

@@ -274,3 +274,110 @@ def test_ssh_agent_key_is_used(devcluster, tmp_path, monkeypatch):
             assert t.run("whoami").stdout.strip() == "hpcuser"
     finally:
         subprocess.run(["kill", str(pid)], check=False)
+
+
+def _host_key(name: str = "main") -> str:
+    return " ".join((DEVCLUSTER / "ssh" / f"host_{name}_ed25519.pub").read_text().split()[:2])
+
+
+def test_cert_authority_and_revoked_lines_do_not_break_known_hosts(devcluster, tmp_path):
+    """Before, paramiko's loader raised InvalidHostKey on the first marker line: no host
+    could be verified at all."""
+    kh = tmp_path / "known_hosts"
+    kh.write_text(
+        f"@cert-authority *.example.org {_host_key('jump')}\n"
+        f"@revoked old.example.org {_host_key('2fa')}\n"
+        f"[127.0.0.1]:2222 {_host_key()}\n"
+    )
+    with _transport(known_hosts=str(kh)) as t:
+        assert t.run("echo ok").stdout == "ok\n"
+
+
+def test_revoked_host_key_is_refused_even_when_known(devcluster, tmp_path):
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:2222 {_host_key()}\n@revoked * {_host_key()}\n")
+    with pytest.raises(HostKeyError, match="REVOKED host key") as err:
+        _transport(known_hosts=str(kh)).run("true")
+    assert err.value.fingerprint == _server_fingerprint("main")
+
+
+def test_cert_authority_only_says_host_certificates_are_not_checked(devcluster, tmp_path):
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"@cert-authority [127.0.0.1]:* {_host_key('jump')}\n")
+    with pytest.raises(HostKeyError, match="Unknown host key") as err:
+        _transport(known_hosts=str(kh)).run("true")
+    assert "@cert-authority" in str(err.value) and "hpcui trust" in str(err.value)
+
+
+@pytest.fixture
+def locked_key(tmp_path):
+    """A copy of the dev key protected by a passphrase (OpenSSH format, as ssh-keygen writes
+    ed25519 keys), with its .pub beside it."""
+    key = tmp_path / "locked_ed25519"
+    key.write_bytes((DEVCLUSTER / "ssh" / "id_ed25519").read_bytes())
+    key.chmod(0o600)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-p", "-N", "s3cret pass", "-f", str(key)],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "locked_ed25519.pub").write_text(
+        (DEVCLUSTER / "ssh" / "id_ed25519.pub").read_text()
+    )
+    assert key.read_bytes().startswith(b"-----BEGIN OPENSSH PRIVATE KEY")
+    locked = subprocess.run(["ssh-keygen", "-y", "-P", "", "-f", str(key)], capture_output=True)
+    assert locked.returncode != 0  # really needs the passphrase
+    return key
+
+
+def test_passphrase_key_prompts_and_unlocks(devcluster, locked_key, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    asked = []
+
+    def prompt(title, instructions, prompts):
+        asked.append([p for p, _ in prompts])
+        return ["s3cret pass"]
+
+    with _transport(identity_file=str(locked_key), prompt=prompt) as t:
+        assert t.run("whoami").stdout.strip() == "hpcuser"
+    assert asked == [[f"Passphrase for {locked_key}: "]]
+
+
+def test_passphrase_key_wrong_answer_is_a_clear_error(devcluster, locked_key, monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    t = _transport(identity_file=str(locked_key), prompt=lambda *a: ["nope"])
+    with pytest.raises(AuthenticationError, match="passphrase is wrong") as err:
+        t.run("true")
+    assert "ssh-add" in str(err.value) and "nope" not in str(err.value)
+
+
+def test_passphrase_key_without_a_prompt_says_what_to_do(devcluster, locked_key, monkeypatch):
+    """Before: TypeError from paramiko 5 ("password was not provided")."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    with pytest.raises(AuthenticationError, match="passphrase-protected") as err:
+        _transport(identity_file=str(locked_key)).run("true")
+    assert f"ssh-add {locked_key}" in str(err.value)
+
+
+def test_passphrase_key_held_by_the_agent_needs_no_prompt(devcluster, locked_key, tmp_path,
+                                                          monkeypatch):  # fmt: skip
+    sock = tmp_path / "agent.sock"
+    out = subprocess.run(
+        ["ssh-agent", "-s", "-a", str(sock)], capture_output=True, text=True, check=True
+    ).stdout
+    pid = int(out.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        env = {"SSH_AUTH_SOCK": str(sock), "PATH": "/usr/bin:/bin"}
+        subprocess.run(  # the user unlocked it once with ssh-add (here: the plain original)
+            ["ssh-add", str(DEVCLUSTER / "ssh" / "id_ed25519")], env=env, check=True,
+            capture_output=True,
+        )  # fmt: skip
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+
+        def never(*a):
+            raise AssertionError("asked for a passphrase although the agent has the key")
+
+        with _transport(identity_file=str(locked_key), prompt=never) as t:
+            assert t.run("whoami").stdout.strip() == "hpcuser"
+    finally:
+        subprocess.run(["kill", str(pid)], check=False)

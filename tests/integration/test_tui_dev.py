@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import pytest
+from textual.widgets import Input
 
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
@@ -276,3 +277,54 @@ def test_cluster_screen_shows_quota_partitions_modules(dev_env):
     assert "cpu*" in names and "gpu" in names
     assert cuda and set(cuda) == {"cuda"}
     assert "connected" in conn and "Python 3." in conn
+
+
+def test_key_passphrase_dialog_unlocks_the_key(devcluster, tmp_path, monkeypatch):
+    """A passphrase-protected key (OpenSSH format): the app asks in its dialog, hidden
+    input, and connects (before: paramiko 5's TypeError, no dialog)."""
+    key = tmp_path / "locked_ed25519"
+    key.write_bytes((DEVCLUSTER / "ssh" / "id_ed25519").read_bytes())
+    key.chmod(0o600)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-p", "-N", "pw4tui", "-f", str(key)], check=True, capture_output=True
+    )
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[clusters.locked]\nhost = "hpcui-dev"\nssh_config = "{DEVCLUSTER}/ssh/config"\n'
+        f'identity_file = "{key}"\nprofile = "dev"\npython = "/usr/bin/python3"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+
+    async def go():
+        app = HpcuiApp("locked", connect=["locked"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                pilot,
+                lambda: (
+                    isinstance(app.screen, PromptModal)
+                    and app.focused is not None
+                    and app.focused in app.screen.query("Input")
+                ),
+                30,
+                "passphrase dialog",
+            )
+            modal = app.screen
+            hidden = modal.query_one("#answer-0", Input).password
+            questions = [q for q, _ in modal.questions]
+            await pilot.press(*"pw4tui", "enter")
+            await wait_for(
+                pilot, lambda: app.hub.conns["locked"].status == "connected", 30, "connected"
+            )
+            return hidden, questions
+
+    try:
+        hidden, questions = asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+    assert hidden  # typed without echo
+    assert questions == [f"Passphrase for {key}: "]
