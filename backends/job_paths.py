@@ -23,6 +23,11 @@ SUBMITTING = ".submitting"
 JOB_ID_FILE = "job_id"
 #: every task's result, for one ``ls``-like listing of a folder
 RESULT_GLOB = "*_result.pkl"
+#: the job's result-signing key (hex, 0600): written by the client with the pickles, read
+#: by the compute-side runner (hpcui.compute.signed) to sign each result file
+RESULT_KEY = ".hpcui-result-key"
+#: beside each result: HMAC-SHA256 of its bytes under RESULT_KEY, hex
+SIGNATURE_SUFFIX = ".hmac"
 
 _LOG_EXT: dict[str, str] = {"stdout": "out", "stderr": "err"}
 

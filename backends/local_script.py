@@ -41,7 +41,7 @@ def render_script(spec: BatchSpec, state_dir: str) -> str:
         "  local k rc=0 pids=()",
         f"  for ((k = 0; k < {ntasks}; k++)); do",
         '    SUBMITIT_LOCAL_JOB_ID="$1" SUBMITIT_LOCAL_LOCALID=$k SUBMITIT_LOCAL_GLOBALID=$k \\',
-        f"      {quote(spec.python)} -u -m submitit.core._submit {folder} \\",
+        f"      {quote(spec.python)} -u -m hpcui.compute.signed {folder} \\",
         f'      >>{folder}/"{out}" 2>>{folder}/"{err}" &',
         "    pids+=($!)",
         "  done",

@@ -112,7 +112,7 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
     else:
         job, pkl, pattern = '"${SLURM_JOB_ID}"', quote(pickle_name()), "%j"
     out = log_stem(pattern, "%t")
-    entry, srun_extra = "submitit.core._submit", ""
+    entry, srun_extra = "hpcui.compute.signed", ""  # submitit's process_job + signature
     if spec.launcher == "torchrun":  # hpcui/torchrun.py; each rank writes <id>_<rank>_log.*
         entry, srun_extra = "hpcui.torchrun agent", "--open-mode=append "
         out = log_stem(pattern, "0")  # the per-node agents log with rank 0

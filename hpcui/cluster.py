@@ -23,6 +23,7 @@ from hpcui.pickling import pickle_calls
 from hpcui.profiles import Profile, resolve_profile
 from hpcui.registry import JobRecord, Registry, shared_registry
 from hpcui.resources import Allocation, Resources, batch_spec, explain, resolve
+from hpcui.result_signing import job_key
 from hpcui.runtime_bundle import build_bundle
 from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.status import StatusService
@@ -340,7 +341,7 @@ class Cluster:
                 name=alloc.name,
                 folder=folder,
                 num_tasks=alloc.num_tasks,
-                meta={"script": script} if i == 0 else {},
+                meta={"script": script, "signed": True} if i == 0 else {"signed": True},
             )
             for i in range(len(calls))
         ]
@@ -355,13 +356,17 @@ class Cluster:
         ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self.status.track(ids)
         self._queue_changed()
-        return [Job(self, jid, folder, num_tasks=alloc.num_tasks, name=alloc.name) for jid in ids]
+        key = job_key(token)
+        return [
+            Job(self, jid, folder, num_tasks=alloc.num_tasks, name=alloc.name, result_key=key)
+            for jid in ids
+        ]
 
     def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
         submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
-        claim = submission.submit_claim()
+        claim = submission.submit_claim(job_key(token))
         try:
             res = self.transport.put_files(folder, files, then=submit, first=claim)
         except ConnectionLost as exc:
@@ -398,7 +403,16 @@ class Cluster:
                 f"({self.registry.path}). `hpcui jobs --cluster {self.name}` lists known jobs."
             )
         self.status.track([rec.job_id or ""], rec.state)
-        return Job(self, rec.job_id or "", rec.folder, num_tasks=rec.num_tasks, name=rec.name)
+        # jobs submitted before results were signed (no "signed" in meta) keep working
+        key = job_key(rec.token) if rec.meta.get("signed") else None
+        return Job(
+            self,
+            rec.job_id or "",
+            rec.folder,
+            num_tasks=rec.num_tasks,
+            name=rec.name,
+            result_key=key,
+        )
 
     def _resolve_vanished(self, job_ids: list[str]) -> dict[str, JobStatus]:
         """Jobs the scheduler forgot (no accounting): judge them by their result files."""

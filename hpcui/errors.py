@@ -107,5 +107,10 @@ class JobLostError(JobError):
     """The job ended without writing a result (killed, node failure, out of memory)."""
 
 
+class ResultIntegrityError(JobError):
+    """A result file on the cluster is not the one the job wrote (or is unreadable):
+    hpcui refuses to unpickle it."""
+
+
 class JobTimeoutError(JobError):
     """Waiting for the job took longer than the caller allowed."""

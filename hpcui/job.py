@@ -6,13 +6,15 @@ import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from hpcui.backends.job_paths import JobPaths, Stream
+from hpcui import result_signing
+from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream
 from hpcui.backends.states import JobState
 from hpcui.errors import (
     JobCancelledError,
     JobFailedError,
     JobLostError,
     JobTimeoutError,
+    ResultIntegrityError,
 )
 
 if TYPE_CHECKING:
@@ -41,9 +43,19 @@ class Job:
     """Created by `Cluster.submit`/`map`, or found again with `hpcui.get_job`."""
 
     def __init__(
-        self, cluster: JobHost, job_id: str, folder: str, *, num_tasks: int = 1, name: str = ""
+        self,
+        cluster: JobHost,
+        job_id: str,
+        folder: str,
+        *,
+        num_tasks: int = 1,
+        name: str = "",
+        result_key: bytes | None = None,
     ) -> None:
         self.cluster = cluster
+        #: results are unpickled only with a valid signature under this key (None: a job
+        #: submitted before hpcui signed results; hpcui/result_signing.py)
+        self.result_key = result_key
         self.job_id = job_id
         self.folder = folder
         self.num_tasks = num_tasks
@@ -102,11 +114,31 @@ class Job:
         return JobPaths(self.folder, self.job_id)
 
     def _outcome(self, task: int) -> tuple[str, Any] | None:
+        path = self.paths.result(task)
+        transport = self.cluster.transport
         try:  # one read, no separate stat: a missing file is the answer
-            data = self.cluster.transport.read_file(self.paths.result(task))
+            data = transport.read_file(path)
         except FileNotFoundError:
             return None
-        return pickle.loads(data)
+        what = f"task {task}, {path}"
+        if self.result_key is not None:
+            try:
+                signature: str | None = transport.read_file(path + SIGNATURE_SUFFIX).decode()
+            except FileNotFoundError:
+                signature = None
+            except UnicodeDecodeError:
+                signature = ""
+            result_signing.check(data, signature, self.result_key, what=what, job_id=self.job_id)
+        try:
+            outcome = pickle.loads(data)
+            kind, value = outcome
+        except Exception as exc:  # truncated or not submitit's (kind, value) pair
+            raise ResultIntegrityError(
+                f"The result of job {self.job_id} ({what}) cannot be read: {exc}. The file is "
+                "damaged (a full disk or quota while the job wrote it?); resubmit the job.",
+                job_id=self.job_id,
+            ) from exc
+        return kind, value
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's return value (task 0). Raises a JobError subclass on failure."""

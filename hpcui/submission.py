@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hpcui.backends.job_paths import JOB_ID_FILE, RESULT_GLOB, SUBMITTING, result_name
+from hpcui.backends.job_paths import JOB_ID_FILE, RESULT_GLOB, RESULT_KEY, SUBMITTING, result_name
 from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
@@ -89,16 +89,21 @@ def probe_remote(
     )
 
 
-def submit_claim() -> bytes:
+def submit_claim(result_key: bytes | None = None) -> bytes:
     """Run first in the job folder, before the upload is unpacked: claims the submit.
 
     The shell that will unpack and submit records its pid in `.submitting` and ignores
     SIGHUP from here on (a dropped SSH link must not stop it half way). A reconnect that
     finds the marker waits for that pid and reads its answer (`recover_command`) instead of
     submitting again, also while tar is still extracting many pickles on a slow file system.
+    With `result_key`, the job's result-signing key is written too (0600), by a builtin in
+    the same command: no file write of its own, never on a command line `ps` shows.
     Builtins only: the guard costs no extra process on the hot path.
     """
-    return f"echo \"${{BASHPID:-$$}}\" > {SUBMITTING} && trap '' HUP".encode()
+    claim = f"echo \"${{BASHPID:-$$}}\" > {SUBMITTING} && trap '' HUP"
+    if result_key is not None:
+        claim += f" && (umask 077 && printf '%s\\n' {result_key.hex()} > {RESULT_KEY})"
+    return claim.encode()
 
 
 def guarded_submit_command(submit: Command) -> bytes:

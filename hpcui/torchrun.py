@@ -83,9 +83,9 @@ def worker(folder: str) -> None:
 
         pbs_env.main([folder])
         return
-    from submitit.core.submission import process_job
+    from hpcui.compute.signed import run
 
-    process_job(folder)
+    run(folder)  # stock process_job, then the result signed
 
 
 def main(argv: list[str] | None = None) -> None:

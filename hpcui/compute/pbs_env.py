@@ -66,9 +66,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("usage: python -m hpcui.compute.pbs_env FOLDER")
     os.environ.setdefault("SUBMITIT_EXECUTOR", "pbs")
     install()
-    from submitit.core.submission import process_job
+    from hpcui.compute.signed import run
 
-    process_job(args[0])
+    run(args[0])  # stock process_job, then the result signed
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from hpcui.errors import (
     JobFailedError,
     JobLostError,
     RemotePythonError,
+    ResultIntegrityError,
     SchedulerError,
     UsageError,
 )
@@ -357,3 +358,37 @@ def test_the_job_base_is_made_private_but_an_existing_one_is_left_alone(dev_env)
         assert info.base.endswith(f"base-shared-{tag}")
         assert shared.run(f"stat -c %a ~/base-shared-{tag}").stdout.strip() == "2775"
         shared.run(f"rm -rf ~/base-shared-{tag}").check()
+
+
+def test_a_tampered_result_is_refused_before_unpickling(dev, tmp_path):
+    """A group member of a shared remote_base swaps the result for a crafted pickle: the
+    client refuses it (signature check) and never runs the pickle's code here."""
+    job = dev.submit(add, 40, 2, time="5m")
+    assert job.result(timeout=120) == 42
+    result = job.paths.result(0)
+    assert dev.run(["test", "-s", result + ".hmac"]).ok  # the job signed it
+    marker = tmp_path / f"pwned-{uuid.uuid4().hex}"
+    # what unpickling this would do on the laptop: create `marker`
+    evil = (
+        "import pickle, sys\n"
+        "class E:\n"
+        "    def __reduce__(self):\n"
+        f"        return (open, ({str(marker)!r}, 'w'))\n"
+        "sys.stdout.buffer.write(pickle.dumps(('success', E())))\n"
+    )
+    dev.run(["sh", "-c", f'python3 -c "$1" > {result}', "sh", evil]).check("tamper")
+    fresh = dev.get_job(job.job_id)  # a new Job: nothing cached
+    with pytest.raises(ResultIntegrityError, match="does not match its signature"):
+        fresh.result(timeout=60)
+    assert not marker.exists()
+    dev.run(["rm", "-f", result + ".hmac"]).check("rm")
+    with pytest.raises(ResultIntegrityError, match="has no signature"):
+        fresh.result(timeout=60)
+    assert not marker.exists()
+    # the CLI says so too, with the job-failed exit status
+    out = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", "result", job.job_id],
+        capture_output=True, text=True, env=os.environ, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 5 and "has no signature" in out.stderr, out.stderr
+    assert not marker.exists()

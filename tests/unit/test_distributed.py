@@ -124,10 +124,10 @@ def test_torchrun_allocation_script_and_result_count():
     assert (alloc.nodes, alloc.tasks_per_node, alloc.num_tasks) == (2, 1, 8)  # 8 results
     script = render_script(batch_spec(alloc, folder="/j", token="t", python="/v/python"))
     assert "HPCUI_NPROC_PER_NODE=4 HPCUI_MAX_RESTARTS=2" in script
-    assert "-m hpcui.torchrun agent /j" in script and "submitit.core._submit" not in script
+    assert "-m hpcui.torchrun agent /j" in script and "hpcui.compute.signed" not in script
     assert "--output=/j/%j_0_log.out" in script
     plain = render_script(BatchSpec(folder="/j", token="t", name="n", tasks_per_node=4))
-    assert "-m submitit.core._submit /j" in plain and "HPCUI_NPROC_PER_NODE" not in plain
+    assert "-m hpcui.compute.signed /j" in plain and "HPCUI_NPROC_PER_NODE" not in plain
     assert 'HPCUI_JOB_FOLDER=/j HPCUI_JOB_ID="${SLURM_JOB_ID}"' in plain
     argv = torchrun_argv(
         "py",

@@ -31,6 +31,7 @@ def test_holds_what_the_node_imports_and_not_the_faces():
         "typing_extensions.py",
         "hpcui/torchrun.py",
         "hpcui/distributed.py",
+        "hpcui/compute/signed.py",
         "hpcui/backends/job_paths.py",
         "hpcui/backends/launch.py",
         "hpcui/profiles/mn5-acc.toml",

@@ -1,0 +1,81 @@
+"""Result signing: the machine secret, per-job keys, and the compute-side signer on a real
+submitit job folder (run locally, no scheduler)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcui import result_signing
+from hpcui.backends.job_paths import RESULT_KEY, SIGNATURE_SUFFIX
+from hpcui.compute import signed
+from hpcui.errors import ResultIntegrityError
+
+
+def test_names_agree_between_client_and_compute_side():
+    assert signed.KEY_NAME == RESULT_KEY and signed.SUFFIX == SIGNATURE_SUFFIX
+
+
+def test_machine_secret_is_private_and_created_once():
+    first = result_signing.machine_secret()
+    path = result_signing._secret_path()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(first) == 32
+    assert result_signing.machine_secret() == first
+    a, b = result_signing.job_key("tok1"), result_signing.job_key("tok2")
+    assert a != b and result_signing.job_key("tok1") == a and len(a) == 32
+
+
+def test_check_refuses_missing_changed_and_truncated():
+    key = result_signing.job_key("t")
+    data = pickle.dumps(("success", 42))
+    good = result_signing.sign(data, key)
+    result_signing.check(data, good + "\n", key, what="x", job_id="1")
+    with pytest.raises(ResultIntegrityError, match="no signature"):
+        result_signing.check(data, None, key, what="x", job_id="1")
+    with pytest.raises(ResultIntegrityError, match="does not match"):
+        result_signing.check(pickle.dumps(("success", 666)), good, key, what="x", job_id="1")
+    with pytest.raises(ResultIntegrityError, match="does not match"):
+        result_signing.check(data[:-3], good, key, what="x", job_id="1")
+    with pytest.raises(ResultIntegrityError, match="does not match"):
+        result_signing.check(data, good, result_signing.job_key("other"), what="x", job_id="1")
+
+
+def test_the_runner_signs_the_result_submitit_wrote(tmp_path: Path):
+    """`python -m hpcui.compute.signed FOLDER` in a submitit job environment, as srun runs
+    it: the result file gets a signature under the folder's key."""
+    from submitit.core.utils import DelayedSubmission
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "77_submitted.pkl").write_bytes(pickle.dumps(DelayedSubmission(pow, 2, 5)))
+    key = result_signing.job_key("tok")
+    (folder / RESULT_KEY).write_text(key.hex())
+    env = {
+        **os.environ,
+        "SUBMITIT_EXECUTOR": "slurm",
+        "SLURM_JOB_ID": "77",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NTASKS": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_JOB_NODELIST": "localhost",
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "hpcui.compute.signed", str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    data = (folder / "77_0_result.pkl").read_bytes()
+    signature = (folder / f"77_0_result.pkl{SIGNATURE_SUFFIX}").read_text()
+    result_signing.check(data, signature, key, what="t", job_id="77")
+    assert pickle.loads(data) == ("success", 32)
