@@ -43,6 +43,20 @@ async def wait_for(pilot, cond, timeout: float = 60.0, what: object = "") -> Non
         await pilot.pause(0.1)
 
 
+async def wait_for_prompt(pilot, app, what: str) -> None:
+    """The prompt dialog is pushed, composed and focused: typing now reaches its input."""
+    await wait_for(
+        pilot,
+        lambda: (
+            isinstance(app.screen, PromptModal)
+            and app.focused is not None
+            and app.focused in app.screen.query("Input")
+        ),
+        30,
+        what,
+    )
+
+
 def cell(table: JobTable, key: str, col: str) -> str | None:
     return str(table.shown[key][col]) if key in table.shown else None
 
@@ -225,16 +239,7 @@ def test_two_factor_dialog_answers_the_real_sshd(dev_env):
     async def go():
         app = HpcuiApp("dev-2fa", connect=["dev-2fa"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(  # pushed, composed and focused before we type
-                pilot,
-                lambda: (
-                    isinstance(app.screen, PromptModal)
-                    and app.focused is not None
-                    and app.focused in app.screen.query("Input")
-                ),
-                30,
-                "2FA dialog",
-            )
+            await wait_for_prompt(pilot, app, "2FA dialog")
             code = subprocess.run(
                 ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
             ).stdout.strip()
@@ -302,16 +307,7 @@ def test_key_passphrase_dialog_unlocks_the_key(devcluster, tmp_path, monkeypatch
     async def go():
         app = HpcuiApp("locked", connect=["locked"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(
-                pilot,
-                lambda: (
-                    isinstance(app.screen, PromptModal)
-                    and app.focused is not None
-                    and app.focused in app.screen.query("Input")
-                ),
-                30,
-                "passphrase dialog",
-            )
+            await wait_for_prompt(pilot, app, "passphrase dialog")
             modal = app.screen
             hidden = modal.query_one("#answer-0", Input).password
             questions = [q for q, _ in modal.questions]
