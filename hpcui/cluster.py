@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import sys
@@ -17,7 +18,14 @@ from hpcui import logs as _logs  # site state (queue, quota, modules, logs): blo
 from hpcui import sitestate, submission
 from hpcui.backends.job_paths import SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
-from hpcui.errors import ConnectionLost, HpcuiError, RemotePythonError, SchedulerError, UsageError
+from hpcui.errors import (
+    ConnectionLost,
+    HpcuiError,
+    RemotePythonError,
+    RemoteWriteError,
+    SchedulerError,
+    UsageError,
+)
 from hpcui.job import Job
 from hpcui.pickling import pickle_calls
 from hpcui.profiles import Profile, resolve_profile
@@ -348,9 +356,12 @@ class Cluster:
         self.registry.add(records)  # before sbatch: a crash leaves a findable record
         try:
             base_id = self._submit_idempotent(folder, token, files)
-        except Exception:
+        except Exception as exc:
             if not self.registry.by_token(self.name, token)[0].job_id:
                 self.registry.remove_token(self.name, token)
+            if isinstance(exc, RemoteWriteError):  # nothing submitted: no partial folder left
+                with contextlib.suppress(HpcuiError):
+                    self.transport.run(["rm", "-rf", folder])
             raise
         self.registry.set_job_ids(self.name, token, base_id, is_array)
         ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
@@ -380,8 +391,21 @@ class Cluster:
             except ConnectionLost:
                 raise exc from None
         if not res.ok:
+            said = (res.stderr or res.stdout).strip()
+            if submission.disk_full(said):
+                # a write failed: before the claim or the unpack (nothing submitted), or the
+                # job id's (sbatch ran): the token decides, never a guess
+                job_id = self._recover_submit(folder, token)
+                if job_id is not None:
+                    return job_id
+                raise RemoteWriteError(
+                    f"Submitting to {self.name} failed: the disk or quota under "
+                    f"{folder.rsplit('/jobs/', 1)[0]} is full ({said}). Nothing was submitted. "
+                    "Free space there (`hpcui quota` shows usage) or set remote_base to a "
+                    "filesystem with room, then submit again."
+                )
             raise SchedulerError(
-                f"{self.name} rejected the job: {(res.stderr or res.stdout).strip()}. Fix the "
+                f"{self.name} rejected the job: {said}. Fix the "
                 "request (partition, qos, account, time) and submit again."
             )
         return sched.parse_submit(res.stdout)

@@ -60,6 +60,13 @@ class RemoteCommandError(HpcuiError):
         self.stderr = stderr
 
 
+class RemoteWriteError(HpcuiError):
+    """Writing a file on the cluster failed part way (a full disk or quota, mostly): the
+    partial file is removed, the message says where and how much."""
+
+    exit_code = 3
+
+
 class RegistryError(HpcuiError):
     """The local job registry (SQLite) could not be read or written (locked, broken)."""
 

@@ -10,12 +10,14 @@ from hpcui import result_signing
 from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream
 from hpcui.backends.states import JobState
 from hpcui.errors import (
+    HpcuiError,
     JobCancelledError,
     JobFailedError,
     JobLostError,
     JobTimeoutError,
     ResultIntegrityError,
 )
+from hpcui.submission import disk_full
 
 if TYPE_CHECKING:
     from hpcui.status import StatusService
@@ -178,13 +180,26 @@ class Job:
                 job_id=self.job_id,
                 stderr_tail=tail,
             )
+        why = "killed, out of memory, time limit or node failure"
+        if disk_full(tail) or self._folder_nearly_full():
+            why = "it could not write its result: the disk or quota of its job folder is full"
         raise JobLostError(
             f"Job {self.job_id} on {self.cluster.name} ended {state.value} without a result "
-            f"(killed, out of memory, time limit or node failure). Last lines of its stderr:\n"
+            f"({why}). Last lines of its stderr:\n"
             f"{tail or '(empty)'}",
             job_id=self.job_id,
             stderr_tail=tail,
         )
+
+    def _folder_nearly_full(self) -> bool:
+        """Less than 1 MiB free where the job writes (asked only for a job that left no
+        result: a full disk can swallow the result and the stderr that would say so)."""
+        try:
+            df = self.cluster.transport.run(["df", "-Pk", self.folder])
+            avail = df.stdout.splitlines()[-1].split()[3] if df.ok and df.stdout.strip() else ""
+        except (HpcuiError, OSError, IndexError):
+            return False
+        return avail.isdigit() and int(avail) < 1024
 
     # -- logs ------------------------------------------------------------------------------
 

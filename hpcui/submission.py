@@ -89,6 +89,14 @@ def probe_remote(
     )
 
 
+_DISK_FULL = re.compile(r"No space left on device|Disk quota exceeded|quota exceeded", re.I)
+
+
+def disk_full(said: str) -> bool:
+    """A remote command's error text names a full disk or quota (ENOSPC, EDQUOT)."""
+    return _DISK_FULL.search(said) is not None
+
+
 def submit_claim(result_key: bytes | None = None) -> bytes:
     """Run first in the job folder, before the upload is unpacked: claims the submit.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import logging
@@ -22,6 +23,8 @@ from hpcui.errors import (
     CommandTimeout,
     ConnectionLost,
     HostKeyError,
+    HpcuiError,
+    RemoteWriteError,
 )
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.keys import KeyLocked, KeyUnreadable, load_private_key
@@ -604,13 +607,17 @@ class SshTransport(Transport):
         (fewer Python round trips per byte), against ~50 ms to open the channel.
         """
         if isinstance(data, bytes) and len(data) >= STREAM_MIN:
-            cmd = b"cat > " + quote_bytes(path)
+            q = quote_bytes(path)
+            cmd = b"cat > " + q + b" || { rc=$?; rm -f " + q + b"; exit $rc; }"
             if mode is not None:
-                cmd += f" && chmod {mode:o} ".encode() + quote_bytes(path)
-            self._run_exec(cmd, data, None).check(f"writing {path}")
+                cmd += f" && chmod {mode:o} ".encode() + q
+            res = self._run_exec(cmd, data, None)
+            if not res.ok:
+                raise self._write_failed(path, len(data), res.stderr.strip() or "failed")
             return len(data)
         chunks = [data] if isinstance(data, bytes) else data
         written = 0
+        failed: BaseException | None = None
         with self._sftp_lock:
             sftp = self.sftp()
             with sftp.open(path, "wb") as fh:
@@ -620,9 +627,32 @@ class SshTransport(Transport):
                     for i in range(0, len(view), SFTP_CHUNK):
                         fh.write(view[i : i + SFTP_CHUNK])
                     written += len(chunk)
-            if mode is not None:
+                failed = _pipelined_write_error(fh, written)
+            if failed is None and mode is not None:
                 sftp.chmod(path, mode)
+        if failed is not None:
+            # free space measured with the partial file still there, then it goes
+            error = self._write_failed(path, written, str(failed) or type(failed).__name__)
+            with self._sftp_lock, contextlib.suppress(OSError):
+                self.sftp().remove(path)
+            raise error
         return written
+
+    def _write_failed(self, path: str, size: int, said: str) -> RemoteWriteError:
+        """The error for a write that stopped part way, with the free space where it went."""
+        folder = path.rsplit("/", 1)[0] or "/"
+        free = ""
+        with contextlib.suppress(HpcuiError):
+            df = self.run(["df", "-Pk", folder])
+            fields = df.stdout.splitlines()[-1].split() if df.ok and df.stdout.strip() else []
+            if len(fields) >= 4 and fields[3].isdigit():
+                free = f"; {int(fields[3]) * 1024:,} bytes free there (df)"
+        return RemoteWriteError(
+            f"Writing {path} ({size:,} bytes) on {self.target.label} failed ({said}){free}. "
+            "The disk or quota there is most likely full: free space (`hpcui quota` shows "
+            "usage) or set remote_base to a filesystem with room, then try again. The partial "
+            "file was removed."
+        )
 
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
         """A range by SFTP readv (log tails: no channel setup), large ranges through `cat`."""
@@ -704,6 +734,27 @@ def tar_files(files: dict[str, bytes], *, mode: int = 0o600) -> bytes:
 def _check_name(name: str) -> None:
     if not name or name.startswith("/") or ".." in name.split("/"):
         raise ValueError(f"put_files takes relative names inside the folder, got {name!r}")
+
+
+def _pipelined_write_error(fh: paramiko.SFTPFile, written: int) -> BaseException | None:
+    """The first failed write of a pipelined SFTP upload, or None.
+
+    paramiko reads the statuses of pipelined writes only when more than 100 are in flight
+    and never at close, so a full disk (SSH_FX_FAILURE) went unnoticed and left a
+    truncated file. Its write replies are already on their way, in order, before the
+    close's: reading them here costs no extra round trip. Without paramiko's queue (another
+    version), the file's size tells.
+    """
+    reqs = getattr(fh, "_reqs", None)
+    try:
+        if reqs is None:
+            size = fh.stat().st_size
+            return None if size == written else OSError(f"only {size} of {written} bytes written")
+        while reqs:
+            fh.sftp._read_response(reqs.popleft())  # raises on an error status
+    except (OSError, EOFError) as exc:
+        return exc
+    return None
 
 
 def add_known_host(path: str, name: str, key: paramiko.PKey) -> None:
