@@ -15,7 +15,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from hpcui.errors import (
     AuthenticationError,
@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     import paramiko
 
 log = logging.getLogger(__name__)
+# paramiko logs a dropped socket at ERROR; with no handler Python would print it on the
+# terminal (and over the app). hpcui reports drops itself, as ConnectionLost.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+_T = TypeVar("_T")
 
 #: (title, instructions, [(prompt, echo)]) -> answers. Same shape as paramiko's handler.
 PromptCallback = Callable[[str, str, list[tuple[str, bool]]], list[str]]
@@ -435,6 +439,11 @@ class SshTransport(Transport):
                 ) from exc
             if conn.is_authenticated():
                 return
+        if not conn.is_active():  # the link went away, the credentials were not refused
+            raise ConnectionLost(
+                f"Connection to {self.target.label} dropped during authentication (keys tried: "
+                f"{', '.join(tried) or 'none'}). The next call reconnects."
+            )
         locked = self._locked_keys
         if locked and not conn.is_authenticated():
             raise AuthenticationError(
@@ -598,7 +607,50 @@ class SshTransport(Transport):
                 )
             return self._sftp
 
+    def _link_up(self) -> bool:
+        return self._conn is not None and self._conn.is_active()
+
+    def _file_op(self, what: str, op: Callable[[], _T], *, retry: bool) -> _T:
+        """An SFTP or exec-channel operation: a dropped link becomes ConnectionLost (not a
+        raw EOFError, SSHException or socket error); an idempotent one (`retry`) is tried
+        once more on a new connection. An error while the link is still up is the
+        server's answer (no such file, permission, ...) and passes unchanged."""
+        import paramiko
+
+        for attempt in (0, 1):
+            conn = self._conn
+            try:
+                return op()
+            except HpcuiError:
+                raise
+            except (EOFError, paramiko.SSHException, OSError) as exc:
+                if self._link_up() and isinstance(exc, OSError):
+                    raise
+                with self._lock:
+                    if self._conn is conn:
+                        self._drop()
+                if retry and attempt == 0:
+                    log.info("link to %s dropped while %s; retrying", self.target.label, what)
+                    continue
+                said = str(exc) or type(exc).__name__
+                raise ConnectionLost(
+                    f"Connection to {self.target.label} dropped while {what} ({said}). "
+                    "The next call reconnects."
+                ) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def write_file(
+        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+    ) -> int:
+        """Write a file. Bytes are retried once after a drop (the file is rewritten whole);
+        an iterable of chunks is consumed once, so it is not."""
+        return self._file_op(
+            f"writing {path}",
+            lambda: self._write_file(path, data, mode=mode),
+            retry=isinstance(data, bytes),
+        )
+
+    def _write_file(
         self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
     ) -> int:
         """Small files by SFTP (no channel setup); large ones streamed through `cat`.
@@ -613,6 +665,8 @@ class SshTransport(Transport):
                 cmd += f" && chmod {mode:o} ".encode() + q
             res = self._run_exec(cmd, data, None)
             if not res.ok:
+                if not self._link_up():
+                    raise EOFError("the link closed during the upload")  # -> _file_op
                 raise self._write_failed(path, len(data), res.stderr.strip() or "failed")
             return len(data)
         chunks = [data] if isinstance(data, bytes) else data
@@ -630,6 +684,8 @@ class SshTransport(Transport):
                 failed = _pipelined_write_error(fh, written)
             if failed is None and mode is not None:
                 sftp.chmod(path, mode)
+        if failed is not None and (isinstance(failed, EOFError) or not self._link_up()):
+            raise failed  # a drop, not a full disk: _file_op reconnects and retries
         if failed is not None:
             # free space measured with the partial file still there, then it goes
             error = self._write_failed(path, written, str(failed) or type(failed).__name__)
@@ -655,6 +711,11 @@ class SshTransport(Transport):
         )
 
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        return self._file_op(
+            f"reading {path}", lambda: self._read_file(path, offset, length), retry=True
+        )
+
+    def _read_file(self, path: str, offset: int, length: int | None) -> bytes:
         """A range by SFTP readv (log tails: no channel setup), large ranges through `cat`."""
         with self._sftp_lock:
             sftp = self.sftp()
@@ -672,11 +733,14 @@ class SshTransport(Transport):
         return res.stdout_bytes
 
     def stat_size(self, path: str) -> int | None:
-        with self._sftp_lock:
-            try:
-                return self.sftp().stat(path).st_size
-            except FileNotFoundError:
-                return None
+        def stat() -> int | None:
+            with self._sftp_lock:
+                try:
+                    return self.sftp().stat(path).st_size
+                except FileNotFoundError:
+                    return None
+
+        return self._file_op(f"checking {path}", stat, retry=True)
 
     def put_files(
         self,
@@ -693,14 +757,20 @@ class SshTransport(Transport):
         folder is created 0700: what lands in it is private to the user.
         """
         directory = directory.rstrip("/")
-        with self._sftp_lock:
-            sftp = self.sftp()
-            try:
-                sftp.mkdir(directory, 0o700)
-            except FileNotFoundError:
-                self.run(["mkdir", "-p", "-m", "700", directory]).check(f"creating {directory}")
-            except OSError:
-                pass  # exists already: a retry, or files added to a folder
+
+        def mkdir() -> None:
+            with self._sftp_lock:
+                sftp = self.sftp()
+                try:
+                    sftp.mkdir(directory, 0o700)
+                except FileNotFoundError:
+                    self.run(["mkdir", "-p", "-m", "700", directory]).check(f"creating {directory}")
+                except OSError:
+                    if not self._link_up():
+                        raise  # the link, not an existing folder
+                    # exists already: a retry, or files added to a folder
+
+        self._file_op(f"creating {directory}", mkdir, retry=True)
         # The shell parses every byte of a command, so `then` runs inside the folder with
         # short relative paths. Few files: one SFTP write each (cheaper than a tar process).
         cmd = b"cd " + quote_bytes(directory)

@@ -381,3 +381,45 @@ def test_passphrase_key_held_by_the_agent_needs_no_prompt(devcluster, locked_key
             assert t.run("whoami").stdout.strip() == "hpcuser"
     finally:
         subprocess.run(["kill", str(pid)], check=False)
+
+
+@pytest.mark.parametrize("size", [6_000_000, 20_000_000], ids=["sftp", "stream"])
+def test_an_upload_cut_by_a_drop_is_retried_whole(devcluster, size):
+    """Before: a raw EOFError (SFTP) or OSError "Socket is closed" (the `cat` stream)."""
+    with _transport() as t:
+        assert t.run("true").ok
+        ppid = t.run("ps -o ppid= -p $PPID").stdout.strip()  # this connection's sshd
+        session = t.run("echo $PPID").stdout.strip()
+        killer = threading.Timer(
+            0.05, lambda: subprocess.run(["kill", "-9", ppid, session], check=False)
+        )
+        killer.start()
+        assert t.write_file(f"drop-{size}", b"x" * size) == size
+        killer.join()
+        assert t.connects >= 2, "the drop did not happen: the test proved nothing"
+        assert t.stat_size(f"drop-{size}") == size  # whole, not the cut-off part
+        t.run(["rm", "-f", f"drop-{size}"])
+
+
+def test_file_operations_on_a_dead_link_raise_connection_lost(devcluster):
+    """No raw EOFError/SSHException/socket error reaches the caller: after the one retry,
+    ConnectionLost names what was being done."""
+    with _transport() as t:
+        calls = []
+
+        def always_dropping():
+            calls.append(1)
+            raise EOFError()
+
+        with pytest.raises(ConnectionLost, match="dropped while reading x"):
+            t._file_op("reading x", always_dropping, retry=True)
+        assert len(calls) == 2  # tried again once
+        calls.clear()
+        with pytest.raises(ConnectionLost, match="dropped while creating y"):
+            t._file_op("creating y", always_dropping, retry=False)
+        assert len(calls) == 1
+        # the server's own answers pass unchanged while the link is up
+        assert t.run("true").ok
+        with pytest.raises(FileNotFoundError):
+            t.read_file("/nonexistent/file")
+        assert t.run("echo still").stdout == "still\n"
