@@ -432,7 +432,14 @@ class SshTransport(Transport):
                 )
             try:
                 conn.auth_interactive(user, self.prompt)
-            except paramiko.AuthenticationException as exc:
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                if not conn.is_active():  # the link died while we answered: not a refusal
+                    raise ConnectionLost(
+                        f"Connection to {self.target.label} dropped during the "
+                        "keyboard-interactive login; connecting again."
+                    ) from exc
+                if not isinstance(exc, paramiko.AuthenticationException):
+                    raise
                 raise AuthenticationError(
                     f"{self.target.label} rejected the keyboard-interactive answers: {exc}. "
                     "Check the code (TOTP codes expire every 30 s) and try again."

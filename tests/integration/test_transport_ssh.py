@@ -423,3 +423,31 @@ def test_file_operations_on_a_dead_link_raise_connection_lost(devcluster):
         with pytest.raises(FileNotFoundError):
             t.read_file("/nonexistent/file")
         assert t.run("echo still").stdout == "still\n"
+
+
+def test_a_drop_during_the_login_is_not_a_refusal(devcluster):
+    """The link dies while the user answers the 2FA prompt (the sshd serving us is
+    SIGKILLed): hpcui connects again and asks again. Before: "rejected the
+    keyboard-interactive answers", as if the code had been wrong."""
+    from tests.conftest import sshd_pid
+
+    listener = sshd_pid("2fa")
+    asked = []
+
+    def answer(title, instructions, questions):
+        if not questions:  # PAM's closing round asks nothing
+            return []
+        asked.append(title)
+        if len(asked) == 1:  # the newest child of the listener serves this login
+            child = subprocess.run(
+                ["pgrep", "-n", "-P", str(listener)], capture_output=True, text=True
+            ).stdout.strip()
+            assert child, "no sshd child serving the login"
+            subprocess.run(["kill", "-9", child], check=True)
+            time.sleep(0.3)
+        return [_totp() for _ in questions]
+
+    with _transport("hpcui-2fa", prompt=answer) as t:
+        assert t.run("whoami").stdout.strip() == "hpcuser"
+        assert t.connects == 1  # one successful connection, after one failed attempt
+    assert len(asked) == 2

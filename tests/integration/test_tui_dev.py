@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+import uuid
 
 import pytest
 from textual.widgets import Input
@@ -162,7 +163,10 @@ def test_both_sites_in_one_jobs_screen(dev_env):
 
 
 def test_cancel_from_the_table_with_confirmation_and_filter(dev):
-    job = dev.submit(nap, 300, name="tui-nap", time="10m")
+    # filtered by a name no other row has: a fresh cluster's small job ids (say "57") also
+    # appear in other rows' ids and times
+    name = f"tuinap{uuid.uuid4().hex[:8]}"
+    job = dev.submit(nap, 300, name=name, time="10m")
 
     async def go():
         app = HpcuiApp("dev", connect=["dev"])
@@ -171,7 +175,7 @@ def test_cancel_from_the_table_with_confirmation_and_filter(dev):
             table = screen.query_one("#live", JobTable)
             key = f"dev:{job.job_id}"
             await wait_for(pilot, lambda: key in table.shown, 60, "row")
-            await pilot.press("slash", *job.job_id, "enter")
+            await pilot.press("slash", *name, "enter")
             await wait_for(pilot, lambda: list(table.shown) == [key], 10, "filter")
             table.move_cursor(row=table.get_row_index(key))
             await pilot.press("c")
