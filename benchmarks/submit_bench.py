@@ -61,6 +61,26 @@ def _hpcui_map(dev) -> float:  # type: ignore[no-untyped-def]
     return took * 1000
 
 
+def _result_reads(dev) -> None:  # type: ignore[no-untyped-def]
+    """Reading a finished job's result: signature checked (two reads) against the unsigned
+    read before results were signed (one read), alternating on the same finished job."""
+    from hpcui.job import Job
+
+    job = dev.submit(add, 2, 3, time="5m")
+    job.result(timeout=120)
+    signed = Job(dev, job.job_id, job.folder, result_key=job.result_key)
+    unsigned = Job(dev, job.job_id, job.folder)
+    times: dict[str, list[float]] = {"signed": [], "unsigned": []}
+    for _ in range(30):
+        for name, j in (("signed", signed), ("unsigned", unsigned)):
+            t = time.perf_counter()
+            assert j.result(timeout=60) == 5
+            times[name].append((time.perf_counter() - t) * 1000)
+    s, u = (statistics.median(times[k]) for k in ("signed", "unsigned"))
+    print("result() of a finished job, medians of 30 alternating reads:")
+    print(f"  signature checked {s:6.2f} ms   unsigned read {u:6.2f} ms   ratio {s / u:4.2f}")
+
+
 def main() -> None:
     dev = connect("dev")
     info = dev.remote_info()
@@ -91,6 +111,8 @@ def main() -> None:
         f"  100-element map hpcui over SSH {h_arr:7.1f} ms   submitit on login node {s_arr:7.1f} ms"
         f"   ratio {h_arr / s_arr:4.2f}"
     )
+
+    _result_reads(dev)
 
     print("scheduler calls per poll:")
     for n in (1, 100, 1000):

@@ -354,8 +354,9 @@ class Cluster:
             for i in range(len(calls))
         ]
         self.registry.add(records)  # before sbatch: a crash leaves a findable record
+        key = job_key(token)
         try:
-            base_id = self._submit_idempotent(folder, token, files)
+            base_id = self._submit_idempotent(folder, token, files, key)
         except Exception as exc:
             if not self.registry.by_token(self.name, token)[0].job_id:
                 self.registry.remove_token(self.name, token)
@@ -367,17 +368,18 @@ class Cluster:
         ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self.status.track(ids)
         self._queue_changed()
-        key = job_key(token)
         return [
             Job(self, jid, folder, num_tasks=alloc.num_tasks, name=alloc.name, result_key=key)
             for jid in ids
         ]
 
-    def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
+    def _submit_idempotent(
+        self, folder: str, token: str, files: dict[str, bytes], result_key: bytes
+    ) -> str:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
         submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
-        claim = submission.submit_claim(job_key(token))
+        claim = submission.submit_claim(result_key)
         try:
             res = self.transport.put_files(folder, files, then=submit, first=claim)
         except ConnectionLost as exc:

@@ -10,7 +10,6 @@ from hpcui import result_signing
 from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream
 from hpcui.backends.states import JobState
 from hpcui.errors import (
-    HpcuiError,
     JobCancelledError,
     JobFailedError,
     JobLostError,
@@ -194,12 +193,8 @@ class Job:
     def _folder_nearly_full(self) -> bool:
         """Less than 1 MiB free where the job writes (asked only for a job that left no
         result: a full disk can swallow the result and the stderr that would say so)."""
-        try:
-            df = self.cluster.transport.run(["df", "-Pk", self.folder])
-            avail = df.stdout.splitlines()[-1].split()[3] if df.ok and df.stdout.strip() else ""
-        except (HpcuiError, OSError, IndexError):
-            return False
-        return avail.isdigit() and int(avail) < 1024
+        free = self.cluster.transport.free_bytes(self.folder)
+        return free is not None and free < 1024 * 1024
 
     # -- logs ------------------------------------------------------------------------------
 

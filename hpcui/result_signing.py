@@ -3,21 +3,25 @@
 Unpickling runs code, and a result file comes from a folder on a shared filesystem: in a
 group-writable project directory anyone in the group can swap a job folder for one with a
 crafted ``*_result.pkl``. So each job gets a key (HMAC of the job's token under this
-machine's secret, kept 0600 in hpcui's data directory), uploaded 0600 into its job folder
-(0700); the compute-side runner signs each result it writes (``<result>.hmac``), and the
+machine's secret, kept 0600 in hpcui's data directory), written 0600 into its job folder
+(0700) by the submit's claim command; the compute-side runner signs each result it writes (``<result>.hmac``), and the
 client checks the signature before unpickling. Whoever cannot read the job folder cannot
 learn the key. Trust model and limits: docs/architecture.md ("Results").
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
 import secrets
 from pathlib import Path
 
+from hpcui.compute.signed import sign
 from hpcui.errors import ResultIntegrityError
+
+__all__ = ["check", "job_key", "machine_secret", "sign"]
 
 SECRET_NAME = "result-signing.key"
 
@@ -30,18 +34,26 @@ def _secret_path() -> Path:
 
 def machine_secret() -> bytes:
     """32 random bytes, created once (0600, never overwritten: a race keeps the first)."""
-    path = _secret_path()
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return bytes.fromhex(path.read_text().strip())
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_hex(32) + "\n")
+    return _secret_at(_secret_path())
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_at(path: Path) -> bytes:
+    """Read once per process (every submit and get_job needs it). Created whole or not
+    at all: written to a private temporary file, then linked into place, so a process
+    racing this one never reads a half-written secret."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: keep theirs
+        finally:
+            tmp.unlink()
     return bytes.fromhex(path.read_text().strip())
 
 
@@ -50,10 +62,6 @@ def job_key(token: str) -> bytes:
     return hmac.new(
         machine_secret(), b"hpcui-result-key:" + token.encode(), hashlib.sha256
     ).digest()
-
-
-def sign(data: bytes, key: bytes) -> str:
-    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def check(data: bytes, signature: str | None, key: bytes, *, what: str, job_id: str) -> None:

@@ -32,10 +32,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return EXIT_OK
     _print_jobs(args, [("", r) for r in rows])
     if not rows:
-        what = "in the history" if args.history else "in the queue"
         hint = "" if args.all else " (--all includes jobs not submitted by hpcui)"
-        out.note(f"no jobs {what} on {cluster.name}{hint}")
+        out.note(f"no jobs {_where(args)} on {cluster.name}{hint}")
     return EXIT_OK
+
+
+def _where(args: argparse.Namespace) -> str:
+    return "in the history" if args.history else "in the queue"
 
 
 def _cluster_list(value: str | None) -> list[str] | None:
@@ -88,7 +91,7 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
     others still listed (exit status: the first failure's)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from hpcui.cli.models import cluster_rows_type
+    from hpcui.cli.models import cluster_row_type
 
     def fetch(name: str) -> list[Any]:
         return _job_rows(args, connect(name), notes=False)
@@ -105,14 +108,12 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
     for name, exc in failed:
         out.note(f"{name}: {exc}")
     if args.json:
-        kind = cluster_rows_type(args)
-        item = kind.__args__[0]
-        out.emit_json(kind, [item(**r.model_dump(), cluster=name) for name, r in rows])
+        row = cluster_row_type(args)
+        out.emit_json(list[row], [row(**r.model_dump(), cluster=name) for name, r in rows])  # type: ignore[valid-type]
     else:
         _print_jobs(args, rows)
         if not rows and not failed:
-            what = "in the history" if args.history else "in the queue"
-            out.note(f"no jobs {what} on {', '.join(names)}")
+            out.note(f"no jobs {_where(args)} on {', '.join(names)}")
     return exit_code_for(failed[0][1]) if failed else EXIT_OK
 
 

@@ -152,9 +152,9 @@ class ClusterHistoryJob(HistoryJob):
     cluster: str
 
 
-def cluster_rows_type(args: argparse.Namespace) -> Any:
-    """The type `hpcui jobs --json` prints for several clusters."""
-    return list[ClusterHistoryJob] if getattr(args, "history", None) else list[ClusterQueueJob]
+def cluster_row_type(args: argparse.Namespace) -> type[ClusterQueueJob | ClusterHistoryJob]:
+    """One row of `hpcui jobs --json` over several clusters."""
+    return ClusterHistoryJob if getattr(args, "history", None) else ClusterQueueJob
 
 
 def output_type(args: argparse.Namespace) -> Any:
@@ -166,7 +166,7 @@ def output_type(args: argparse.Namespace) -> Any:
         from hpcui.cli.common import several_clusters
 
         if several_clusters(getattr(args, "cluster", None)):
-            return cluster_rows_type(args)
+            return list[cluster_row_type(args)]  # type: ignore[misc]
         return list[HistoryJob] if getattr(args, "history", None) else list[QueueJob]
     if cmd == "profiles":
         return Profile if getattr(args, "name", None) else list[ProfileRow]

@@ -1,8 +1,9 @@
 """The compute-side runner: stock submitit's process_job, then the result signed.
 
 `python -m hpcui.compute.signed FOLDER` replaces `python -m submitit.core._submit FOLDER`
-in hpcui's batch scripts; PBS and torchrun call `run()`. Standard library and submitit
-only (this runs on the cluster). Why: hpcui/result_signing.py.
+in hpcui's batch scripts; PBS and torchrun call `run()`. Standard library, submitit and
+the job folder's names only (this runs on the cluster). `sign` is also what the client
+checks against (hpcui/result_signing.py says why results are signed).
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ import hmac
 import os
 import sys
 
-KEY_NAME = ".hpcui-result-key"  # backends/job_paths.RESULT_KEY (the client writes it)
-SUFFIX = ".hmac"  # backends/job_paths.SIGNATURE_SUFFIX
+from hpcui.backends.job_paths import RESULT_KEY, SIGNATURE_SUFFIX
+
+
+def sign(data: bytes, key: bytes) -> str:
+    """A result file's signature: HMAC-SHA256 of its bytes under the job's key, hex."""
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def sign_result(folder: str) -> None:
@@ -21,7 +26,7 @@ def sign_result(folder: str) -> None:
     from submitit import JobEnvironment
 
     try:
-        with open(os.path.join(folder, KEY_NAME)) as fh:
+        with open(os.path.join(folder, RESULT_KEY)) as fh:
             key = bytes.fromhex(fh.read().strip())
     except FileNotFoundError:
         return  # submitted by an hpcui without signing
@@ -31,10 +36,10 @@ def sign_result(folder: str) -> None:
             data = fh.read()
     except FileNotFoundError:
         return  # requeued or killed: no result to sign
-    tmp = f"{result}{SUFFIX}.tmp{os.getpid()}"
+    tmp = f"{result}{SIGNATURE_SUFFIX}.tmp{os.getpid()}"
     with open(tmp, "w") as fh:
-        fh.write(hmac.new(key, data, hashlib.sha256).hexdigest() + "\n")
-    os.replace(tmp, result + SUFFIX)
+        fh.write(sign(data, key) + "\n")
+    os.replace(tmp, result + SIGNATURE_SUFFIX)
 
 
 def run(folder: str) -> None:

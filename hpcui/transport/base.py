@@ -90,6 +90,22 @@ class Transport(abc.ABC):
     def stat_size(self, path: str) -> int | None:
         """Size of a file, None when it does not exist."""
 
+    def free_bytes(self, path: str) -> int | None:
+        """Bytes the user may still write on the filesystem holding `path` (`df -Pk`, read
+        by the quota fallback's parser); None when df cannot tell. Asked only after a
+        write failed or a job left no result, to say whether the disk is full."""
+        from hpcui.backends.quota import QuotaParseError, parse_df
+        from hpcui.errors import HpcuiError
+
+        try:
+            res = self.run(["df", "-Pk", path])
+            entries = parse_df(res.stdout) if res.ok else []
+        except (HpcuiError, QuotaParseError):
+            return None
+        if len(entries) != 1 or entries[0].hard_bytes is None or entries[0].used_bytes is None:
+            return None
+        return entries[0].hard_bytes - entries[0].used_bytes
+
     def home(self) -> str:
         """The remote user's home directory (cached by implementations)."""
         return self.run(["sh", "-c", 'printf %s "$HOME"']).check("reading $HOME").stdout

@@ -703,15 +703,10 @@ class SshTransport(Transport):
 
     def _write_failed(self, path: str, size: int, said: str) -> RemoteWriteError:
         """The error for a write that stopped part way, with the free space where it went."""
-        folder = path.rsplit("/", 1)[0] or "/"
-        free = ""
-        with contextlib.suppress(HpcuiError):
-            df = self.run(["df", "-Pk", folder])
-            fields = df.stdout.splitlines()[-1].split() if df.ok and df.stdout.strip() else []
-            if len(fields) >= 4 and fields[3].isdigit():
-                free = f"; {int(fields[3]) * 1024:,} bytes free there (df)"
+        free = self.free_bytes(path.rsplit("/", 1)[0] or "/")
+        where = "" if free is None else f"; {free:,} bytes free there (df)"
         return RemoteWriteError(
-            f"Writing {path} ({size:,} bytes) on {self.target.label} failed ({said}){free}. "
+            f"Writing {path} ({size:,} bytes) on {self.target.label} failed ({said}){where}. "
             "The disk or quota there is most likely full: free space (`hpcui quota` shows "
             "usage) or set remote_base to a filesystem with room, then try again. The partial "
             "file was removed."

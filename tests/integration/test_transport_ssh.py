@@ -197,12 +197,16 @@ def test_proxyjump_through_second_sshd(devcluster):
         assert conn[2:] == ["127.0.0.1", "2222"]
 
 
-def _kill_session_sshd(t: SshTransport) -> None:
-    """SIGKILL the per-connection sshd serving `t` (the parent of its session shell)."""
+def _session_sshd_pids(t: SshTransport) -> list[str]:
+    """The per-connection sshd serving `t` and its session process (its shell's parent)."""
     ppid = int(t.run("ps -o ppid= -p $PPID").stdout.strip() or 0)  # our shell's sshd
     session = int(t.run("echo $PPID").stdout.strip())
-    for pid in {session, ppid}:
-        subprocess.run(["kill", "-9", str(pid)], check=False)
+    return [str(pid) for pid in {session, ppid} if pid]
+
+
+def _kill_session_sshd(t: SshTransport, pids: list[str] | None = None) -> None:
+    """SIGKILL the per-connection sshd serving `t` (`pids`: found earlier)."""
+    subprocess.run(["kill", "-9", *(pids or _session_sshd_pids(t))], check=False)
 
 
 def test_killed_connection_reconnects_on_next_call(devcluster):
@@ -388,11 +392,8 @@ def test_an_upload_cut_by_a_drop_is_retried_whole(devcluster, size):
     """Before: a raw EOFError (SFTP) or OSError "Socket is closed" (the `cat` stream)."""
     with _transport() as t:
         assert t.run("true").ok
-        ppid = t.run("ps -o ppid= -p $PPID").stdout.strip()  # this connection's sshd
-        session = t.run("echo $PPID").stdout.strip()
-        killer = threading.Timer(
-            0.05, lambda: subprocess.run(["kill", "-9", ppid, session], check=False)
-        )
+        pids = _session_sshd_pids(t)  # found before the upload, killed during it
+        killer = threading.Timer(0.05, _kill_session_sshd, args=(t, pids))
         killer.start()
         assert t.write_file(f"drop-{size}", b"x" * size) == size
         killer.join()
