@@ -216,9 +216,12 @@ def test_host_key_dialog_accept_writes_known_hosts(devcluster, tmp_path, monkeyp
     async def go():
         app = HpcuiApp("fresh", connect=["fresh"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(  # pushed, and composed (the query races the compose otherwise)
-                pilot,
-                lambda: isinstance(app.screen, HostKeyModal) and bool(app.screen.query("Markdown")),
+            await wait_for(  # pushed, composed, and its text rendered: Markdown fills
+                pilot,  # `source` in its own mount step, after the widget exists
+                lambda: (
+                    isinstance(app.screen, HostKeyModal)
+                    and any(m.source for m in app.screen.query("Markdown"))
+                ),
                 30,
                 "dialog",
             )
