@@ -7,6 +7,7 @@ import logging
 import shutil
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -15,15 +16,18 @@ from functools import cached_property
 from typing import Any
 
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
-from hpcui import sitestate, submission
-from hpcui.backends.job_paths import SCRIPT, pickle_name
+from hpcui import sitestate, submission, submit_recovery
+from hpcui.backends.job_paths import RESULT_KEY, SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
+    CommandTimeout,
     ConnectionLost,
     HpcuiError,
     RemotePythonError,
     RemoteWriteError,
     SchedulerError,
+    SubmitOutcomeUnknown,
+    SubmitRejected,
     UsageError,
 )
 from hpcui.job import Job
@@ -38,6 +42,9 @@ from hpcui.status import StatusService
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
+
+#: cut-off submissions are looked for at most this often by the polls (forced on a miss)
+RECONCILE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class Cluster:
         self._on_unknown_host = on_unknown_host
         self._remote: submission.RemoteInfo | None = None
         self._setup_checked = False
+        self._reconciled_at: float | None = None
         self._lock = threading.Lock()
         _silence_submitit()
 
@@ -322,6 +330,7 @@ class Cluster:
         # fails early on unpicklable input
         pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
         info = self.remote_info()
+        self._reconcile_quietly()
         self._check_setup_modules()
         bundle = self._ensure_bundle(info)
         token = uuid.uuid4().hex[:16]
@@ -336,7 +345,9 @@ class Cluster:
             pythonpath=(bundle,),
         )
         script = self.scheduler.render_script(spec)
-        files = {SCRIPT: script.encode()}
+        key = job_key(token)
+        # the key in a file of the upload (0700 folder), never in a command's text
+        files = {SCRIPT: script.encode(), RESULT_KEY: key.hex().encode() + b"\n"}
         if is_array:
             files.update({pickle_name(i): p for i, p in enumerate(pickles)})
         else:
@@ -349,21 +360,24 @@ class Cluster:
                 name=alloc.name,
                 folder=folder,
                 num_tasks=alloc.num_tasks,
-                meta={"script": script, "signed": True} if i == 0 else {"signed": True},
+                meta={"script": script, "signed": True, "submitter": submit_recovery.submitter()}
+                if i == 0
+                else {"signed": True},
             )
             for i in range(len(calls))
         ]
-        self.registry.add(records)  # before sbatch: a crash leaves a findable record
-        key = job_key(token)
-        try:
-            base_id = self._submit_idempotent(folder, token, files, key)
-        except Exception as exc:
-            if not self.registry.by_token(self.name, token)[0].job_id:
+        with submit_recovery.in_flight(self.name, token):
+            self.registry.add(records)  # before sbatch: a crash leaves a findable record
+            try:
+                base_id = self._submit_idempotent(folder, token, files)
+            except (SubmitRejected, RemoteWriteError):  # nothing was submitted, for certain
                 self.registry.remove_token(self.name, token)
-            if isinstance(exc, RemoteWriteError):  # nothing submitted: no partial folder left
                 with contextlib.suppress(HpcuiError):
                     self.transport.run(["rm", "-rf", folder])
-            raise
+                raise
+            except (ConnectionLost, CommandTimeout, SchedulerError) as exc:
+                base_id = self._outcome_unknown(token, exc)
+        # anything else (KeyboardInterrupt...) leaves the record to submit_recovery
         self.registry.set_job_ids(self.name, token, base_id, is_array)
         ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self.status.track(ids)
@@ -373,13 +387,11 @@ class Cluster:
             for jid in ids
         ]
 
-    def _submit_idempotent(
-        self, folder: str, token: str, files: dict[str, bytes], result_key: bytes
-    ) -> str:
+    def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
         submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
-        claim = submission.submit_claim(result_key)
+        claim = submission.submit_claim()
         try:
             res = self.transport.put_files(folder, files, then=submit, first=claim)
         except ConnectionLost as exc:
@@ -406,11 +418,46 @@ class Cluster:
                     "Free space there (`hpcui quota` shows usage) or set remote_base to a "
                     "filesystem with room, then submit again."
                 )
-            raise SchedulerError(
+            raise SubmitRejected(
                 f"{self.name} rejected the job: {said}. Fix the "
                 "request (partition, qos, account, time) and submit again."
             )
         return sched.parse_submit(res.stdout)
+
+    def _outcome_unknown(self, token: str, exc: HpcuiError) -> str:
+        """The submit was cut off after its claim: finished now if its folder already holds
+        the answer, else the record stays for `reconcile_submissions` (never deleted while
+        the job may exist, never submitted again)."""
+        with contextlib.suppress(HpcuiError):
+            found = submit_recovery.finish_cut_off(self, tokens=[token]).found
+            if token in found:
+                return found[token]
+        raise SubmitOutcomeUnknown(
+            f"Submitting to {self.name} was cut off: {exc} Whether the job reached the "
+            f"scheduler is not known yet. hpcui kept its record (token {token}) and finds the "
+            f"job by that token on the next poll or `hpcui jobs -c {self.name}` - do not "
+            "submit it again.",
+            token=token,
+        ) from exc
+
+    def reconcile_submissions(self, *, force: bool = False) -> submit_recovery.Recovered:
+        """Finish submissions cut off earlier (a killed client, a lost link, a timeout).
+
+        Costs a local registry query; the cluster is asked only when one is unfinished, and
+        at most every RECONCILE_S unless forced.
+        """
+        now = time.monotonic()
+        last = self._reconciled_at
+        if not force and last is not None and now - last < RECONCILE_S:
+            return submit_recovery.Recovered()
+        self._reconciled_at = now
+        return submit_recovery.finish_cut_off(self)
+
+    def _reconcile_quietly(self) -> None:
+        try:
+            self.reconcile_submissions()
+        except HpcuiError as exc:  # a look-up for later must not fail what the user asked
+            log.warning("could not finish cut-off submissions on %s: %s", self.name, exc)
 
     def _recover_submit(self, folder: str, token: str) -> str | None:
         res = self.transport.run(submission.recover_command(folder))
@@ -423,6 +470,9 @@ class Cluster:
     def get_job(self, job_id: str) -> Job:
         """A job submitted earlier (maybe by another process), found in the local registry."""
         rec = self.registry.get(self.name, str(job_id))
+        if rec is None and self.registry.unfinished_submissions(self.name):
+            self.reconcile_submissions(force=True)  # it may be a cut-off submit's job
+            rec = self.registry.get(self.name, str(job_id))
         if rec is None:
             raise UsageError(
                 f"No job {job_id} of cluster {self.name!r} in the registry "
@@ -474,6 +524,7 @@ class Cluster:
         return sitestate.QueueWatcher(self._fetch_queue, name=self.name)
 
     def _fetch_queue(self) -> list[sitestate.QueueJob]:
+        self._reconcile_quietly()
         return [sitestate.QueueJob.from_entry(e) for e in self.scheduler.queue()]
 
     def queue(
@@ -500,6 +551,7 @@ class Cluster:
         job_ids: list[str] | None = None,
     ) -> list[sitestate.HistoryJob]:
         """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
+        self._reconcile_quietly()
         jobs = [
             sitestate.HistoryJob.from_entry(e)
             for e in self.scheduler.history(sitestate.since_arg(since), job_ids)

@@ -67,6 +67,18 @@ class RemoteWriteError(HpcuiError):
     exit_code = 3
 
 
+class SubmitOutcomeUnknown(HpcuiError):
+    """A submit was cut off (link lost, timeout) after the job folder was claimed: the job
+    may or may not have reached the scheduler. Its registry record is kept and finished by
+    its token later (hpcui.submit_recovery), never submitted twice."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, token: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
 class RegistryError(HpcuiError):
     """The local job registry (SQLite) could not be read or written (locked, broken)."""
 
@@ -75,6 +87,11 @@ class SchedulerError(HpcuiError):
     """The scheduler rejected a request (sbatch/qsub/scancel said no)."""
 
     exit_code = 4
+
+
+class SubmitRejected(SchedulerError):
+    """The submit command itself failed (sbatch said no, the unpack failed): nothing was
+    submitted, so the job's record is dropped."""
 
 
 class RemotePythonError(HpcuiError):

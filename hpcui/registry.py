@@ -193,6 +193,24 @@ class Registry:
             )
 
     @_sqlite_errors
+    def mark_not_submitted(self, cluster: str, token: str, why: str) -> None:
+        """A cut-off submission that no job carries: FAILED with the reason, kept visible."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE jobs SET state=?, state_raw=?, updated_at=? "
+                "WHERE cluster=? AND token=? AND job_id IS NULL",
+                (JobState.FAILED.value, why, time.time(), cluster, token),
+            )
+
+    def unfinished_submissions(self, cluster: str) -> list[JobRecord]:
+        """One record per submission still waiting for its job id (its first element)."""
+        return self._query(
+            "WHERE cluster=? AND job_id IS NULL AND state=? AND array_index <= 0 "
+            "ORDER BY submitted_at",
+            (cluster, JobState.SUBMITTING.value),
+        )
+
+    @_sqlite_errors
     def remove_token(self, cluster: str, token: str) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM jobs WHERE cluster=? AND token=?", (cluster, token))

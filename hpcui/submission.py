@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hpcui.backends.job_paths import JOB_ID_FILE, RESULT_GLOB, RESULT_KEY, SUBMITTING, result_name
+from hpcui.backends.job_paths import JOB_ID_FILE, RESULT_GLOB, SUBMITTING, result_name
 from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import ConfigError
@@ -97,21 +97,20 @@ def disk_full(said: str) -> bool:
     return _DISK_FULL.search(said) is not None
 
 
-def submit_claim(result_key: bytes | None = None) -> bytes:
+def submit_claim() -> bytes:
     """Run first in the job folder, before the upload is unpacked: claims the submit.
 
-    The shell that will unpack and submit records its pid in `.submitting` and ignores
-    SIGHUP from here on (a dropped SSH link must not stop it half way). A reconnect that
-    finds the marker waits for that pid and reads its answer (`recover_command`) instead of
-    submitting again, also while tar is still extracting many pickles on a slow file system.
-    With `result_key`, the job's result-signing key is written too (0600), by a builtin in
-    the same command: no file write of its own, never on a command line `ps` shows.
-    Builtins only: the guard costs no extra process on the hot path.
+    The shell that will unpack and submit records its pid and host in `.submitting` and
+    ignores SIGHUP from here on (a dropped SSH link must not stop it half way). A reconnect
+    that finds the marker waits for that pid and reads its answer (`recover_command`)
+    instead of submitting again, also while tar is still extracting many pickles on a slow
+    file system; a later process reads it with `reconcile_command`. Builtins only: the
+    guard costs no extra process on the hot path. (The result key travels as a file of the
+    upload, never in a command: command text ends up in error messages.)
     """
-    claim = f"echo \"${{BASHPID:-$$}}\" > {SUBMITTING} && trap '' HUP"
-    if result_key is not None:
-        claim += f" && (umask 077 && printf '%s\\n' {result_key.hex()} > {RESULT_KEY})"
-    return claim.encode()
+    # "pid host": a look from another login node behind the same name cannot test the
+    # pid, and goes by the marker's age instead (`reconcile_command`)
+    return f"echo \"${{BASHPID:-$$}} ${{HOSTNAME:-}}\" > {SUBMITTING} && trap '' HUP".encode()
 
 
 def guarded_submit_command(submit: Command) -> bytes:
@@ -130,10 +129,56 @@ def recover_command(folder: str, wait_s: int = 60) -> bytes:
         b"cd "
         + quote_bytes(folder)
         + f" 2>/dev/null && [ -e {SUBMITTING} ] || exit 0; ".encode()
-        + f'p=$(cat {SUBMITTING}); n=0; while [ ! -s {JOB_ID_FILE} ] && kill -0 "$p" '
+        + f'read -r p h < {SUBMITTING}; n=0; while [ ! -s {JOB_ID_FILE} ] && kill -0 "$p" '
         f"2>/dev/null && [ $n -lt {wait_s * 10} ]; do sleep 0.1; n=$((n+1)); done; "
         f"cat {JOB_ID_FILE} 2>/dev/null; true".encode()
     )
+
+
+#: a claim this old whose shell cannot be tested (another login node) is taken as dead:
+#: no sbatch/qsub takes ten minutes to answer
+CLAIM_TTL_MIN = 10
+
+
+@dataclass(frozen=True)
+class FolderVerdict:
+    """Where a cut-off submission got to, read from its job folder.
+
+    state: "ID" (the scheduler answered: `answer` is its output), "NOFOLDER"/"UNCLAIMED"
+    (the claim never ran: nothing was submitted), "LIVE" (the submitting shell still runs:
+    look again later), "DEAD" (claimed, no answer, shell gone: only the token can tell).
+    """
+
+    state: str
+    answer: str = ""
+
+
+def reconcile_command(folders: Sequence[str]) -> bytes:
+    """One command that says, per job folder, how far its submission got (`FolderVerdict`)."""
+    return (
+        b"for d in "
+        + b" ".join(quote_bytes(f) for f in folders)
+        + b'; do if [ ! -d "$d" ]; then s=NOFOLDER; a=-; '
+        + f'elif [ -s "$d/{JOB_ID_FILE}" ]; then s=ID; a=$(head -n 1 "$d/{JOB_ID_FILE}"); '
+        f'elif [ ! -e "$d/{SUBMITTING}" ]; then s=UNCLAIMED; a=-; '
+        f'else a=-; read -r p h < "$d/{SUBMITTING}"; '
+        'if [ "$h" = "${HOSTNAME:-}" ]; then '
+        'if kill -0 "$p" 2>/dev/null; then s=LIVE; else s=DEAD; fi; '
+        f'elif [ -n "$(find "$d/{SUBMITTING}" -mmin -{CLAIM_TTL_MIN} 2>/dev/null)" ]; '
+        "then s=LIVE; else s=DEAD; fi; fi; "
+        # the folder last: it is the only field that may hold spaces
+        'printf \'%s %s %s\\n\' "$s" "${a:--}" "$d"; done; true'.encode()
+    )
+
+
+def parse_reconcile(text: str) -> dict[str, FolderVerdict]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0] in {"ID", "NOFOLDER", "UNCLAIMED", "LIVE", "DEAD"}:
+            state, answer, folder = parts
+            out[folder] = FolderVerdict(state, "" if answer == "-" else answer)
+    return out
 
 
 def list_results(transport: Transport, folders: list[str]) -> dict[str, bool]:

@@ -25,6 +25,7 @@ from hpcui.errors import (
     UsageError,
 )
 from tests.conftest import ROOT
+from tests.integration import stand_ins
 
 pytestmark = pytest.mark.devcluster
 
@@ -223,29 +224,6 @@ def _kill_session_sshd(cluster) -> None:
     subprocess.run(["kill", "-9", str(session)], check=False)
 
 
-SLOW_SBATCH = """#!/bin/sh
-# test wrapper: delays sbatch for jobs named slowsubmit* so a test can cut the link mid-submit
-for last; do :; done
-if grep -q '^#SBATCH --job-name=slowsubmit' "$last" 2>/dev/null; then sleep 2; fi
-exec /usr/bin/sbatch "$@"
-"""
-
-
-def install_stand_in(name: str, text: str):
-    """Put a stand-in for the command `name` in hpcuser's ~/bin (first on PATH) and return
-    a fresh connection whose login shell finds it."""
-    from hpcui.api import connect
-
-    setup = connect("dev")
-    setup.run("mkdir -p ~/bin").check()
-    setup.transport.write_file(f"/home/hpcuser/bin/{name}.tmp", text.encode(), mode=0o755)
-    setup.run(f"mv -f ~/bin/{name}.tmp ~/bin/{name}").check()
-    setup.close()  # a new login shell puts ~/bin first in PATH
-    dev = connect("dev")
-    assert dev.run(f"command -v {name}").stdout.strip() == f"/home/hpcuser/bin/{name}"
-    return dev
-
-
 @contextlib.contextmanager
 def link_cut_after(dev, seconds: float = 1.0) -> Iterator[None]:
     """The session's sshd is SIGKILLed `seconds` into the block (the runtime bundle is
@@ -261,7 +239,7 @@ def link_cut_after(dev, seconds: float = 1.0) -> Iterator[None]:
 
 
 def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
-    dev = install_stand_in("sbatch", SLOW_SBATCH)
+    dev = stand_ins.install("sbatch")
     name = f"slowsubmit{int(time.time() * 1000)}"
     with link_cut_after(dev):
         job = dev.submit(add, 5, 6, name=name)
@@ -270,19 +248,10 @@ def test_connection_killed_during_submit_yields_exactly_one_job(dev_env):
     assert squeued == [job.job_id]
 
 
-SLOW_TAR = """#!/bin/sh
-# test wrapper: slows tar's extraction of uploads whose script names a slowtar* job, so a
-# test can cut the link while the job folder is still being unpacked (GPFS/Lustre speed)
-for last; do :; done
-if [ -f "$last" ] && grep -aq 'job-name=slowtar' "$last" 2>/dev/null; then sleep 2; fi
-exec /bin/tar "$@"
-"""
-
-
 def test_connection_killed_while_the_upload_unpacks_yields_one_array(dev_env):
     """A map() of 3 goes up as one tar: a drop while tar still extracts must not make the
     reconnect submit a second array (the claim comes before the unpacking)."""
-    dev = install_stand_in("tar", SLOW_TAR)
+    dev = stand_ins.install("tar")
     try:
         name = f"slowtar{int(time.time() * 1000)}"
         with link_cut_after(dev):  # while tar still unpacks
@@ -291,7 +260,6 @@ def test_connection_killed_while_the_upload_unpacks_yields_one_array(dev_env):
         arrays = dev.run(["squeue", "-h", "--states=all", "-o", "%F", "--name", name])
         assert set(arrays.stdout.split()) == {jobs[0].job_id.split("_")[0]}  # one array
     finally:
-        dev.run("rm -f ~/bin/tar")
         dev.close()
 
 
@@ -337,7 +305,8 @@ def test_round_trips_per_submit_are_counted(dev_env):
         calls["write"].clear()
         job = dev.submit(add, 2, 2)
         assert len(calls["run"]) == 1  # upload + sbatch in one command
-        assert [p.rsplit("/", 1)[1] for p in calls["write"]] == ["submission.sh", "task.pkl"]
+        written = [p.rsplit("/", 1)[1] for p in calls["write"]]
+        assert written == ["submission.sh", ".hpcui-result-key", "task.pkl"]
     assert job.result(timeout=120) == 4
 
 
