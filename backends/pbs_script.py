@@ -151,9 +151,27 @@ def directives(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> list[str]:
     per_index = "_^array_index^" if is_array and dialect == "pbspro" else ""
     d += ["-j oe", f"-o {spec.folder}/pbs{per_index}.log"]
     d.append(f"-v {TOKEN_VAR}={spec.token}")
+    return d + _extra(spec)
+
+
+#: options hpcui sets itself: an `extra` directive may not replace them (name, shell,
+#: array, log files and their joining, the token variable)
+RESERVED = frozenset({"-N", "-S", "-J", "-t", "-o", "-e", "-j", "-v"})
+
+
+def _extra(spec: BatchSpec) -> list[str]:
+    out = []
     for x in spec.extra:
-        d.append(x if x.startswith("-") else f"-{x}")
-    return d
+        option = x if x.startswith("-") else f"-{x}"
+        flag = option.split(None, 1)[0][:2]
+        if flag in RESERVED:
+            raise ValueError(
+                f"extra directive {x!r} would replace hpcui's own {flag} (hpcui sets the job's "
+                "name, shell, array, log files and token itself; use the resource keywords "
+                "for the rest)"
+            )
+        out.append(option)
+    return out
 
 
 def _array_directives(spec: BatchSpec, dialect: PbsDialect) -> list[str]:
@@ -219,9 +237,7 @@ def wrapper_directives(spec: BatchSpec) -> list[str]:
         d.append(f"-A {spec.account}")
     if spec.partition:
         d.append(f"-q {spec.partition}")
-    for x in spec.extra:
-        d.append(x if x.startswith("-") else f"-{x}")
-    return d
+    return d + _extra(spec)
 
 
 def render_wrapper_script(spec: BatchSpec) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -17,6 +18,7 @@ from hpcui.errors import (
     ResultIntegrityError,
 )
 from hpcui.submission import disk_full
+from hpcui.transport import deadline
 
 if TYPE_CHECKING:
     from hpcui.status import StatusService
@@ -86,6 +88,17 @@ class Job:
         states = self.cluster.status.wait([self.job_id], timeout=timeout)
         state = states[self.job_id].state
         if not self.cluster.status.settled(self.job_id):
+            if stalled := self.cluster.transport.stalled_s():
+                # the state is the last one heard, not the job's now
+                answered = self.cluster.status.answered_at
+                ago = "" if answered is None else f", {time.monotonic() - answered:.0f} s ago"
+                raise JobTimeoutError(
+                    f"Job {self.job_id} on {self.cluster.name}: its state could not be checked "
+                    f"within {timeout} s - the connection has not answered for {stalled:.0f} s "
+                    f"(stalled: network, VPN or sleep?). Last known state: {state.value}{ago}. "
+                    "hpcui reconnects by itself; call wait()/result() again.",
+                    job_id=self.job_id,
+                )
             maybe = " (Slurm may still requeue it)" if state.may_requeue else ""
             raise JobTimeoutError(
                 f"Job {self.job_id} on {self.cluster.name} is still {state.value}{maybe} after "
@@ -147,8 +160,10 @@ class Job:
 
     def results(self, timeout: float | None = None) -> list[Any]:
         """One return value per task (rank), for multi-task jobs such as DDP."""
+        ends = _ends(timeout)
         self.wait(timeout)
-        return [self._result(task, None) for task in range(self.num_tasks)]
+        with deadline.within(_rest(ends)):
+            return [self._result(task, None) for task in range(self.num_tasks)]
 
     def exception(self, timeout: float | None = None) -> Exception | None:
         """The error the job ended with, or None when it succeeded."""
@@ -159,7 +174,12 @@ class Job:
         return None
 
     def _result(self, task: int, timeout: float | None) -> Any:
+        ends = _ends(timeout)
         state = self.wait(timeout)
+        with deadline.within(_rest(ends)):  # the reads too: `timeout` covers the whole call
+            return self._read_result(task, state)
+
+    def _read_result(self, task: int, state: JobState) -> Any:
         outcome = self._outcome(task)
         if outcome is not None:
             kind, value = outcome
@@ -232,3 +252,12 @@ class Job:
             self.cluster.transport, self.paths.log(task, stream), tail_bytes=tail_bytes
         )
         yield from follower.follow(self.done, timeout=timeout)
+
+
+def _ends(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _rest(ends: float | None) -> float | None:
+    """What is left of a call's budget for its reads (at least a second after the wait)."""
+    return None if ends is None else max(1.0, ends - time.monotonic())

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hpcui.backends.job_paths import JobPaths, Stream
 from hpcui.errors import HpcuiError, UsageError
+from hpcui.transport import deadline as _deadline
 from hpcui.transport.base import Transport
 
 __all__ = [
@@ -246,14 +247,20 @@ def follow_many(
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = fast_s
     while True:
-        finished = done is None or done()  # asked BEFORE the last reads: nothing is lost
+        with _deadline.within(_budget(deadline)):
+            finished = done is None or done()  # asked BEFORE the last reads: nothing is lost
         got = False
         for task, follower in followers.items():
-            start = follower.offset
-            for text in follower.drain():
+            while True:  # drain(), each read within the caller's time (a stalled link)
+                start = follower.offset
+                with _deadline.within(_budget(deadline)):
+                    text = follower.read()
+                if not text:
+                    break
                 got = True
                 yield LogChunk(task=task, stream=stream, text=text, offset=start)
-                start = follower.offset
+                if follower.offset >= follower.size:
+                    break
         if finished:
             return
         if deadline is not None and time.monotonic() >= deadline:
@@ -263,6 +270,11 @@ def follow_many(
             )
         interval = fast_s if got else min(slow_s, interval * 1.5)
         time.sleep(interval)
+
+
+def _budget(deadline: float | None) -> float | None:
+    """A read's share of a follow's time: what is left, at least a second."""
+    return None if deadline is None else max(1.0, deadline - time.monotonic())
 
 
 class LogTimeout(HpcuiError):

@@ -58,6 +58,7 @@ class StatusService:
         self._paused = 0
         self.last_poll_calls = 0  # scheduler calls the last poll made (must be 1)
         self.last_error: HpcuiError | None = None
+        self.answered_at: float | None = None  # monotonic time of the last scheduler answer
 
     # -- public ----------------------------------------------------------------------------
 
@@ -128,6 +129,7 @@ class StatusService:
             return {}
         started = time.monotonic()
         found = dict(self.scheduler.status(pending))
+        self.answered_at = time.monotonic()
         self.polls += 1
         took = time.monotonic() - started
         now = time.monotonic()

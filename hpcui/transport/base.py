@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from hpcui.errors import RemoteCommandError
@@ -105,6 +105,14 @@ class Transport(abc.ABC):
         if len(entries) != 1 or entries[0].hard_bytes is None or entries[0].used_bytes is None:
             return None
         return entries[0].hard_bytes - entries[0].used_bytes
+
+    def stalled_s(self) -> float:
+        """Seconds the link has not answered its keepalives (0: fine, or no link at all)."""
+        return 0.0
+
+    def watch_stall(self, listener: Callable[[float | None], None]) -> None:  # noqa: B027
+        """Call `listener(seconds)` when the link goes silent, `listener(None)` when it
+        answers again (from a background thread). A transport without a link never calls."""
 
     def home(self) -> str:
         """The remote user's home directory (cached by implementations)."""

@@ -26,11 +26,13 @@ from hpcui.errors import (
     HpcuiError,
     RemoteWriteError,
 )
+from hpcui.transport import deadline
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.keys import KeyLocked, KeyUnreadable, load_private_key
 from hpcui.transport.known_hosts import KnownHosts, read_known_hosts
 from hpcui.transport.quoting import quote_bytes, to_command
 from hpcui.transport.ssh_config import SshTarget, parse_jump, resolve
+from hpcui.transport.watchdog import Watchdog
 
 if TYPE_CHECKING:
     import paramiko
@@ -52,6 +54,13 @@ SFTP_CHUNK = 256 * 1024
 UPLOAD = ".upload.tar"
 STREAM_MIN = 8 * 1024 * 1024  # from this size, files go through a plain channel
 DIRECT_FILES = 3  # up to this many files go by plain SFTP writes, more as one tar
+#: reply-expected keepalives (OpenSSH's ServerAliveInterval / ServerAliveCountMax): a link
+#: silent for one interval is "stalled", for ALIVE_COUNT_MAX intervals dead and closed
+ALIVE_INTERVAL_S = 5.0
+ALIVE_COUNT_MAX = 3
+#: the longest one SFTP request may wait for its answer (the watchdog usually ends a
+#: stall long before; a caller's deadline cuts it shorter)
+SFTP_TIMEOUT_S = 120.0
 LOGIN_SHELL = (
     "exec /bin/sh -c 'if command -v bash >/dev/null 2>&1; "
     "then exec bash --login -s; else exec sh -l -s 2>/dev/null || exec sh -s; fi'"
@@ -150,7 +159,8 @@ class SshTransport(Transport):
         prompt: PromptCallback | None = None,
         on_unknown_host: HostKeyCallback | None = None,
         login_shell: bool = True,
-        keepalive: int = 30,
+        alive_interval: float | None = None,
+        alive_count_max: int | None = None,
         reconnect_attempts: int = 3,
         command_timeout: float | None = 600.0,
         max_shells: int = 3,
@@ -162,7 +172,20 @@ class SshTransport(Transport):
         self.prompt = prompt
         self.on_unknown_host = on_unknown_host
         self.login_shell = login_shell
-        self.keepalive = keepalive
+        # argument, else the ssh config's ServerAlive* options, else hpcui's defaults
+        self.alive_interval: float = next(
+            v
+            for v in (alive_interval, target.server_alive_interval, ALIVE_INTERVAL_S)
+            if v is not None
+        )
+        self.alive_count_max: int = next(
+            v
+            for v in (alive_count_max, target.server_alive_count_max, ALIVE_COUNT_MAX)
+            if v is not None
+        )
+        self._watchdog: Watchdog | None = None
+        self._silent_for: float | None = None  # seconds the link has not answered
+        self._stall_listeners: list[Callable[[float | None], None]] = []
         self.reconnect_attempts = reconnect_attempts
         self.command_timeout = command_timeout
         self._conn: paramiko.Transport | None = None
@@ -199,9 +222,12 @@ class SshTransport(Transport):
             self._drop()
             delay, last = 0.5, None
             for attempt in range(max(1, self.reconnect_attempts)):
+                if attempt and deadline.expired():
+                    break  # the caller's time is up: no further attempt
                 try:
                     self._conn = self._open()
                     self.connects += 1
+                    self._watch(self._conn)
                     return self._conn
                 except (HostKeyError, AuthenticationError):
                     raise
@@ -226,7 +252,9 @@ class SshTransport(Transport):
             sock = self._open_jump().open_tunnel(t.hostname, t.port)
         else:
             try:
-                sock = socket.create_connection((t.hostname, t.port), timeout=t.connect_timeout)
+                sock = socket.create_connection(
+                    (t.hostname, t.port), timeout=deadline.left(t.connect_timeout) or 0.1
+                )
             except OSError as exc:
                 raise ClusterConnectionError(
                     f"TCP connect to {t.hostname}:{t.port} failed: {exc}"
@@ -247,14 +275,60 @@ class SshTransport(Transport):
                 ]
                 if preferred:
                     opts.key_types = preferred
-            conn.start_client(timeout=t.connect_timeout)
+            conn.start_client(timeout=deadline.left(t.connect_timeout) or 0.1)
             self._verify_host_key(conn, hosts)
             self._authenticate(conn)
         except BaseException:
             conn.close()
             raise
-        conn.set_keepalive(self.keepalive)
         return conn
+
+    # -- is the link alive? -----------------------------------------------------------------
+
+    def _watch(self, conn: paramiko.Transport) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        self._silence(None)
+        if self.alive_interval > 0:
+            self._watchdog = Watchdog(
+                conn,
+                interval=self.alive_interval,
+                count_max=max(1, self.alive_count_max),
+                on_silence=self._silence,
+                on_dead=lambda: self._declare_dead(conn),
+            )
+
+    def _silence(self, seconds: float | None) -> None:
+        if seconds == self._silent_for:
+            return
+        self._silent_for = seconds
+        for listener in list(self._stall_listeners):
+            try:
+                listener(seconds)
+            except Exception:  # a face's callback must not stop the watchdog
+                log.exception("stall listener failed")
+
+    def _declare_dead(self, conn: paramiko.Transport) -> None:
+        """No keepalive answered: close the link first (never blocks on a silent peer),
+        which ends every call waiting on it; the next call reconnects."""
+        conn.close()
+        with self._lock:
+            if self._conn is conn:
+                self._drop()
+
+    def stalled_s(self) -> float:
+        return self._silent_for or 0.0
+
+    def watch_stall(self, listener: Callable[[float | None], None]) -> None:
+        self._stall_listeners.append(listener)
+
+    def _stall_note(self) -> str:
+        if not self._silent_for:
+            return ""
+        return (
+            f" The connection has not answered for {self._silent_for:.0f} s (stalled: network, "
+            "VPN or sleep?); hpcui closes it and reconnects on the next call."
+        )
 
     def _open_jump(self) -> SshTransport:
         hops = parse_jump(self.target.proxy_jump or "")
@@ -466,6 +540,9 @@ class SshTransport(Transport):
         )
 
     def _drop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
         with self._pool:
             idle, self._idle = self._idle, []
             self._shells -= len(idle)
@@ -493,15 +570,15 @@ class SshTransport(Transport):
         text = raw.decode("utf-8", "replace")
         if stdin is not None:
             return self._run_exec(raw, stdin, timeout)
-        timeout = self.command_timeout if timeout is None else timeout
+        timeout = deadline.left(self.command_timeout if timeout is None else timeout)
         shell = self._acquire_shell()
         try:
             rc, out, err = shell.run(raw, timeout)
         except TimeoutError:
             self._release_shell(shell, reuse=False)
             raise CommandTimeout(
-                f"`{text[:200]}` did not finish within {timeout:.0f} s on {self.target.label}. "
-                "The login node may be overloaded; retry or raise the timeout."
+                f"`{text[:200]}` did not finish within {timeout or 0:.0f} s on "
+                f"{self.target.label}.{self._stall_note() or ' The login node may be overloaded; retry or raise the timeout.'}"
             ) from None
         except Exception as exc:  # EOF, socket errors, paramiko errors: the link is gone
             self._release_shell(shell, reuse=False)
@@ -553,7 +630,7 @@ class SshTransport(Transport):
         conn = self.connect()
         start = LOGIN_SHELL if self.login_shell else PLAIN_SHELL
         try:
-            return _Shell(conn, start, timeout=60.0)
+            return _Shell(conn, start, timeout=deadline.left(60.0))
         except (EOFError, TimeoutError) as exc:
             if not self.login_shell:
                 raise ClusterConnectionError(
@@ -566,7 +643,7 @@ class SshTransport(Transport):
         """A separate exec channel, for commands that read stdin (e.g. a tar stream)."""
         conn = self.connect()
         chan = conn.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET)
-        chan.settimeout(timeout or self.command_timeout)
+        chan.settimeout(deadline.left(timeout or self.command_timeout))
         try:
             chan.exec_command(raw.decode("utf-8", "surrogateescape"))
             out, err = bytearray(), bytearray()
@@ -591,7 +668,9 @@ class SshTransport(Transport):
                 err += chan.recv_stderr(1 << 20)
             rc = chan.recv_exit_status()
         except TimeoutError:
-            raise CommandTimeout(f"Command on {self.target.label} timed out.") from None
+            raise CommandTimeout(
+                f"Command on {self.target.label} timed out.{self._stall_note()}"
+            ) from None
         finally:
             chan.close()
         return CommandResult(rc, bytes(out), bytes(err), raw.decode("utf-8", "replace"))
@@ -612,6 +691,8 @@ class SshTransport(Transport):
                 self._sftp = paramiko.SFTPClient.from_transport(
                     conn, window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET
                 )
+            # every request waits at most this long for its answer
+            self._sftp.get_channel().settimeout(deadline.left(SFTP_TIMEOUT_S))
             return self._sftp
 
     def _link_up(self) -> bool:
@@ -630,13 +711,23 @@ class SshTransport(Transport):
                 return op()
             except HpcuiError:
                 raise
+            except TimeoutError as exc:  # no answer in time: that SFTP session is out of step
+                with self._lock:
+                    sftp, self._sftp = self._sftp, None
+                if sftp is not None:
+                    with contextlib.suppress(Exception):
+                        sftp.close()
+                raise CommandTimeout(
+                    f"No answer from {self.target.label} in time while {what}."
+                    f"{self._stall_note() or ' Retry; if it persists, the login node is overloaded.'}"
+                ) from exc
             except (EOFError, paramiko.SSHException, OSError) as exc:
                 if self._link_up() and isinstance(exc, OSError):
                     raise
                 with self._lock:
                     if self._conn is conn:
                         self._drop()
-                if retry and attempt == 0:
+                if retry and attempt == 0 and not deadline.expired():
                     log.info("link to %s dropped while %s; retrying", self.target.label, what)
                     continue
                 said = str(exc) or type(exc).__name__

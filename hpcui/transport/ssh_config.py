@@ -33,6 +33,9 @@ class SshTarget:
     forward_agent: bool = False
     connect_timeout: float = 20.0
     ssh_config: str | None = None
+    #: ServerAliveInterval / ServerAliveCountMax when the ssh config sets them (0: off)
+    server_alive_interval: float | None = None
+    server_alive_count_max: int | None = None
 
     @property
     def known_hosts_name(self) -> str:
@@ -118,7 +121,25 @@ def resolve(
         forward_agent=options.get("forwardagent", "no").lower() == "yes",
         connect_timeout=float(options.get("connecttimeout", 20)),
         ssh_config=str(cfg_path) if cfg_path.exists() else None,
+        server_alive_interval=_number(options, "serveraliveinterval"),
+        server_alive_count_max=None
+        if (n := _number(options, "serveralivecountmax")) is None
+        else int(n),
     )
+
+
+def _number(options: dict, key: str) -> float | None:
+    """An optional numeric option; a malformed one is a clear error, not a crash later."""
+    value = options.get(key)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"ssh config: {key} {value!r} is not a number.") from None
+    if number < 0:
+        raise ConfigError(f"ssh config: {key} {value!r} may not be negative.")
+    return number
 
 
 def parse_jump(spec: str) -> list[tuple[str | None, str, int | None]]:

@@ -30,6 +30,7 @@ STATUS_LOOK = {
     "idle": ("○", "dim"),
     "connecting": ("◌", "yellow"),
     "connected": ("●", "green"),
+    "stalled": ("◌", "bold yellow"),
     "lost": ("◌", "bold red"),
     "error": ("✗", "bold red"),
 }
@@ -41,7 +42,7 @@ class Conn:
 
     name: str
     host: str
-    status: str = "idle"  # idle | connecting | connected | lost | error
+    status: str = "idle"  # idle | connecting | connected | stalled | lost | error
     error: str = ""
     cluster: Cluster | None = None
     has_queue: bool = True  # the scheduler's capabilities, read once connected
@@ -52,7 +53,7 @@ class Conn:
 
     @property
     def ready(self) -> bool:
-        return self.cluster is not None and self.status in ("connected", "lost")
+        return self.cluster is not None and self.status in ("connected", "stalled", "lost")
 
 
 class Hub:
@@ -91,7 +92,7 @@ class Hub:
     def connect(self, name: str) -> None:
         """Connect ``name`` in a worker (modals may ask for a host key or a 2FA code)."""
         conn = self.conns[name]
-        if conn.status in ("connecting", "connected"):
+        if conn.status in ("connecting", "connected", "stalled"):
             return
         conn.status, conn.error = "connecting", ""
         self.on_change()
@@ -125,6 +126,7 @@ class Hub:
         conn = self.conns[name]
         conn.has_queue, conn.has_history = caps.queue, caps.history
         conn.cluster = cluster
+        cluster.transport.watch_stall(lambda seconds: self._from_watchdog(name, seconds))
         self.app.call_from_thread(self._set, name, "connected")
         self.check_python(name)
 
@@ -145,6 +147,22 @@ class Hub:
         self.app.call_from_thread(self.on_change)
 
     # -- losing and finding it again ---------------------------------------------------------
+
+    def _from_watchdog(self, name: str, seconds: float | None) -> None:
+        """The transport's keepalives went unanswered (or answered again): any thread."""
+        try:
+            self.app.call_from_thread(self._stalled, name, seconds)
+        except RuntimeError:  # the app is gone (shutting down)
+            pass
+
+    def _stalled(self, name: str, seconds: float | None) -> None:
+        conn = self.conns[name]
+        if seconds is not None and conn.status in ("connected", "stalled"):
+            conn.extra["silent_s"] = seconds
+            self._set(name, "stalled", f"no answer for {seconds:.0f} s")
+        elif seconds is None and conn.status == "stalled":
+            conn.extra.pop("silent_s", None)
+            self._set(name, "connected")
 
     def report(self, name: str, error: BaseException | str | None) -> None:
         """A screen saw a call fail (or succeed: ``None``); UI thread only."""
@@ -188,6 +206,10 @@ class Hub:
             if conn.status == "idle":
                 continue
             symbol, _style = STATUS_LOOK[conn.status]
-            word = {"lost": " lost, reconnecting", "error": " failed"}.get(conn.status, "")
+            word = {
+                "lost": " lost, reconnecting",
+                "error": " failed",
+                "stalled": f" stalled ({conn.extra.get('silent_s', 0):.0f} s no answer)",
+            }.get(conn.status, "")
             parts.append(f"{symbol} {conn.name}{word}")
         return "  ".join(parts) or "no cluster connected"

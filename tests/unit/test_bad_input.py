@@ -88,3 +88,16 @@ def test_extra_may_not_replace_hpcuis_own_directives(extra):
 
     with pytest.raises(ValueError, match="would replace hpcui's own"):
         render_script(BatchSpec(folder="/f", token="t", name="n", extra=(extra,)))
+
+
+@pytest.mark.parametrize("dialect", ["pbspro", "torque", "slurm-torque-wrapper"])
+@pytest.mark.parametrize("extra", ["-J0-9", "-o/tmp/x", "-vHPCUI_TOKEN=other", "N", "-joe"])
+def test_pbs_extra_may_not_replace_hpcuis_own_directives(extra, dialect):
+    from hpcui.backends.batch import BatchSpec
+    from hpcui.backends.pbs_script import directives
+
+    spec = BatchSpec(folder="/f", token="t", name="n", extra=(extra,))
+    with pytest.raises(ValueError, match="would replace hpcui's own"):
+        directives(spec, dialect)
+    ok = BatchSpec(folder="/f", token="t", name="n", extra=("-Wdepend=afterok:1",))
+    assert "-Wdepend=afterok:1" in directives(ok, dialect)

@@ -1,0 +1,42 @@
+"""A caller's time budget that every transport call of its thread honours.
+
+`result(timeout=10)` means ten seconds for everything under it — the status check, the
+SFTP reads, a reconnect — not ten seconds for the wait and then as long as a stalled link
+takes. A thread-local deadline reaches every call below without a parameter on each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def within(seconds: float | None) -> Iterator[None]:
+    """Calls from this thread inside the block end by then (an inner block may only
+    shorten the budget). None: no budget of its own."""
+    outer = getattr(_local, "deadline", None)
+    mine = None if seconds is None else time.monotonic() + max(0.0, seconds)
+    _local.deadline = mine if outer is None else outer if mine is None else min(outer, mine)
+    try:
+        yield
+    finally:
+        _local.deadline = outer
+
+
+def left(default: float | None) -> float | None:
+    """Seconds a call may take now: its own `default` limit, cut to the caller's budget."""
+    deadline = getattr(_local, "deadline", None)
+    if deadline is None:
+        return default
+    rest = max(0.0, deadline - time.monotonic())
+    return rest if default is None else min(default, rest)
+
+
+def expired() -> bool:
+    deadline = getattr(_local, "deadline", None)
+    return deadline is not None and time.monotonic() >= deadline
