@@ -56,7 +56,8 @@ async def _until(pilot, cond, timeout: float) -> None:
 
 async def shoot(out: Path, train_id: str) -> None:
     from hpcui.tui.app import HpcuiApp
-    from hpcui.tui.widgets import JobTable, LogPanel
+    from hpcui.tui.job_table import JobTable
+    from hpcui.tui.widgets import LogPanel
 
     app = HpcuiApp("dev", connect=["dev"])
     async with app.run_test(size=SIZE) as pilot:

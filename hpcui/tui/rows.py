@@ -8,6 +8,7 @@ only the cells that changed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -61,7 +62,10 @@ STATE_STYLE: dict[JobState, str] = {
 }
 
 
+@functools.cache
 def state_text(state: JobState) -> Text:
+    """One Text per state, shared by every row (never modified: the table copies to draw),
+    so comparing two rows' state cells is an identity check."""
     return Text(state.value, style=STATE_STYLE.get(state, ""))
 
 
@@ -89,10 +93,13 @@ class JobRow:
     state: JobState
     hpcui: bool
     cells: dict[str, str | Text] = field(default_factory=dict)
+    _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
-        """Everything a text filter matches against, lower-cased."""
-        return " ".join(str(v) for v in self.cells.values()).lower()
+        """Everything a text filter matches against, lower-cased (made once per row)."""
+        if self._text is None:
+            self._text = " ".join(str(v) for v in self.cells.values()).lower()
+        return self._text
 
 
 def row_key(cluster: str, job_id: str) -> str:

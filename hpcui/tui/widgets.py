@@ -1,116 +1,18 @@
-"""Widgets: the in-place job table, the log panel with follow/"N new lines", the metric plot."""
+"""Widgets: the job table (hpcui.tui.job_table), the log panel with follow/"N new lines", the metric plot."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Label, RichLog, Sparkline, Static
+from textual.widgets import Label, RichLog, Sparkline, Static
 
 from hpcui.logs import ProgressLines
-from hpcui.tui.rows import JobRow, id_sort_key
-
-
-class JobTable(DataTable[Any]):
-    """A DataTable keyed by ``cluster:job_id`` that applies a refresh as cell updates.
-
-    A refresh never rebuilds the table: rows that left are removed, new ones added, and
-    of the rest only the cells whose value changed get ``update_cell`` — all inside one
-    ``batch_update`` so the screen repaints once. ``shown`` mirrors what is on screen, so
-    the comparison costs no ``get_cell`` round trip.
-    """
-
-    def __init__(self, columns: Sequence[tuple[str, str]], **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self.column_spec = tuple(columns)
-        self.shown: dict[str, dict[str, str | Text]] = {}
-        self.marked: set[str] = set()
-        self.sort_column: str | None = None
-        self.sort_reverse = False
-
-    def on_mount(self) -> None:
-        for key, label in self.column_spec:
-            self.add_column(label, key=key)
-
-    def apply(
-        self, rows: dict[str, JobRow], visible: Callable[[JobRow], bool] = lambda r: True
-    ) -> tuple[int, int, int]:
-        """Show ``rows`` (those ``visible``); returns (added, removed, cells updated)."""
-        added = removed = updated = 0
-        keys = [k for k, _ in self.column_spec]
-        resort = False
-        with self.app.batch_update():
-            for key in [k for k in self.shown if k not in rows or not visible(rows[k])]:
-                self.remove_row(key)
-                del self.shown[key]
-                removed += 1
-            for key, row in rows.items():
-                if not visible(row):
-                    continue
-                cells = dict(row.cells)
-                if "sel" in cells:
-                    cells["sel"] = Text("●", style="bold magenta") if key in self.marked else ""
-                old = self.shown.get(key)
-                if old is None:
-                    self.add_row(*(cells.get(k, "") for k in keys), key=key)
-                    added += 1
-                    resort = True
-                else:
-                    for col in keys:
-                        value = cells.get(col, "")
-                        if old.get(col) != value:
-                            # widening a column re-measures all of it: only when needed
-                            grow = len(str(value)) > self.columns[col].content_width  # type: ignore[index]
-                            self.update_cell(key, col, value, update_width=grow)
-                            updated += 1
-                            resort = resort or col == self.sort_column
-                self.shown[key] = cells
-            if resort and self.sort_column is not None:
-                self._resort()
-        return added, removed, updated
-
-    def set_sort(self, column: str | None, reverse: bool = False) -> None:
-        self.sort_column, self.sort_reverse = column, reverse
-        if column is not None:
-            self._resort()
-
-    def _resort(self) -> None:
-        column = self.sort_column
-        assert column is not None
-
-        def key(value: Any) -> Any:
-            text = str(value)
-            return id_sort_key(text) if column == "id" else text.lower()
-
-        self.sort(column, key=key, reverse=self.sort_reverse)
-
-    def current_key(self) -> str | None:
-        if self.row_count == 0:
-            return None
-        try:
-            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
-            return None
-
-    def toggle_mark(self) -> None:
-        key = self.current_key()
-        if key is None or "sel" not in dict(self.column_spec):
-            return
-        self.marked ^= {key}
-        mark: str | Text = Text("●", style="bold magenta") if key in self.marked else ""
-        self.update_cell(key, "sel", mark)
-        self.shown[key]["sel"] = mark
-
-    def forget(self) -> None:
-        """Drop every row (a view switch); the next apply adds them back."""
-        self.clear()
-        self.shown.clear()
-
 
 # -- logs ------------------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ import pytest
 from textual.widgets import Input
 
 from hpcui.tui.app import HpcuiApp
+from hpcui.tui.job_table import JobTable
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
-from hpcui.tui.widgets import JobTable, LogPanel, MetricPlot
+from hpcui.tui.widgets import LogPanel, MetricPlot
 from tests.conftest import DEVCLUSTER
 
 pytestmark = pytest.mark.devcluster

@@ -18,9 +18,10 @@ from hpcui.sitestate.jobs import QueueJob
 from hpcui.tui import rows as R
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.bridge import host_key_bridge, prompt_bridge
+from hpcui.tui.job_table import JobTable
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
 from hpcui.tui.screens.jobs import JobsScreen, QueueUpdate
-from hpcui.tui.widgets import JobTable, LogPanel, MetricPlot
+from hpcui.tui.widgets import LogPanel, MetricPlot
 from tests.conftest import fixture_text
 
 SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
@@ -140,15 +141,15 @@ def test_app_opens_on_local_and_lists_registry_jobs(box):
 
 
 def test_table_updates_changed_cells_in_place(box, monkeypatch):
-    """A refresh with one changed job costs one update_cell; row keys stay; no rebuild."""
-    calls: list[tuple[str, str]] = []
-    original = JobTable.update_cell
+    """A refresh with one changed job changes two cells; row keys and order stay."""
+    results: list[tuple[int, int, int]] = []
+    original = JobTable.apply
 
-    def spy(self, row_key, column_key, value, *, update_width=False):
-        calls.append((str(getattr(row_key, "value", row_key)), str(column_key)))
-        return original(self, row_key, column_key, value, update_width=update_width)
+    def spy(self, rows, visible=lambda r: True):
+        results.append(original(self, rows, visible))
+        return results[-1]
 
-    monkeypatch.setattr(JobTable, "update_cell", spy)
+    monkeypatch.setattr(JobTable, "apply", spy)
     jobs = queue_jobs()
 
     async def go():
@@ -156,12 +157,8 @@ def test_table_updates_changed_cells_in_place(box, monkeypatch):
         async with app.run_test(size=(140, 30)) as pilot:
             screen = app.screen
             table = await show_all_jobs(pilot, jobs)
-            keys_before = [k.value for k in table.rows]
-            removed: list[str] = []
-            monkeypatch.setattr(
-                JobTable, "remove_row", lambda self, key: removed.append(key) or None
-            )
-            calls.clear()
+            keys_before = list(table.keys)
+            results.clear()
             changed = [
                 j.model_copy(update={"state": JobState.RUNNING, "reason": "None"})
                 if j.job_id == "1202"
@@ -169,15 +166,14 @@ def test_table_updates_changed_cells_in_place(box, monkeypatch):
                 for j in jobs
             ]
             screen.post_message(QueueUpdate("mn5", snapshot(changed), None))
-            await wait_for(pilot, lambda: bool(calls))
+            await wait_for(pilot, lambda: bool(results))
             await pilot.pause(0.1)
             state_cell = str(table.get_cell("mn5:1202", "state"))
-            return keys_before, [k.value for k in table.rows], list(calls), removed, state_cell
+            return keys_before, list(table.keys), list(results), state_cell
 
-    before, after, calls_made, removed, state_cell = run(go())
+    before, after, applied, state_cell = run(go())
     assert before == after  # same rows, same keys, same order
-    assert not removed
-    assert sorted(calls_made) == [("mn5:1202", "state"), ("mn5:1202", "why")]
+    assert applied[0] == (0, 0, 2)  # nothing added or removed; the state and why cells
     assert state_cell == "RUNNING"
 
 

@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Header, Input, Static
 
 from hpcui.errors import HpcuiError
+from hpcui.tui.job_table import JobTable
 from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import (
@@ -35,7 +36,6 @@ from hpcui.tui.rows import (
     matches,
     merge_rows,
 )
-from hpcui.tui.widgets import JobTable
 
 if TYPE_CHECKING:
     from hpcui.registry import JobRecord
@@ -234,9 +234,11 @@ class JobsScreen(Screen[None]):
             return False
         return matches(row, self.text_filter, self.state_filter)
 
-    def refresh_table(self) -> None:
+    def refresh_table(self, *, remerge: bool = True) -> None:
+        """Show the data; `remerge=False` when only the filter changed (rows are as they were)."""
         if self.view == "live":
-            self.rows = merge_rows(self.queues, self.records, hpcui_only=self.hpcui_only)
+            if remerge or not self.rows:
+                self.rows = merge_rows(self.queues, self.records, hpcui_only=self.hpcui_only)
             rows = self.rows
         else:
             rows = self.history_rows
@@ -269,7 +271,7 @@ class JobsScreen(Screen[None]):
         source = self.rows if self.view == "live" else self.history_rows
         keys: Iterable[str]
         if table.marked:  # in the order the table shows them
-            keys = [r.key.value for r in table.ordered_rows if r.key.value in table.marked]
+            keys = list(table.ordered_marked())
         else:
             current = table.current_key()
             keys = [current] if current else []
@@ -286,7 +288,7 @@ class JobsScreen(Screen[None]):
         if rows:
             self.post_message(OpenJob(rows[0].cluster, rows[0].job_id))
 
-    def on_data_table_row_selected(self, event: JobTable.RowSelected) -> None:
+    def on_job_table_row_selected(self, event: JobTable.RowSelected) -> None:
         self.action_open()
 
     def action_mark(self) -> None:
@@ -342,7 +344,7 @@ class JobsScreen(Screen[None]):
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.text_filter = event.value
-        self.refresh_table()
+        self.refresh_table(remerge=False)
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self, event: Input.Submitted) -> None:
@@ -360,7 +362,7 @@ class JobsScreen(Screen[None]):
     def action_state_filter(self) -> None:
         i = STATE_FILTERS.index(self.state_filter)
         self.state_filter = STATE_FILTERS[(i + 1) % len(STATE_FILTERS)]
-        self.refresh_table()
+        self.refresh_table(remerge=False)
 
     def action_sort(self) -> None:
         table = self.table
