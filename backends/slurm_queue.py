@@ -27,17 +27,22 @@ local time and are returned naive.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .records import AccountingEntry, PartitionInfo, QueueEntry
 from .slurm_jobids import parse_job_id
 from .states import JobState
 
 _ENV = ("env", "SLURM_TIME_FORMAT=standard")
+E = TypeVar("E", bound=QueueEntry)
+A = TypeVar("A", bound=AccountingEntry)
+#: what an AccountingEntry knows beyond a QueueEntry (None where only squeue answered)
+_USAGE = tuple(k for k in AccountingEntry.model_fields if k not in QueueEntry.model_fields)
 _SEP = "|"
 
 # Slurm's field name -> record key. The keys of each dict, in order, are the field list.
@@ -87,6 +92,7 @@ _SACCT = {
     "Comment": "comment",
 }
 SQUEUE_FIELDS: tuple[str, ...] = tuple(_SQUEUE)
+_SQUEUE_KEYS: tuple[str, ...] = tuple(_SQUEUE.values())  # `_queue_values`'s arguments
 SACCT_FIELDS: tuple[str, ...] = tuple(_SACCT)
 # partition, avail, time limit, nodes A/I/O/T, CPUs A/I/O/T, gres, nodelist
 SINFO_FIELDS: tuple[str, ...] = ("%P", "%a", "%l", "%F", "%C", "%G", "%N")
@@ -123,6 +129,7 @@ _STATES: dict[str, JobState] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def slurm_state(word: str) -> JobState:
     """hpcui's state for a Slurm state word or abbreviation; unknown words -> UNKNOWN.
 
@@ -144,6 +151,7 @@ _DURATION = re.compile(
 _MEM = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)  # limits and elapsed times repeat across a big queue
 def parse_duration(text: str) -> float | None:
     """Seconds in a duration as Slurm prints it: ``[D-][H]H:MM:SS``, ``M:SS``, ``MM:SS.mmm``.
 
@@ -160,13 +168,16 @@ def parse_duration(text: str) -> float | None:
     return days * 86400 + hours * 3600 + int(m["m"]) * 60 + float(m["s"])
 
 
+@functools.lru_cache(maxsize=8192)  # an array's elements share their submit time
 def parse_timestamp(text: str) -> datetime | None:
     """A naive local datetime from ``YYYY-MM-DDTHH:MM:SS``; None for N/A, Unknown, None."""
     t = text.strip()
     if t.upper() in _NO_TIME:
         return None
-    try:
-        return datetime.strptime(t, "%Y-%m-%dT%H:%M:%S")
+    try:  # fromisoformat: C speed; the shape check keeps it as strict as strptime was
+        if len(t) != 19 or t[10] != "T" or not t[17:].isdigit():
+            raise ValueError
+        return datetime.fromisoformat(t)
     except ValueError:
         raise ValueError(
             f"not a Slurm timestamp: {text!r} "
@@ -200,15 +211,18 @@ def parse_exit_code(text: str) -> tuple[int | None, int | None]:
 
 
 def _text(value: str) -> str:
-    value = value.strip()
+    """A value or "" for Slurm's words for nothing (values arrive stripped by `_split`)."""
     return "" if value in _NO_TEXT else value
 
 
 def _leading_int(text: str) -> int | None:
+    if text.isdigit():
+        return int(text)
     m = re.match(r"\d+", text.strip())  # NumNodes=1-1 while pending
     return int(m[0]) if m else None
 
 
+@functools.lru_cache(maxsize=8192)
 def _seconds(text: str) -> int | None:
     value = parse_duration(text)
     return None if value is None else int(value)
@@ -231,6 +245,11 @@ def _gres_gpus(text: str) -> int:
     return total
 
 
+@functools.lru_cache(maxsize=4096)  # a big queue repeats a few TRES shapes
+def _gpus_of(tres: str, per_job: str, per_node: str, nodes: int) -> int | None:
+    return _gpus(_tres(tres), per_job, per_node, nodes)
+
+
 def _gpus(tres: Mapping[str, str], per_job: str, per_node: str, nodes: int) -> int | None:
     """GPUs of the whole job. TRES first (exact, but only where the site tracks gres/gpu),
     then the request; 0 when TRES is known and shows none, None when nothing is known."""
@@ -248,43 +267,100 @@ def _gpus(tres: Mapping[str, str], per_job: str, per_node: str, nodes: int) -> i
 
 def _compose_job_id(v: Mapping[str, str]) -> str:
     """The id as squeue's %i prints it, from the raw id, array and het columns."""
-    task, het = _text(v["array_task"]), _text(v["het_offset"])
+    task, het = _text(v.get("array_task", "")), _text(v.get("het_offset", ""))
     if task:
         return f"{v['array_job']}_{task}" if task.isdigit() else f"{v['array_job']}_[{task}]"
     if het:
         return f"{v['het_job']}+{het}"
-    return v["job"]
+    return v.get("job", "")
+
+
+def _user(text: str) -> str:
+    """``alice(1000)`` (scontrol's form) -> ``alice``."""
+    if text.endswith(")") and "(" in text:
+        i = text.rindex("(")
+        if text[i + 1 : -1].isdigit():
+            return text[:i]
+    return text
 
 
 def _queue_fields(row: Mapping[str, str]) -> dict[str, Any]:
-    v = defaultdict(str, row)
-    job_id = _compose_job_id(v)
-    jid = parse_job_id(job_id)
-    nodes = _leading_int(v["nodes"]) or 0
+    """Typed values of one squeue/sacct row ({record key: text})."""
+    return _queue_values(*(row.get(key, "") for key in _SQUEUE_KEYS))
+
+
+def _queue_values(
+    job: str,
+    array_job: str,
+    array_task: str,
+    het_job: str,
+    het_offset: str,
+    name: str,
+    user: str,
+    state: str,
+    reason: str,
+    partition: str,
+    qos: str,
+    account: str,
+    nodes: str,
+    nodelist: str,
+    tres: str,
+    tres_per_node: str,
+    tres_per_job: str,
+    elapsed: str,
+    time_limit: str,
+    submit_time: str,
+    start_time: str,
+    comment: str,
+) -> dict[str, Any]:
+    """Typed values from the texts of `_SQUEUE`'s columns, in that order (a standard
+    squeue line is exactly these arguments). Called per line of a 10,000-job queue: the
+    common shapes (a plain id, an array element) skip the general id parser, and what big
+    queues repeat (limits, TRES, states) is parsed once (cached)."""
+    task = "" if array_task in _NO_TEXT else array_task
+    if task.isdigit():  # an array element: its id is in two columns already
+        job_id, array_job_id, array_task_id = f"{array_job}_{task}", array_job, int(task)
+    elif not task and job.isdigit() and het_offset in _NO_TEXT:  # a plain job
+        job_id, array_job_id, array_task_id = job, None, None
+    else:
+        job_id = _compose_job_id(
+            {
+                "job": job,
+                "array_job": array_job,
+                "array_task": task,
+                "het_job": het_job,
+                "het_offset": het_offset,
+            }
+        )
+        jid = parse_job_id(job_id)
+        array_job_id = str(jid.job) if jid.is_array else None
+        array_task_id = jid.array_task
+    count = int(nodes) if nodes.isdigit() else (_leading_int(nodes) or 0)
+    no = _NO_TEXT
     return {
         "job_id": job_id,
-        "array_job_id": str(jid.job) if jid.is_array else None,
-        "array_task_id": jid.array_task,
-        "name": v["name"],
-        "user": re.sub(r"\(\d+\)$", "", v["user"]),  # scontrol: alice(1000)
-        "state": slurm_state(v["state"]),
-        "state_raw": v["state"],
-        "reason": _text(v["reason"]),
-        "partition": _text(v["partition"]),
-        "qos": _text(v["qos"]),
-        "account": _text(v["account"]),
-        "nodes": nodes,
-        "nodelist": _text(v["nodelist"]),
-        "gpus": _gpus(_tres(v["tres"]), v["tres_per_job"], v["tres_per_node"], nodes),
-        "elapsed_s": _seconds(v["elapsed"]),
-        "time_limit_s": _seconds(v["time_limit"]),
-        "submit_time": parse_timestamp(v["submit_time"]),
-        "start_time": parse_timestamp(v["start_time"]),
-        "comment": _text(v["comment"]),
-    }
+        "array_job_id": array_job_id,
+        "array_task_id": array_task_id,
+        "name": name,
+        "user": _user(user),
+        "state": slurm_state(state),
+        "state_raw": state,
+        "reason": "" if reason in no else reason,
+        "partition": "" if partition in no else partition,
+        "qos": "" if qos in no else qos,
+        "account": "" if account in no else account,
+        "nodes": count,
+        "nodelist": "" if nodelist in no else nodelist,
+        "gpus": _gpus_of(tres, tres_per_job, tres_per_node, count),
+        "elapsed_s": _seconds(elapsed),
+        "time_limit_s": _seconds(time_limit),
+        "submit_time": parse_timestamp(submit_time),
+        "start_time": parse_timestamp(start_time),
+        "comment": "" if comment in no else comment,
+    }  # fmt: skip
 
 
-def _accounting(row: Mapping[str, str], steps: Sequence[Mapping[str, str]]) -> AccountingEntry:
+def _accounting(row: Mapping[str, str], steps: Sequence[Mapping[str, str]], into: type[A]) -> A:
     """One AccountingEntry from the allocation's row and its steps' rows."""
     v = defaultdict(str, row)
     code, signal = parse_exit_code(v["exit_code"])
@@ -292,17 +368,26 @@ def _accounting(row: Mapping[str, str], steps: Sequence[Mapping[str, str]]) -> A
     job_cpu = parse_duration(v["cpu_time"])
     step_cpu = [c for s in steps if (c := parse_duration(s.get("cpu_time", ""))) is not None]
     rss = [r for s in (row, *steps) if (r := parse_mem(s.get("max_rss", ""))) is not None]
-    return AccountingEntry(
-        **_queue_fields(row),
-        exit_code=code,
-        signal=signal,
-        end_time=parse_timestamp(v["end_time"]),
-        cpus=_leading_int(tres.get("cpu", "")),
-        mem_bytes=parse_mem(tres.get("mem", "")),
-        # The allocation line may or may not already hold its steps' sum: take the larger.
-        cpu_time_s=None if job_cpu is None and not step_cpu else max(job_cpu or 0, sum(step_cpu)),
-        max_rss_bytes=max(rss, default=None),
+    return into.from_values(
+        {
+            **_queue_fields(row),
+            "exit_code": code,
+            "signal": signal,
+            "end_time": parse_timestamp(v["end_time"]),
+            "cpus": _leading_int(tres.get("cpu", "")),
+            "mem_bytes": parse_mem(tres.get("mem", "")),
+            # The allocation line may or may not already hold its steps' sum: the larger.
+            "cpu_time_s": None
+            if job_cpu is None and not step_cpu
+            else max(job_cpu or 0, sum(step_cpu)),
+            "max_rss_bytes": max(rss, default=None),
+        }
     )
+
+
+def as_accounting(entry: QueueEntry, into: type[A]) -> A:
+    """A queue row as a history row whose outcome and usage are unknown (no accounting)."""
+    return into.from_values({**entry.__dict__, **dict.fromkeys(_USAGE)})
 
 
 # ------------------------------------------------------------------- command lines
@@ -355,20 +440,28 @@ def sinfo_command() -> list[str]:
 # ------------------------------------------------------------------------- parsers
 
 
-def _split(text: str, count: int, *, suffixed: bool) -> Iterator[list[str]]:
-    """Fields of each non-blank line; the last field keeps any further ``|``."""
-    for line in text.splitlines():
+def _fields_of(line: str, count: int, *, suffixed: bool) -> list[str] | None:
+    """The fields of one line (None for a blank one); the last keeps any further ``|``."""
+    if suffixed and line.endswith(_SEP):  # squeue -O puts the suffix after the last field too
+        line = line[:-1]
+    parts = line.split(_SEP, count - 1)
+    if len(parts) != count:
         if not line.strip():
-            continue
-        if suffixed and line.endswith(_SEP):  # squeue -O puts the suffix after the last field too
-            line = line[: -len(_SEP)]
-        parts = line.split(_SEP, count - 1)
-        if len(parts) != count:
-            raise ValueError(
-                f"expected {count} '{_SEP}'-separated fields, got {len(parts)} in {line!r}; "
-                "was the command built with the same field list?"
-            )
-        yield [part.strip() for part in parts]
+            return None
+        raise ValueError(
+            f"expected {count} '{_SEP}'-separated fields, got {len(parts)} in {line!r}; "
+            "was the command built with the same field list?"
+        )
+    if " " in line:  # padding around values: only then is a strip per field needed
+        parts = [part.strip() for part in parts]
+    return parts
+
+
+def _split(text: str, count: int, *, suffixed: bool) -> Iterator[list[str]]:
+    for line in text.splitlines():
+        parts = _fields_of(line, count, suffixed=suffixed)
+        if parts is not None:
+            yield parts
 
 
 def _rows(
@@ -377,16 +470,69 @@ def _rows(
     """Each line as {record key: value}; fields the parser has no use for are dropped."""
     lowered = {field.lower(): key for field, key in keys.items()}
     names = [lowered.get(field.lower()) for field in fields]
+    if all(names):
+        for parts in _split(text, len(fields), suffixed=suffixed):
+            yield dict(zip(names, parts))  # type: ignore[arg-type]
+        return
     for parts in _split(text, len(fields), suffixed=suffixed):
         yield {name: part for name, part in zip(names, parts) if name}
 
 
-def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[QueueEntry]:
-    """Parse ``squeue_command`` output (``fields`` in the order they were asked for)."""
-    return [QueueEntry(**_queue_fields(row)) for row in _rows(text, fields, _SQUEUE, suffixed=True)]
+def parse_squeue(
+    text: str,
+    fields: Sequence[str] = SQUEUE_FIELDS,
+    *,
+    into: type[E] = QueueEntry,  # type: ignore[assignment]
+    reuse: dict[str, Any] | None = None,
+) -> list[E]:
+    """Parse ``squeue_command`` output (``fields`` in the order they were asked for) into
+    ``into`` rows (`QueueEntry.from_values`).
+
+    The standard field list (what `squeue_command` asks) takes the fast path: each line's
+    fields are `_queue_values`'s arguments and the typed values become rows without a
+    second validation; malformed values are refused by the value parsers either way
+    (`parse_squeue_validated` is the reference both are tested against). ``reuse``: the
+    rows of the previous call by line (a refresh repeats most lines verbatim: pending
+    jobs, array elements); it is left holding this call's lines only.
+    """
+    if tuple(fields) != SQUEUE_FIELDS:
+        return parse_squeue_validated(text, fields, into=into)
+    known = reuse if reuse is not None else {}
+    count = len(fields)
+    seen: dict[str, Any] = {}
+    rows: list[E] = []
+    for line in text.splitlines():
+        row = known.get(line)
+        if row is None:
+            parts = _fields_of(line, count, suffixed=True)
+            if parts is None:
+                continue
+            row = into.from_values(_queue_values(*parts))
+        seen[line] = row
+        rows.append(row)
+    if reuse is not None:
+        reuse.clear()
+        reuse.update(seen)
+    return rows
 
 
-def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[AccountingEntry]:
+def parse_squeue_validated(
+    text: str,
+    fields: Sequence[str] = SQUEUE_FIELDS,
+    *,
+    into: type[E] = QueueEntry,  # type: ignore[assignment]
+) -> list[E]:
+    """The general path: any field order, each row validated by pydantic."""
+    rows = _rows(text, fields, _SQUEUE, suffixed=True)
+    return [into.from_values(into.model_validate(_queue_fields(row)).__dict__) for row in rows]
+
+
+def parse_sacct(
+    text: str,
+    fields: Sequence[str] = SACCT_FIELDS,
+    *,
+    into: type[A] = AccountingEntry,  # type: ignore[assignment]
+) -> list[A]:
     """Parse ``sacct_command`` output: one entry per allocation, its steps folded in
     (largest MaxRSS, summed TotalCPU)."""
     jobs: dict[str, dict[str, str]] = {}
@@ -397,7 +543,7 @@ def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Account
             jobs[jid.base] = row
         else:
             steps[jid.base].append(row)
-    return [_accounting(row, steps[base]) for base, row in jobs.items()]
+    return [_accounting(row, steps[base], into) for base, row in jobs.items()]
 
 
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][\w:/()-]*)=", re.MULTILINE)

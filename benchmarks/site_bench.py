@@ -1,5 +1,6 @@
-"""Site-state figures (issue 6): live log latency, idle follower CPU, squeue parsing,
-scheduler calls per queue refresh. Prints figures; asserts nothing about timings.
+"""Site-state figures (issue 6): live log latency, idle follower CPU, scheduler calls per
+queue refresh. Prints figures; asserts nothing about timings. (squeue/sacct parsing:
+benchmarks/parse_bench.py, no cluster needed.)
 
     HPCUI_CONFIG=.devcluster/hpcui.toml python -m benchmarks.site_bench
 
@@ -12,22 +13,15 @@ follower receives them come from the same clock.
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 os.environ["HPCUI_DATA_DIR"] = tempfile.mkdtemp(prefix="hpcui-site-bench-")
 
 from hpcui.api import connect
-from hpcui.backends.slurm_queue import parse_squeue
-from hpcui.sitestate import QueueJob, QueueSnapshot
+from hpcui.sitestate import QueueSnapshot
 
-FIXTURE = (
-    Path(__file__).resolve().parent.parent
-    / "tests/fixtures/slurm-22.05.8-dev/squeue_hpcui_format.txt"
-)
 HELD = ("--hold",)
 
 
@@ -115,38 +109,6 @@ def idle_follower_cpu(dev) -> None:  # type: ignore[no-untyped-def]
         print(f"[logs] idle follower: job {job.job_id} never printed both markers")
 
 
-# -- (2) parsing ------------------------------------------------------------------------
-
-
-def squeue_lines(n: int) -> str:
-    base = [line for line in FIXTURE.read_text().splitlines() if line.strip()]
-    out = []
-    for i in range(n):
-        f = base[i % len(base)].split("|")
-        group = 100_000 + (i // len(base)) * len(base)
-        f[0] = str(100_000 + i)
-        f[1] = f[0] if f[2] == "N/A" else str(group)  # array tasks share their array's id
-        out.append("|".join(f))
-    return "\n".join(out) + "\n"
-
-
-def parse_time() -> None:
-    text = squeue_lines(10_000)
-    parse, convert = [], []
-    for _ in range(5):
-        t = time.perf_counter()
-        entries = parse_squeue(text)
-        parse.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        jobs = [QueueJob.from_entry(e) for e in entries]
-        convert.append(time.perf_counter() - t)
-    assert len(jobs) == 10_000
-    print(
-        f"[queue] parse 10,000 squeue lines: median of 5 {statistics.median(parse) * 1000:.0f} ms "
-        f"(parse_squeue), + {statistics.median(convert) * 1000:.0f} ms to QueueJob"
-    )
-
-
 # -- (3) scheduler calls per refresh ----------------------------------------------------
 
 
@@ -202,7 +164,6 @@ def main() -> None:
         dev.submit(add, 0, 0, time="5m", extra=HELD).cancel()  # probe + bundle check once
         log_latency(dev)
         idle_follower_cpu(dev)
-        parse_time()
 
         one = dev.submit(add, 1, 2, time="5m", extra=HELD)
         try:

@@ -525,7 +525,7 @@ class Cluster:
 
     def _fetch_queue(self) -> list[sitestate.QueueJob]:
         self._reconcile_quietly()
-        return [sitestate.QueueJob.from_entry(e) for e in self.scheduler.queue()]
+        return self.scheduler.queue(into=sitestate.QueueJob)
 
     def queue(
         self, *, include_finished: bool = False, max_age_s: float = 0.0
@@ -552,10 +552,9 @@ class Cluster:
     ) -> list[sitestate.HistoryJob]:
         """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
         self._reconcile_quietly()
-        jobs = [
-            sitestate.HistoryJob.from_entry(e)
-            for e in self.scheduler.history(sitestate.since_arg(since), job_ids)
-        ]
+        jobs = self.scheduler.history(
+            sitestate.since_arg(since), job_ids, into=sitestate.HistoryJob
+        )
         if any(j.token is None for j in jobs):
             # slurmdbd keeps comments only with AccountingStoreFlags=job_comment: ask the registry
             known = {r.job_id: r.token for r in self.registry.list(self.name, limit=1_000_000)}

@@ -5,11 +5,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.transport.base import Command, Transport
+
+Q = TypeVar("Q", bound=QueueEntry)
+H = TypeVar("H", bound=AccountingEntry)
 
 
 @dataclass(frozen=True)
@@ -75,13 +79,17 @@ class Scheduler(abc.ABC):
     # raises UsageError that says what to use instead.
 
     @abc.abstractmethod
-    def queue(self) -> list[QueueEntry]:
-        """All of the user's jobs the scheduler lists now (not only hpcui's): ONE call."""
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
+        """All of the user's jobs the scheduler lists now (not only hpcui's): ONE call.
+        `into`: the row type the caller shows (`QueueEntry.from_values` builds it)."""
 
     @abc.abstractmethod
     def history(
-        self, since: str | None = None, job_ids: Sequence[str] | None = None
-    ) -> list[AccountingEntry]:
+        self,
+        since: str | None = None,
+        job_ids: Sequence[str] | None = None,
+        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+    ) -> list[H]:
         """Finished and running jobs with exit codes and usage, from `since` on: ONE call.
 
         `since` is in the scheduler's own time syntax (Slurm: `2024-01-01T00:00:00`,

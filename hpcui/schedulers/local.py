@@ -8,7 +8,7 @@ from hpcui.backends import local_script
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.errors import SchedulerError, UsageError
-from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
+from hpcui.schedulers.base import Capabilities, H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, Transport
 
 
@@ -53,15 +53,18 @@ class LocalScheduler(Scheduler):
     def capabilities(self) -> Capabilities:
         return Capabilities(queue=False, history=False, partitions=False, arrays=True)
 
-    def queue(self) -> list[QueueEntry]:
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
         raise UsageError(
             "The `local` scheduler runs jobs as plain processes and keeps no queue. "
             "`hpcui jobs` lists them from the registry; a cluster with Slurm has a queue."
         )
 
     def history(
-        self, since: str | None = None, job_ids: Sequence[str] | None = None
-    ) -> list[AccountingEntry]:
+        self,
+        since: str | None = None,
+        job_ids: Sequence[str] | None = None,
+        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+    ) -> list[H]:
         raise UsageError(
             "The `local` scheduler keeps no accounting. `hpcui jobs` lists past jobs from the "
             "registry; a cluster with Slurm has a history."

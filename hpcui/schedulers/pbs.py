@@ -24,7 +24,7 @@ from hpcui.backends.pbs_job import PbsJob
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
-from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
+from hpcui.schedulers.base import Capabilities, H, JobStatus, Q, Scheduler
 from hpcui.schedulers.slurm import SlurmScheduler, sacct_statuses
 from hpcui.transport.base import Command, CommandResult, Transport
 
@@ -184,24 +184,27 @@ class PbsScheduler(Scheduler):
             return pbs.parse_torque_qstat_f(res.stdout)
         return pbs.parse_qstat_json(res.stdout)
 
-    def queue(self) -> list[QueueEntry]:
-        return [_queue_entry(j) for j in self._user_jobs(history=False)]
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
+        return [into.from_values(dict(_queue_entry(j).__dict__)) for j in self._user_jobs(False)]
 
     def history(
-        self, since: str | None = None, job_ids: Sequence[str] | None = None
-    ) -> list[AccountingEntry]:
+        self,
+        since: str | None = None,
+        job_ids: Sequence[str] | None = None,
+        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+    ) -> list[H]:
         """The user's jobs the server still lists (PBS Pro: with history, when it keeps one).
 
         `since` is not applied: PBS keeps history for a server-set time only. On Slurm's
         wrapper the jobs are Slurm jobs: their history is sacct's.
         """
         if self.dialect == WRAPPER:
-            return self._slurm.history(since, job_ids)
+            return self._slurm.history(since, job_ids, into)
         if job_ids:
             jobs = self._qstat(job_ids)
         else:
             jobs = self._user_jobs(history=True)
-        return [_accounting_entry(j) for j in jobs]
+        return [into.from_values(dict(_accounting_entry(j).__dict__)) for j in jobs]
 
     def partitions(self) -> list[PartitionInfo]:
         """The server's queues from ``qstat -Q`` (PBS has no node counts per queue there)."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from hpcui.backends import slurm_jobids, slurm_queue, slurm_script
 from hpcui.backends.batch import BatchSpec
+from hpcui.backends.records import AccountingEntry, QueueEntry
 from hpcui.errors import SchedulerError, UsageError
-from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.schedulers.base import H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, CommandResult
 
 log = logging.getLogger(__name__)
@@ -24,6 +26,7 @@ class SlurmScheduler(Scheduler):
     def __init__(self, transport) -> None:  # type: ignore[no-untyped-def]
         super().__init__(transport)
         self._accounting_off_until = 0.0
+        self._squeue_rows: dict[type, dict[str, Any]] = {}
 
     @property
     def accounting_off(self) -> bool:
@@ -79,26 +82,31 @@ class SlurmScheduler(Scheduler):
 
     # -- site state --------------------------------------------------------------------------
 
-    def queue(self) -> list[slurm_queue.QueueEntry]:
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
         self.calls += 1
         res = self.transport.run(slurm_queue.squeue_command(None, me=True))
-        return slurm_queue.parse_squeue(_checked(res, "squeue").stdout)
+        # rows of unchanged lines are reused from the last refresh (one dict per row type)
+        reuse = self._squeue_rows.setdefault(into, {})
+        return slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=into, reuse=reuse)
 
     def history(
-        self, since: str | None = None, job_ids: Sequence[str] | None = None
-    ) -> list[slurm_queue.AccountingEntry]:
+        self,
+        since: str | None = None,
+        job_ids: Sequence[str] | None = None,
+        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+    ) -> list[H]:
         """sacct; where accounting is off, the ended jobs squeue still remembers (MinJobAge)."""
         if not self.accounting_off:
             self.calls += 1
             res = self.transport.run(slurm_queue.sacct_command(job_ids, since=since))
             if res.ok:
-                return slurm_queue.parse_sacct(res.stdout)
+                return slurm_queue.parse_sacct(res.stdout, into=into)
             log.info("sacct failed (%s); history from squeue", res.stderr.strip())
             self._accounting_off_until = time.monotonic() + ACCOUNTING_RETRY_S
         self.calls += 1
         res = self.transport.run(slurm_queue.squeue_command(job_ids, me=True))
         return [
-            slurm_queue.AccountingEntry(**e.model_dump())
+            slurm_queue.as_accounting(e, into)
             for e in slurm_queue.parse_squeue(_checked(res, "squeue").stdout)
         ]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import computed_field
 
-from hpcui.backends.records import AccountingEntry, QueueEntry
+from hpcui.backends.records import AccountingEntry, QueueEntry, trusted
 from hpcui.backends.slurm_script import TOKEN_PREFIX
 from hpcui.errors import UsageError
 from hpcui.formatting import hms, size
@@ -51,9 +51,14 @@ class QueueJob(QueueEntry):
         return self.token is not None
 
     @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Self:
+        values["token"] = token_of(values.get("comment", ""))
+        return trusted(cls, values)
+
+    @classmethod
     def from_entry(cls, entry: QueueEntry) -> QueueJob:
-        # already validated by the parser: construct, do not validate 10,000 rows again
-        return cls.model_construct(**_fields(entry), token=token_of(entry.comment))
+        # already typed by the parser: no second validation of 10,000 rows per refresh
+        return cls.from_values(_fields(entry))
 
 
 class HistoryJob(AccountingEntry):
@@ -72,8 +77,13 @@ class HistoryJob(AccountingEntry):
         return efficiency_line(self)
 
     @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Self:
+        values["token"] = token_of(values.get("comment", ""))
+        return trusted(cls, values)
+
+    @classmethod
     def from_entry(cls, entry: AccountingEntry) -> HistoryJob:
-        return cls.model_construct(**_fields(entry), token=token_of(entry.comment))
+        return cls.from_values(_fields(entry))
 
 
 def _fields(entry: QueueEntry) -> dict[str, Any]:

@@ -190,17 +190,30 @@ def merge_rows(
     *,
     hpcui_only: bool,
     now: datetime | None = None,
+    reuse: dict[int, tuple[QueueJob, JobRow]] | None = None,
 ) -> dict[str, JobRow]:
     """The live table's rows: the queue of every cluster, plus the registry's jobs that the
     queue does not list (finished, or not yet seen). The queue wins where both know a job:
-    it has reason, nodes and times."""
+    it has reason, nodes and times. `reuse`: the last refresh's rows by queue row object
+    (the Slurm parser hands back the same object for an unchanged line)."""
     rows: dict[str, JobRow] = {}
+    known = reuse if reuse is not None else {}
+    kept: dict[int, tuple[QueueJob, JobRow]] = {}
     for cluster, jobs in queue.items():
         for job in jobs:
             if hpcui_only and not job.hpcui:
                 continue
-            row = queue_row(cluster, job, now)
+            hit = known.get(id(job))
+            if hit is not None and hit[0] is job and hit[1].cluster == cluster:
+                row = hit[1]  # the same row object as last refresh: nothing changed
+            else:
+                row = queue_row(cluster, job, now)
+            if job.start_time is None or job.start_time.tzinfo is None:  # not clock-bound
+                kept[id(job)] = (job, row)
             rows[row.key] = row
+    if reuse is not None:  # holds this refresh's jobs (alive: their ids stay theirs)
+        reuse.clear()
+        reuse.update(kept)
     for rec in records:
         row = record_row(rec)
         rows.setdefault(row.key, row)

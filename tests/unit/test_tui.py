@@ -454,3 +454,15 @@ def test_every_worker_of_the_app_leaves_the_app_running_on_error():
                 if not (isinstance(value, ast.Constant) and value.value is False):
                     missing.append(f"{path.name}:{node.lineno}")
     assert missing == [], f"workers without exit_on_error=False: {missing}"
+
+
+def test_merge_reuses_the_rows_of_unchanged_queue_rows():
+    jobs = queue_jobs()
+    reuse: dict = {}
+    first = R.merge_rows({"mn5": jobs}, [], hpcui_only=False, reuse=reuse)
+    changed = [j.model_copy(update={"name": "renamed"}) if j is jobs[0] else j for j in jobs]
+    second = R.merge_rows({"mn5": changed}, [], hpcui_only=False, reuse=reuse)
+    key0 = f"mn5:{jobs[0].job_id}"
+    assert second[key0] is not first[key0] and second[key0].cells["name"] == "renamed"
+    assert all(second[k] is first[k] for k in first if k != key0)
+    assert len(reuse) == len(jobs)

@@ -85,6 +85,7 @@ class JobsScreen(Screen[None]):
         self.errors: dict[str, str] = {}
         self.records: list[JobRecord] = []
         self.rows: dict[str, JobRow] = {}
+        self._row_cache: dict[int, Any] = {}  # merge_rows' reuse between refreshes
         self.history_rows: dict[str, JobRow] = {}
         self.subs: dict[str, Subscription] = {}
         self.applied = 0  # table refreshes applied (tests and benchmarks read it)
@@ -238,7 +239,9 @@ class JobsScreen(Screen[None]):
         """Show the data; `remerge=False` when only the filter changed (rows are as they were)."""
         if self.view == "live":
             if remerge or not self.rows:
-                self.rows = merge_rows(self.queues, self.records, hpcui_only=self.hpcui_only)
+                self.rows = merge_rows(
+                    self.queues, self.records, hpcui_only=self.hpcui_only, reuse=self._row_cache
+                )
             rows = self.rows
         else:
             rows = self.history_rows
