@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+from hpcui import log_push, sitestate, submission, submit_recovery
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
-from hpcui import sitestate, submission, submit_recovery
 from hpcui.backends.job_paths import RESULT_KEY, SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
@@ -632,5 +632,7 @@ class Cluster:
             tail_bytes=tail_bytes,
             spool_dir=spool_dir,
         )
+        if follow and self.config.log_follow == "push":
+            return log_push.follow_pushed(followers, until or job.done, stream=stream, timeout=timeout)
         done = (until or job.done) if follow else None
         return _logs.follow_many(followers, done, stream=stream, timeout=timeout)

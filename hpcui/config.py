@@ -37,6 +37,10 @@ class ClusterConfig(BaseModel):
     #: None: the profile's `setup` lines (see `Cluster.setup`); [] means none at all
     setup: list[str] | None = None
     remote_base: str = "~/.hpcui"
+    #: "push": a `tail -F` per followed log on the login node sends new lines as they come
+    #: (one exec channel each, same connection); "poll": a stat + ranged read every
+    #: 0.1-2 s, for sites that do not want a long-running reader on their login nodes
+    log_follow: Literal["push", "poll"] = "push"
     defaults: dict[str, str | int | bool] = Field(default_factory=dict)
     #: deep-merged over the built-in profile (see docs/profiles.md), e.g. partition limits
     profile_overrides: dict[str, Any] = Field(default_factory=dict)

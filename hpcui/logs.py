@@ -97,6 +97,7 @@ class LogFollower:
         self._spool_fresh = True  # the first write truncates what another file left there
         self._replay: tuple[int, int] | None = None  # (position, end) still to replay
         self._replay_skip_line = False
+        self._pending_restart = False  # start_over() was called: the next bytes restart the spool
         if spool is not None:
             self._resume_spool(spool)
 
@@ -199,13 +200,27 @@ class LogFollower:
             return ""
         length = min(self.chunk_bytes, size - self.offset)
         data = self.transport.read_file(self.path, offset=self.offset, length=length)
-        self.offset += len(data)
-        self.bytes_read += len(data)
-        self._spool_write(data, restart=restart)
-        text = self._decoder.decode(data)
+        text = self.take(data, restart=restart)
         if skip_partial_line:
             text = text.split("\n", 1)[1] if "\n" in text else ""
         return text
+
+    def start_over(self) -> None:
+        """The file was truncated or replaced (a reader on the login node saw it, where a
+        size check cannot: a new file as long as the old one): read it again from 0."""
+        self.offset, self.restarts = 0, self.restarts + 1
+        self._decoder.reset()
+        self._pending_restart = True
+
+    def take(self, data: bytes, *, restart: bool = False) -> str:
+        """Bytes that follow `offset` (read here, or pushed by a reader on the login
+        node): counted, spooled, decoded."""
+        if self._pending_restart and data:
+            restart, self._pending_restart = True, False
+        self.offset += len(data)
+        self.bytes_read += len(data)
+        self._spool_write(data, restart=restart)
+        return self._decoder.decode(data)
 
     def drain(self) -> Iterator[str]:
         """Everything available now, chunk by chunk (bounded memory)."""
@@ -242,7 +257,8 @@ def follow_many(
 ) -> Iterator[LogChunk]:
     """Follow several tasks' files round-robin; stops once ``done()`` and all are drained.
 
-    ``done=None`` reads what is there once and returns (no following).
+    ``done=None`` reads what is there once and returns (no following). (Pushed following,
+    without polls: `hpcui.log_push.follow_pushed`.)
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = fast_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from hpcui.errors import RemoteCommandError
 from hpcui.transport.quoting import Arg
@@ -45,6 +46,25 @@ class CommandResult:
                 stderr=self.stderr,
             )
         return self
+
+
+class RemoteStream(Protocol):
+    """A long-running remote command's output as it comes (a pushed log reader)."""
+
+    def fileno(self) -> int:
+        """Readable when output arrived or the stream ended (for select)."""
+        ...
+
+    def read(self) -> tuple[bytes, bytes]:
+        """What stdout and stderr have now; never blocks."""
+        ...
+
+    @property
+    def ended(self) -> bool:
+        """The command exited or the link dropped, and everything was read."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Transport(abc.ABC):
@@ -105,6 +125,11 @@ class Transport(abc.ABC):
         if len(entries) != 1 or entries[0].hard_bytes is None or entries[0].used_bytes is None:
             return None
         return entries[0].hard_bytes - entries[0].used_bytes
+
+    def open_stream(self, cmd: Command) -> RemoteStream | None:
+        """Start `cmd` with its output streamed back (None: this transport cannot; the
+        caller polls instead)."""
+        return None
 
     def stalled_s(self) -> float:
         """Seconds the link has not answered its keepalives (0: fine, or no link at all)."""

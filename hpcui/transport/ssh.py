@@ -149,6 +149,39 @@ class _Shell:
             pass
 
 
+class _ChannelStream:
+    """An exec channel as a `RemoteStream`."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+
+    def fileno(self) -> int:
+        return self.chan.fileno()
+
+    def read(self) -> tuple[bytes, bytes]:
+        out, err = bytearray(), bytearray()
+        chan = self.chan
+        while chan.recv_stderr_ready():  # stderr first: a reader's notices precede its data
+            err += chan.recv_stderr(1 << 20)
+        while chan.recv_ready():
+            data = chan.recv(1 << 20)
+            if not data:
+                break
+            out += data
+        return bytes(out), bytes(err)
+
+    @property
+    def ended(self) -> bool:
+        chan = self.chan
+        if chan.recv_ready() or chan.recv_stderr_ready():
+            return False
+        return chan.closed or chan.eof_received or not chan.get_transport().is_active()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.chan.close()
+
+
 class SshTransport(Transport):
     """One SSH connection shared by everything that talks to one cluster in this process."""
 
@@ -674,6 +707,20 @@ class SshTransport(Transport):
         finally:
             chan.close()
         return CommandResult(rc, bytes(out), bytes(err), raw.decode("utf-8", "replace"))
+
+    def open_stream(self, cmd: Command) -> _ChannelStream:
+        """`cmd` on its own exec channel of this connection, its output pushed as it comes
+        (8 followed ranks: 8 channels, one connection)."""
+        raw = to_command(cmd)
+        conn = self.connect()
+        try:
+            chan = conn.open_session(window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET)
+            chan.exec_command(raw.decode("utf-8", "surrogateescape"))
+        except Exception as exc:
+            raise ConnectionLost(
+                f"Connection to {self.target.label} dropped while starting a log reader."
+            ) from exc
+        return _ChannelStream(chan)
 
     def home(self) -> str:
         if self._home is None:
