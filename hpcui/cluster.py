@@ -153,7 +153,7 @@ class Cluster:
         if kind == "pbs":
             from hpcui.schedulers.pbs import PbsScheduler
 
-            return PbsScheduler(self.transport)
+            return PbsScheduler(self.transport, dialect=self.profile.pbs_dialect)
         raise UsageError(f"Scheduler {kind!r} of cluster {self.name!r} is not supported yet.")
 
     @property

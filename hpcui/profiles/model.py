@@ -110,6 +110,9 @@ class Profile(BaseModel):
     retired: bool = False
     successor: str | None = None
     scheduler: Literal["slurm", "pbs", "local"] = "slurm"
+    #: which PBS the site runs, when known: then nothing probes `qstat --version` (and
+    #: `hpcui script` renders offline); None: probed once on the first connection
+    pbs_dialect: Literal["pbspro", "torque", "slurm-torque-wrapper"] | None = None
     login_hosts: list[str] = Field(default_factory=list)
     #: data-transfer nodes: fast copies, but they cannot submit jobs
     transfer_hosts: list[str] = Field(default_factory=list)

@@ -384,3 +384,23 @@ def test_clusters_on_a_fresh_home_lists_local(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["NAME", "HOST", "PROFILE"]
     assert lines[1].split()[:2] == ["*", "local"] and "(this machine)" in lines[1]
+
+
+def test_script_renders_offline_for_a_pbs_profile_that_knows_its_dialect(
+    tmp_path, monkeypatch, capsys
+):
+    """ASPIRE 2A+ is PBS Pro: its profile says so, so nothing probes qstat; the host is a
+    closed loopback port, so any connection attempt would fail the command."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[clusters.a2p]\nhost = "127.0.0.1"\nport = 1\nprofile = "aspire2a-plus"\n'
+        'defaults = { account = "12345678" }\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    import hpcui.api
+
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    assert main(["script", "-c", "a2p", "--gpus", "2", "--time", "1h"]) == 0
+    script = capsys.readouterr().out
+    assert "#PBS -l select=1:ncpus=28:ngpus=2" in script and "#PBS -P 12345678" in script
+    assert "#PBS -l walltime=01:00:00" in script
