@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
-from hpcui import log_push, sitestate, submission, submit_recovery
+from hpcui import housekeeping, log_push, sitestate, submission, submit_recovery
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.backends.job_paths import RESULT_KEY, SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
@@ -166,6 +167,18 @@ class Cluster:
         if self._registry is None:
             self._registry = shared_registry()
         return self._registry
+
+    @property
+    def result_cache(self) -> Path:
+        """Fetched results of this cluster's jobs, beside the registry (files 0600)."""
+        return self.registry.path.parent / "results" / self.name
+
+    def clean(
+        self, *, older_than: timedelta | None = None, dry_run: bool = False
+    ) -> housekeeping.CleanReport:
+        """Remove the remote folders of ended jobs whose results are fetched (or, with
+        `older_than`, of every ended job submitted before then). See hpcui.housekeeping."""
+        return housekeeping.clean(self, older_than=older_than, dry_run=dry_run)
 
     @cached_property
     def status(self) -> StatusService:
@@ -383,7 +396,15 @@ class Cluster:
         self.status.track(ids)
         self._queue_changed()
         return [
-            Job(self, jid, folder, num_tasks=alloc.num_tasks, name=alloc.name, result_key=key)
+            Job(
+                self,
+                jid,
+                folder,
+                num_tasks=alloc.num_tasks,
+                name=alloc.name,
+                result_key=key,
+                result_cache=self.result_cache,
+            )
             for jid in ids
         ]
 
@@ -488,6 +509,8 @@ class Cluster:
             num_tasks=rec.num_tasks,
             name=rec.name,
             result_key=key,
+            result_cache=self.result_cache,
+            cleaned_at=rec.meta.get("cleaned_at"),
         )
 
     def _resolve_vanished(self, job_ids: list[str]) -> dict[str, JobStatus]:
@@ -633,6 +656,8 @@ class Cluster:
             spool_dir=spool_dir,
         )
         if follow and self.config.log_follow == "push":
-            return log_push.follow_pushed(followers, until or job.done, stream=stream, timeout=timeout)
+            return log_push.follow_pushed(
+                followers, until or job.done, stream=stream, timeout=timeout
+            )
         done = (until or job.done) if follow else None
         return _logs.follow_many(followers, done, stream=stream, timeout=timeout)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import pickle
 import time
 from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from hpcui import result_signing
-from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream
+from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream, result_name
 from hpcui.backends.states import JobState
 from hpcui.errors import (
     JobCancelledError,
@@ -40,6 +43,7 @@ class JobHost(Protocol):
 
 
 STDERR_TAIL = 4000
+log = logging.getLogger(__name__)
 
 
 class Job:
@@ -54,8 +58,15 @@ class Job:
         num_tasks: int = 1,
         name: str = "",
         result_key: bytes | None = None,
+        result_cache: Path | None = None,
+        cleaned_at: float | None = None,
     ) -> None:
         self.cluster = cluster
+        #: where fetched results are kept on this machine (`hpcui clean` may then remove the
+        #: job folder); None: nothing kept
+        self.result_cache = result_cache
+        #: when `hpcui clean` removed the job folder (None: it is still there)
+        self.cleaned_at = cleaned_at
         #: results are unpickled only with a valid signature under this key (None: a job
         #: submitted before hpcui signed results; hpcui/result_signing.py)
         self.result_key = result_key
@@ -127,13 +138,31 @@ class Job:
     def paths(self) -> JobPaths:
         return JobPaths(self.folder, self.job_id)
 
+    def kept_result(self, task: int) -> Path | None:
+        """This machine's copy of a task's result (made by the first successful read)."""
+        if self.result_cache is None:
+            return None
+        return kept_result_path(self.result_cache, self.folder, self.job_id, task)
+
     def _outcome(self, task: int) -> tuple[str, Any] | None:
         path = self.paths.result(task)
-        transport = self.cluster.transport
+        kept = self.kept_result(task)
+        if kept is not None and kept.exists():  # checked when it was kept; ours, 0600
+            return _unpickle(kept.read_bytes(), self.job_id, f"task {task}, {kept}")
         try:  # one read, no separate stat: a missing file is the answer
-            data = transport.read_file(path)
+            data = self.cluster.transport.read_file(path)
         except FileNotFoundError:
+            if self.cleaned_at is not None:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.cleaned_at))
+                raise JobLostError(
+                    f"The folder of job {self.job_id} on {self.cluster.name} was removed by "
+                    f"`hpcui clean` on {when}, and its result had not been fetched before. "
+                    "Resubmit the job to compute it again.",
+                    job_id=self.job_id,
+                    stderr_tail="",
+                ) from None
             return None
+        transport = self.cluster.transport
         what = f"task {task}, {path}"
         if self.result_key is not None:
             try:
@@ -143,16 +172,10 @@ class Job:
             except UnicodeDecodeError:
                 signature = ""
             result_signing.check(data, signature, self.result_key, what=what, job_id=self.job_id)
-        try:
-            outcome = pickle.loads(data)
-            kind, value = outcome
-        except Exception as exc:  # truncated or not submitit's (kind, value) pair
-            raise ResultIntegrityError(
-                f"The result of job {self.job_id} ({what}) cannot be read: {exc}. The file is "
-                "damaged (a full disk or quota while the job wrote it?); resubmit the job.",
-                job_id=self.job_id,
-            ) from exc
-        return kind, value
+        outcome = _unpickle(data, self.job_id, what)
+        if kept is not None:
+            _keep(kept, data)
+        return outcome
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's return value (task 0). Raises a JobError subclass on failure."""
@@ -261,3 +284,33 @@ def _ends(timeout: float | None) -> float | None:
 def _rest(ends: float | None) -> float | None:
     """What is left of a call's budget for its reads (at least a second after the wait)."""
     return None if ends is None else max(1.0, ends - time.monotonic())
+
+
+def kept_result_path(cache: Path, folder: str, job_id: str, task: int) -> Path:
+    """Where this machine keeps a fetched result: by job folder (the submission's token)."""
+    return cache / PurePosixPath(folder).name / result_name(job_id, str(task))
+
+
+def _unpickle(data: bytes, job_id: str, what: str) -> tuple[str, Any]:
+    try:
+        kind, value = pickle.loads(data)
+    except Exception as exc:  # truncated or not submitit's (kind, value) pair
+        raise ResultIntegrityError(
+            f"The result of job {job_id} ({what}) cannot be read: {exc}. The file is "
+            "damaged (a full disk or quota while the job wrote it?); resubmit the job.",
+            job_id=job_id,
+        ) from exc
+    return kind, value
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """A private local copy, written whole (a reader never sees half of it)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:  # a full local disk must not fail result(): the copy is a convenience
+        log.warning("could not keep a local copy of %s", path.name, exc_info=True)

@@ -211,6 +211,16 @@ class Registry:
         )
 
     @_sqlite_errors
+    def mark_cleaned(self, cluster: str, folders: list[str], when: float) -> None:
+        """`hpcui clean` removed these job folders: their jobs stay listed, marked."""
+        with self._lock, self._db:
+            self._db.executemany(
+                "UPDATE jobs SET meta = json_set(meta, '$.cleaned_at', ?) "
+                "WHERE cluster=? AND folder=?",
+                [(when, cluster, f) for f in folders],
+            )
+
+    @_sqlite_errors
     def remove_token(self, cluster: str, token: str) -> None:
         with self._lock, self._db:
             self._db.execute("DELETE FROM jobs WHERE cluster=? AND token=?", (cluster, token))

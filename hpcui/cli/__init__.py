@@ -37,6 +37,7 @@ _COMMANDS = {
     "clusters": "hpcui.cli.cmd_site",
     "profiles": "hpcui.cli.cmd_site",
     "trust": "hpcui.cli.cmd_site",
+    "clean": "hpcui.cli.cmd_site",
     "exec": "hpcui.cli.cmd_site",
     "serve": "hpcui.cli.cmd_serve",
 }

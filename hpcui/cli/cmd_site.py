@@ -1,4 +1,5 @@
-"""quota, modules, partitions, clusters, profiles, trust, exec: the site and its setup."""
+"""quota, clean, modules, partitions, clusters, profiles, trust, exec: the site and its
+setup."""
 
 from __future__ import annotations
 
@@ -54,6 +55,28 @@ def cmd_quota(args: argparse.Namespace) -> int:
         right=(3, 5),
     )
     out.note(f"reported by {report.tool}")
+    return EXIT_OK
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from hpcui.housekeeping import CleanReport
+
+    older = None if args.older_than is None else timedelta(seconds=args.older_than)
+    report = connect(cluster_name(args)).clean(older_than=older, dry_run=args.dry_run)
+    if args.json:
+        out.emit_json(CleanReport, report)
+        return EXIT_OK
+    verb = "would remove" if report.dry_run else "removed"
+    for folder in report.removed:
+        out.note(f"{verb} {folder.folder} ({', '.join(folder.job_ids)}): {folder.files} files")
+    out.note(
+        f"{report.cluster}: {verb} {len(report.removed)} job folder(s), {report.files:,} files, "
+        f"{out.size(report.bytes)}; kept {report.kept_active} with pending or running jobs and "
+        f"{report.kept_unfetched} whose results were not fetched (`hpcui result ID` fetches; "
+        "--older-than TIME removes old ones anyway)"
+    )
     return EXIT_OK
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from hpcui.backends.modules import Module
 from hpcui.backends.records import PartitionInfo
 from hpcui.backends.states import JobState
+from hpcui.housekeeping import CleanReport
 from hpcui.logs import LogChunk
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation
@@ -179,6 +180,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "cancel": list[ActionOutput],
         "stop": ActionOutput,
         "quota": QuotaReport,
+        "clean": CleanReport,
         "modules": list[Module],
         "partitions": list[PartitionInfo],
         "clusters": list[ClusterRow],

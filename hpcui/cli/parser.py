@@ -102,6 +102,16 @@ def _outcome(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _duration(text: str) -> float:
+    """`30d`, `12h`, `1-00:00:00` -> seconds; argparse turns errors into usage."""
+    from hpcui.profiles.units import parse_time
+
+    try:
+        return float(parse_time(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     p = argparse.ArgumentParser(
@@ -213,6 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--array", type=_positive(int), metavar="N", help="as a job array of N")
     _json(s)
     _resources(s)
+
+    s = add(
+        "clean",
+        "remove the cluster folders of ended jobs whose results were fetched (files and "
+        "bytes freed are reported; pending and running jobs are never touched)",
+    )
+    s.add_argument(
+        "--older-than",
+        metavar="TIME",
+        type=_duration,
+        help="also remove ended jobs submitted before TIME ago (e.g. 30d), fetched or not",
+    )
+    s.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
+    _json(s)
 
     s = add("trust", "accept a cluster's SSH host key after checking its fingerprint")
     s.add_argument("name", nargs="?", metavar="NAME", help="cluster (default: the default)")

@@ -1,0 +1,67 @@
+"""`hpcui clean` on the dev cluster: ended jobs whose results were fetched go, a running
+job and an unfetched result stay (until --older-than), a dry run removes nothing, and a
+fetched result stays readable from this machine's copy."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+
+from hpcui.backends.states import JobState
+from hpcui.cli import main
+from hpcui.errors import JobLostError
+
+pytestmark = pytest.mark.devcluster
+
+
+def add(a, b):
+    return a + b
+
+
+def nap(seconds):
+    import time as _t
+
+    _t.sleep(seconds)
+
+
+def _exists(cluster, folder: str) -> bool:
+    return cluster.run(["test", "-d", folder]).ok
+
+
+def test_clean_keeps_what_is_running_or_unfetched_and_fetched_results_stay_readable(
+    dev, capsys
+):
+    fetched = dev.submit(add, 1, 2, name="clean-fetched")
+    assert fetched.result(timeout=120) == 3  # fetched: a checked copy is kept locally
+    unfetched = dev.submit(add, 3, 4, name="clean-unfetched")
+    running = dev.submit(nap, 120, name="clean-running", time="5m")
+    try:
+        assert unfetched.wait(timeout=120) is JobState.COMPLETED
+        for _ in range(600):
+            if running.state is JobState.RUNNING:
+                break
+            time.sleep(0.1)
+        assert main(["clean", "-c", "dev", "--dry-run", "--json"]) == 0
+        dry = json.loads(capsys.readouterr().out)
+        assert dry["dry_run"] and [f["folder"] for f in dry["removed"]] == [fetched.folder]
+        assert _exists(dev, fetched.folder)  # a dry run removes nothing
+
+        report = dev.clean()
+        assert [f.folder for f in report.removed] == [fetched.folder]
+        assert report.files >= 5 and report.bytes > 0  # script, key, pickle, logs, result...
+        assert (report.kept_active, report.kept_unfetched) == (1, 1)
+        assert not _exists(dev, fetched.folder)
+        assert _exists(dev, unfetched.folder) and _exists(dev, running.folder)
+        assert dev.get_job(fetched.job_id).result() == 3  # from this machine's copy
+
+        time.sleep(1.1)
+        old = dev.clean(older_than=timedelta(seconds=1))  # policy: unfetched ones go too
+        assert [f.folder for f in old.removed] == [unfetched.folder]
+        assert _exists(dev, running.folder) and old.kept_active == 1
+        with pytest.raises(JobLostError, match="removed by `hpcui clean`"):
+            dev.get_job(unfetched.job_id).result()
+    finally:
+        running.cancel()
