@@ -16,39 +16,21 @@ import re
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
-from typing import Protocol
 
 from pydantic import BaseModel
 
 from hpcui import submission
 from hpcui.backends.job_paths import result_name
 from hpcui.backends.states import JobState
+from hpcui.cluster_parts import ClusterParts as Site
 from hpcui.errors import HpcuiError
 from hpcui.job import kept_result_path
-from hpcui.registry import JobRecord, Registry
-from hpcui.schedulers.base import Scheduler
+from hpcui.registry import JobRecord
 from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
 
 BATCH = 100
 _TOKEN = re.compile(r"[0-9a-f]{16}")
-
-
-class Site(Protocol):
-    """The parts of hpcui.cluster.Cluster cleaning uses (no import cycle)."""
-
-    name: str
-
-    @property
-    def registry(self) -> Registry: ...
-    @property
-    def transport(self) -> Transport: ...
-    @property
-    def scheduler(self) -> Scheduler: ...
-    @property
-    def result_cache(self) -> Path: ...
-    def remote_info(self) -> submission.RemoteInfo: ...
 
 
 class CleanedFolder(BaseModel):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from hpcui import result_signing
 from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream, result_name
 from hpcui.backends.states import JobState
+from hpcui.cluster_parts import ClusterParts
 from hpcui.errors import (
     JobCancelledError,
     JobFailedError,
@@ -24,20 +25,11 @@ from hpcui.submission import disk_full
 from hpcui.transport import deadline
 
 if TYPE_CHECKING:
-    from hpcui.status import StatusService
-    from hpcui.transport.base import Transport
+    pass
 
 
-class JobHost(Protocol):
+class JobHost(ClusterParts, Protocol):
     """What a Job needs of its cluster (a `Cluster` is one): Job never imports Cluster."""
-
-    name: str
-
-    @property
-    def transport(self) -> Transport: ...
-
-    @property
-    def status(self) -> StatusService: ...
 
     def cancel(self, job_ids: list[str]) -> None: ...
 

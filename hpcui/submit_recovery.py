@@ -28,30 +28,12 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from hpcui import submission
+from hpcui.cluster_parts import ClusterParts as Cluster
 from hpcui.errors import HpcuiError
-from hpcui.registry import JobRecord, Registry
-from hpcui.schedulers.base import Scheduler
-from hpcui.status import StatusService
-from hpcui.transport.base import Transport
-
-
-class Cluster(Protocol):
-    """The parts of hpcui.cluster.Cluster recovery uses (no import cycle)."""
-
-    name: str
-
-    @property
-    def registry(self) -> Registry: ...
-    @property
-    def transport(self) -> Transport: ...
-    @property
-    def scheduler(self) -> Scheduler: ...
-    @property
-    def status(self) -> StatusService: ...
-
+from hpcui.registry import JobRecord
 
 log = logging.getLogger(__name__)
 
