@@ -8,7 +8,7 @@ import pickle
 import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from hpcui import result_signing
 from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream, result_name
@@ -23,9 +23,6 @@ from hpcui.errors import (
 )
 from hpcui.submission import disk_full
 from hpcui.transport import deadline
-
-if TYPE_CHECKING:
-    pass
 
 
 class JobHost(ClusterParts, Protocol):
