@@ -590,8 +590,14 @@ class Cluster:
         return self.scheduler.partitions()
 
     def quota_report(self) -> sitestate.QuotaReport:
-        """Quota with the tool that answered and the ones tried before it (one round trip)."""
-        return sitestate.fetch_quota(self.transport, self.profile.quota_command, cluster=self.name)
+        """Quota with the tool that answered and the ones tried before it (one round trip),
+        and what hpcui's own folders take of it (a second one)."""
+        report = sitestate.fetch_quota(
+            self.transport, self.profile.quota_command, cluster=self.name
+        )
+        base = submission.base_word(self.config.remote_base)
+        own = sitestate.fetch_own_usage(self.transport, base, report.entries)
+        return report.model_copy(update={"own": own})
 
     def quota(self) -> list[sitestate.QuotaEntry]:
         return self.quota_report().entries

@@ -55,6 +55,19 @@ def cmd_quota(args: argparse.Namespace) -> int:
         right=(3, 5),
     )
     out.note(f"reported by {report.tool}")
+    if (own := report.own) is not None:
+        share = (
+            f" = {own.share_of_file_limit:.0%} of the file limit on {own.filesystem}"
+            if own.share_of_file_limit is not None
+            else ""
+        )
+        line = (
+            f"hpcui's own folders ({own.base}): {own.files:,} files, {out.size(own.bytes)}{share}"
+        )
+        if own.warn:
+            out.warn(f"{line}: `hpcui clean` removes the folders of fetched jobs")
+        else:
+            out.note(line)
     return EXIT_OK
 
 

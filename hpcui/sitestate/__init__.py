@@ -19,6 +19,7 @@ from hpcui.sitestate.modules import (
     search_modules,
     setup_modules,
 )
+from hpcui.sitestate.own_usage import OwnUsage, fetch_own_usage
 from hpcui.sitestate.quota import QuotaError, QuotaReport, QuotaTry, fetch_quota
 from hpcui.sitestate.watcher import QueueSnapshot, QueueWatcher, Subscription, is_rate_limited
 
@@ -28,6 +29,7 @@ __all__ = [
     "ModuleError",
     "ModuleState",
     "ModuleSystem",
+    "OwnUsage",
     "PartitionInfo",
     "QueueJob",
     "QueueSnapshot",
@@ -41,6 +43,7 @@ __all__ = [
     "detect_system",
     "efficiency_line",
     "fetch_modules",
+    "fetch_own_usage",
     "fetch_quota",
     "is_rate_limited",
     "missing_modules",

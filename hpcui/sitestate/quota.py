@@ -22,6 +22,7 @@ from hpcui.backends.quota import (
     parse_quota,
 )
 from hpcui.errors import HpcuiError
+from hpcui.sitestate.own_usage import OwnUsage
 from hpcui.sitestate.remote import Part, first_command, parse_parts
 from hpcui.transport.base import Command, Transport
 
@@ -60,6 +61,8 @@ class QuotaReport(BaseModel):
     tool: str
     entries: list[QuotaEntry]
     tried: list[QuotaTry]
+    #: what hpcui's own folders take (Cluster.quota_report adds it)
+    own: OwnUsage | None = None
 
     @property
     def near_limit(self) -> list[QuotaEntry]:

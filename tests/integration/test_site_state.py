@@ -146,7 +146,11 @@ def test_partitions(site):
 
 
 def test_quota_falls_back_to_df_in_one_round_trip(site):
+    base = site.remote_info().base  # the job base exists from here on
     report = site.quota_report()
+    assert report.own is not None and report.own.base == base  # hpcui's own share
+    assert report.own.files >= 3 and report.own.bytes > 0  # base, jobs/, runtime/ at least
+    assert report.own.share_of_file_limit is None  # df knows no file limit
     assert report.tool == "df"
     tried = {t.tool: t.exit_status for t in report.tried}
     assert tried["bsc_quota"] is None and tried["lfs quota"] is None and tried["quota"] is None

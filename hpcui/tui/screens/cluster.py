@@ -191,6 +191,17 @@ class ClusterScreen(Screen[None]):
             if e.grace:
                 out.append(f" · grace {e.grace}", style="bold red")
             out.append("\n")
+        if (own := report.own) is not None:
+            from hpcui.sitestate.jobs import format_bytes
+
+            share = own.share_of_file_limit
+            out.append(
+                f"hpcui's own folders: {own.files} files, {format_bytes(own.bytes)}"
+                + (f" ({share:.0%} of the file limit)" if share is not None else ""),
+                style="bold red" if own.warn else "dim",
+            )
+            if own.warn:
+                out.append(" · `hpcui clean` frees it", style="bold red")
         self.query_one("#quota", Static).update(out)
 
     def _show_partitions(self, name: str, parts: list[PartitionInfo]) -> None:
