@@ -8,6 +8,7 @@ checks against (hpcui/result_signing.py says why results are signed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -37,9 +38,18 @@ def sign_result(folder: str) -> None:
     except FileNotFoundError:
         return  # requeued or killed: no result to sign
     tmp = f"{result}{SIGNATURE_SUFFIX}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(sign(data, key) + "\n")
-    os.replace(tmp, result + SIGNATURE_SUFFIX)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(sign(data, key) + "\n")
+        os.replace(tmp, result + SIGNATURE_SUFFIX)
+    except OSError as exc:  # a full disk or quota: an unsigned result is never read, so
+        # it goes, and stderr names the cause the client reports ("could not write its
+        # result: the disk or quota ... is full"), not "its signature was removed"
+        for path in (tmp, result):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        print(f"hpcui: could not sign the result, removed it: {exc}", file=sys.stderr, flush=True)
+        raise
 
 
 def run(folder: str) -> None:

@@ -77,8 +77,8 @@ def test_pickles_that_do_not_fit_are_not_submitted_and_leave_no_folder(tiny):
     assert "Nothing was submitted" in str(err.value), err.value
     assert files(tiny, "jobs") == before
     tiny.run(["rm", f"{TINY}/filler"]).check("rm")
-    jobs = tiny.map(add, [big[:5_000]] * 8, [b""] * 8, time="5m")  # fits with the bundle
-    assert [j.result(timeout=120) for j in jobs] == [5_000] * 8
+    jobs = tiny.map(add, [big[:5_000]] * 6, [b""] * 6, time="5m")  # fits with the bundle
+    assert [j.result(timeout=120) for j in jobs] == [5_000] * 6
 
 
 def big_result(n):

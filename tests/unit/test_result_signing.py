@@ -74,3 +74,35 @@ def test_the_runner_signs_the_result_submitit_wrote(tmp_path: Path):
     signature = (folder / f"77_0_result.pkl{SIGNATURE_SUFFIX}").read_text()
     result_signing.check(data, signature, key, what="t", job_id="77")
     assert pickle.loads(data) == ("success", 32)
+
+
+def test_a_result_that_cannot_be_signed_is_removed_and_the_cause_named(
+    tmp_path: Path, monkeypatch, capsys
+):
+    """Disk full while signing: the unsigned result would only ever be refused as
+    'signature removed'; it goes, and stderr names the full disk for the client."""
+    import errno
+
+    from hpcui.compute import signed
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / RESULT_KEY).write_text(result_signing.job_key("tok").hex())
+    result = folder / "77_0_result.pkl"
+    result.write_bytes(pickle.dumps(("success", 1)))
+    for name, value in {
+        "SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": "77", "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0", "SLURM_NTASKS": "1", "SLURM_NODEID": "0",
+        "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "localhost",
+        "SUBMITIT_FOLDER": str(folder),
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(signed.os, "replace", full)
+    with pytest.raises(OSError):
+        signed.sign_result(str(folder))
+    assert not result.exists() and list(folder.glob("*.hmac*")) == []
+    assert "No space left on device" in capsys.readouterr().err
