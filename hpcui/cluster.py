@@ -34,6 +34,7 @@ from hpcui.errors import (
 from hpcui.job import Job
 from hpcui.pickling import pickle_calls
 from hpcui.profiles import Profile, resolve_profile
+from hpcui.profiles.units import parse_time
 from hpcui.registry import JobRecord, Registry, shared_registry
 from hpcui.resources import Allocation, Resources, batch_spec, explain, resolve
 from hpcui.result_signing import job_key
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: cut-off submissions are looked for at most this often by the polls (forced on a miss)
 RECONCILE_S = 30.0
+#: the `keep` policy runs at most this often per cluster
+AUTO_CLEAN_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Cluster:
         self._remote: submission.RemoteInfo | None = None
         self._setup_checked = False
         self._reconciled_at: float | None = None
+        self._auto_clean_thread: threading.Thread | None = None
         self._lock = threading.Lock()
         _silence_submitit()
 
@@ -179,6 +183,32 @@ class Cluster:
         """Remove the remote folders of ended jobs whose results are fetched (or, with
         `older_than`, of every ended job submitted before then). See hpcui.housekeeping."""
         return housekeeping.clean(self, older_than=older_than, dry_run=dry_run)
+
+    def _auto_clean(self) -> None:
+        """The config's `keep` policy: at most once a day per cluster (a stamp beside the
+        registry, shared by every process), in the background; never fails a submit."""
+        if not self.config.keep:
+            return
+        stamp = self.registry.path.parent / "housekeeping" / f"{self.name}.last"
+        try:
+            if time.time() - stamp.stat().st_mtime < AUTO_CLEAN_S:
+                return
+        except FileNotFoundError:
+            pass
+        stamp.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp.touch()
+        older = timedelta(seconds=parse_time(self.config.keep))
+
+        def work() -> None:
+            try:
+                report = self.clean(older_than=older)
+                log.info("keep=%s on %s: %d folders, %d files removed", self.config.keep,
+                         self.name, len(report.removed), report.files)  # fmt: skip
+            except HpcuiError as exc:
+                log.warning("automatic clean of %s failed: %s", self.name, exc)
+
+        self._auto_clean_thread = threading.Thread(target=work, name="hpcui-keep", daemon=True)
+        self._auto_clean_thread.start()
 
     @cached_property
     def status(self) -> StatusService:
@@ -395,6 +425,7 @@ class Cluster:
         ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self.status.track(ids)
         self._queue_changed()
+        self._auto_clean()
         return [
             Job(
                 self,

@@ -7,7 +7,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hpcui.errors import ConfigError
 
@@ -41,6 +49,20 @@ class ClusterConfig(BaseModel):
     #: (one exec channel each, same connection); "poll": a stat + ranged read every
     #: 0.1-2 s, for sites that do not want a long-running reader on their login nodes
     log_follow: Literal["push", "poll"] = "push"
+    #: remove the folders of ended jobs submitted longer ago than this (e.g. "30d"),
+    #: fetched or not: `hpcui clean --older-than KEEP` at most once a day per cluster, in
+    #: the background after a submit; None: only `hpcui clean` by hand
+    keep: str | None = None
+
+    @field_validator("keep")
+    @classmethod
+    def _keep_is_a_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            from hpcui.profiles.units import parse_time
+
+            parse_time(value)  # ValueError with the accepted forms
+        return value
+
     defaults: dict[str, str | int | bool] = Field(default_factory=dict)
     #: deep-merged over the built-in profile (see docs/profiles.md), e.g. partition limits
     profile_overrides: dict[str, Any] = Field(default_factory=dict)

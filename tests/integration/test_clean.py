@@ -31,9 +31,7 @@ def _exists(cluster, folder: str) -> bool:
     return cluster.run(["test", "-d", folder]).ok
 
 
-def test_clean_keeps_what_is_running_or_unfetched_and_fetched_results_stay_readable(
-    dev, capsys
-):
+def test_clean_keeps_what_is_running_or_unfetched_and_fetched_results_stay_readable(dev, capsys):
     fetched = dev.submit(add, 1, 2, name="clean-fetched")
     assert fetched.result(timeout=120) == 3  # fetched: a checked copy is kept locally
     unfetched = dev.submit(add, 3, 4, name="clean-unfetched")
@@ -65,3 +63,31 @@ def test_clean_keeps_what_is_running_or_unfetched_and_fetched_results_stay_reada
             dev.get_job(unfetched.job_id).result()
     finally:
         running.cancel()
+
+
+def test_the_keep_policy_cleans_old_ended_jobs_after_a_submit_at_most_once_a_day(dev_env):
+    import os
+
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    dev = Cluster(load_config().cluster("dev").model_copy(update={"keep": "1s"}))
+    try:
+        old = dev.submit(add, 1, 2, name="keep-old")  # its own submit ran the day's clean
+        assert old.wait(timeout=120) is JobState.COMPLETED  # ended, result never fetched
+        first = dev._auto_clean_thread
+        assert first is not None
+        first.join(timeout=60)
+        stamp = dev.registry.path.parent / "housekeeping" / "dev.last"
+        day_ago = time.time() - 2 * 86400
+        os.utime(stamp, (day_ago, day_ago))  # a day later
+        time.sleep(1.1)
+        new = dev.submit(add, 3, 4, name="keep-new")
+        second = dev._auto_clean_thread
+        assert second is not first
+        second.join(timeout=60)
+        assert not _exists(dev, old.folder) and _exists(dev, new.folder)
+        dev.submit(add, 5, 6, name="keep-third")  # the same day: no second clean
+        assert dev._auto_clean_thread is second
+    finally:
+        dev.close()

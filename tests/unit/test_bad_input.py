@@ -101,3 +101,11 @@ def test_pbs_extra_may_not_replace_hpcuis_own_directives(extra, dialect):
         directives(spec, dialect)
     ok = BatchSpec(folder="/f", token="t", name="n", extra=("-Wdepend=afterok:1",))
     assert "-Wdepend=afterok:1" in directives(ok, dialect)
+
+
+def test_a_keep_policy_that_is_not_a_duration_is_a_config_error(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[clusters.x]\nhost = "127.0.0.1"\nkeep = "a month"\n')
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    with pytest.raises(ConfigError, match="keep"):
+        load_config()
