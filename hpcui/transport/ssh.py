@@ -769,7 +769,10 @@ class SshTransport(Transport):
                     f"{self._stall_note() or ' Retry; if it persists, the login node is overloaded.'}"
                 ) from exc
             except (EOFError, paramiko.SSHException, OSError) as exc:
-                if self._link_up() and isinstance(exc, OSError):
+                # paramiko's "Socket is closed": the channel went with the link, which its
+                # transport has not marked inactive yet; anything else is the server's answer
+                closed = str(exc) == "Socket is closed"
+                if self._link_up() and isinstance(exc, OSError) and not closed:
                     raise
                 with self._lock:
                     if self._conn is conn:
