@@ -172,9 +172,9 @@ class Job:
 
     def results(self, timeout: float | None = None) -> list[Any]:
         """One return value per task (rank), for multi-task jobs such as DDP."""
-        ends = _ends(timeout)
+        ends = deadline.ends_after(timeout)
         self.wait(timeout)
-        with deadline.within(_rest(ends)):
+        with deadline.within(deadline.rest(ends)):
             return [self._result(task, None) for task in range(self.num_tasks)]
 
     def exception(self, timeout: float | None = None) -> Exception | None:
@@ -186,9 +186,9 @@ class Job:
         return None
 
     def _result(self, task: int, timeout: float | None) -> Any:
-        ends = _ends(timeout)
+        ends = deadline.ends_after(timeout)
         state = self.wait(timeout)
-        with deadline.within(_rest(ends)):  # the reads too: `timeout` covers the whole call
+        with deadline.within(deadline.rest(ends)):  # the reads too: `timeout` covers the whole call
             return self._read_result(task, state)
 
     def _read_result(self, task: int, state: JobState) -> Any:
@@ -264,15 +264,6 @@ class Job:
             self.cluster.transport, self.paths.log(task, stream), tail_bytes=tail_bytes
         )
         yield from follower.follow(self.done, timeout=timeout)
-
-
-def _ends(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + timeout
-
-
-def _rest(ends: float | None) -> float | None:
-    """What is left of a call's budget for its reads (at least a second after the wait)."""
-    return None if ends is None else max(1.0, ends - time.monotonic())
 
 
 def kept_result_path(cache: Path, folder: str, job_id: str, task: int) -> Path:

@@ -224,10 +224,8 @@ class LogFollower:
 
     def drain(self) -> Iterator[str]:
         """Everything available now, chunk by chunk (bounded memory)."""
-        while text := self.read():
-            yield text
-            if self.offset >= self.size:
-                return
+        for chunk in drain_chunks(0, self, "stdout", None):
+            yield chunk.text
 
     def follow(
         self,
@@ -260,41 +258,49 @@ def follow_many(
     ``done=None`` reads what is there once and returns (no following). (Pushed following,
     without polls: `hpcui.log_push.follow_pushed`.)
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
+    ends = _deadline.ends_after(timeout)
     interval = fast_s
     while True:
-        with _deadline.within(_budget(deadline)):
+        with _deadline.within(_deadline.rest(ends)):
             finished = done is None or done()  # asked BEFORE the last reads: nothing is lost
         got = False
         for task, follower in followers.items():
-            while True:  # drain(), each read within the caller's time (a stalled link)
-                start = follower.offset
-                with _deadline.within(_budget(deadline)):
-                    text = follower.read()
-                if not text:
-                    break
+            for chunk in drain_chunks(task, follower, stream, ends):
                 got = True
-                yield LogChunk(task=task, stream=stream, text=text, offset=start)
-                if follower.offset >= follower.size:
-                    break
+                yield chunk
         if finished:
             return
-        if deadline is not None and time.monotonic() >= deadline:
-            raise LogTimeout(
-                f"Still following {', '.join(f.path for f in followers.values())} after "
-                f"{timeout} s and the job has not ended. Follow again, or cancel the job."
-            )
+        if ends is not None and time.monotonic() >= ends:
+            raise LogTimeout.following(followers, timeout)
         interval = fast_s if got else min(slow_s, interval * 1.5)
         time.sleep(interval)
 
 
-def _budget(deadline: float | None) -> float | None:
-    """A read's share of a follow's time: what is left, at least a second."""
-    return None if deadline is None else max(1.0, deadline - time.monotonic())
+def drain_chunks(
+    task: int, follower: LogFollower, stream: Stream, ends: float | None
+) -> Iterator[LogChunk]:
+    """Everything a follower can read now, each read within the caller's time (a stalled
+    link ends it instead of hanging the follow)."""
+    while True:
+        start = follower.offset
+        with _deadline.within(_deadline.rest(ends)):
+            text = follower.read()
+        if not text:
+            return
+        yield LogChunk(task=task, stream=stream, text=text, offset=start)
+        if follower.offset >= follower.size:
+            return
 
 
 class LogTimeout(HpcuiError):
     """Following a log took longer than the caller allowed."""
+
+    @classmethod
+    def following(cls, followers: dict[int, LogFollower], timeout: float | None) -> LogTimeout:
+        return cls(
+            f"Still following {', '.join(f.path for f in followers.values())} after "
+            f"{timeout} s and the job has not ended. Follow again, or cancel the job."
+        )
 
 
 class ProgressLines:

@@ -131,6 +131,14 @@ def site(dev_env: Path, site_name: str):
     cluster.close()
 
 
+def session_sshd_pids(run) -> list[int]:
+    """The per-connection sshd processes serving a link (its shell's parent and the one
+    above it), found through that link's `run`."""
+    session = int(run("echo $PPID").stdout.strip())
+    above = int(run("ps -o ppid= -p $PPID").stdout.strip() or 0)
+    return [p for p in {session, above} if p > 1]
+
+
 def sshd_pid(name: str) -> int:
     out = subprocess.run(
         [str(ROOT / "scripts" / "devcluster"), "sshd-pids"],

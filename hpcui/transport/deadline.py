@@ -37,6 +37,17 @@ def left(default: float | None) -> float | None:
     return rest if default is None else min(default, rest)
 
 
+def ends_after(seconds: float | None) -> float | None:
+    """The monotonic time a budget of `seconds` runs out (None: no budget)."""
+    return None if seconds is None else time.monotonic() + seconds
+
+
+def rest(ends: float | None) -> float | None:
+    """What is left of a budget ending at `ends`, for the next call: at least a second,
+    so a read asked for just after the wait still gets its one try."""
+    return None if ends is None else max(1.0, ends - time.monotonic())
+
+
 def expired() -> bool:
     deadline = getattr(_local, "deadline", None)
     return deadline is not None and time.monotonic() >= deadline

@@ -21,7 +21,7 @@ from hpcui.backends.states import JobState
 from hpcui.errors import CommandTimeout, ConnectionLost, HpcuiError, JobTimeoutError
 from hpcui.transport import deadline
 from hpcui.transport.ssh import SshTransport
-from tests.conftest import DEVCLUSTER
+from tests.conftest import DEVCLUSTER, session_sshd_pids
 
 pytestmark = pytest.mark.devcluster
 
@@ -37,14 +37,6 @@ def nap(seconds):
 
     print("napping", flush=True)
     _t.sleep(seconds)
-
-
-def _session_pids(run) -> list[int]:
-    """The per-connection sshd processes serving a link (its shell's parent and the one
-    above it), found through that link."""
-    session = int(run("echo $PPID").stdout.strip())
-    above = int(run("ps -o ppid= -p $PPID").stdout.strip() or 0)
-    return [p for p in {session, above} if p > 1]
 
 
 @contextlib.contextmanager
@@ -85,7 +77,7 @@ def test_keepalives_find_a_frozen_link_close_it_and_the_next_call_reconnects(dev
     heard: list[float | None] = []
     t.watch_stall(heard.append)
     try:
-        pids = _session_pids(t.run)
+        pids = session_sshd_pids(t.run)
         with frozen(pids):
             _until(lambda: t.stalled_s() > 0, 5, "the stall to be noticed")
             assert heard and heard[0] == 0.5
@@ -101,7 +93,7 @@ def test_keepalives_find_a_frozen_link_close_it_and_the_next_call_reconnects(dev
 def test_a_command_blocked_on_a_frozen_link_ends_with_connection_lost(devcluster):
     t = _transport(alive_interval=0.5, alive_count_max=3)
     try:
-        pids = _session_pids(t.run)
+        pids = session_sshd_pids(t.run)
         box: dict = {}
 
         def call() -> None:
@@ -127,7 +119,7 @@ def test_an_sftp_read_on_a_frozen_link_keeps_the_callers_deadline(devcluster):
     t = _transport(alive_interval=0)  # no watchdog: the deadline alone must end it
     try:
         t.write_file("/tmp/hpcui-stall-probe", b"x" * 1000)
-        pids = _session_pids(t.run)
+        pids = session_sshd_pids(t.run)
         with frozen(pids):
             started = time.monotonic()
             with pytest.raises(CommandTimeout, match="No answer"), deadline.within(2.0):
@@ -155,7 +147,7 @@ def watched_dev(dev_env):
 def test_result_with_a_timeout_returns_in_time_during_a_stall(watched_dev):
     job = watched_dev.submit(add, 1, 2)
     assert job.wait(timeout=120) is JobState.COMPLETED  # ended; its result not fetched yet
-    with frozen(_session_pids(watched_dev.run)):
+    with frozen(session_sshd_pids(watched_dev.run)):
         started = time.monotonic()
         with pytest.raises(CommandTimeout, match="not answered"):
             job.result(timeout=4)
@@ -167,7 +159,7 @@ def test_wait_during_a_stall_says_the_state_is_old(watched_dev):
     job = watched_dev.submit(nap, 60, time="5m")
     try:
         _until(lambda: job.state is JobState.RUNNING, 90, "the job to run")
-        with frozen(_session_pids(watched_dev.run)):
+        with frozen(session_sshd_pids(watched_dev.run)):
             _until(lambda: watched_dev.transport.stalled_s() > 0, 5, "the stall")
             started = time.monotonic()
             with pytest.raises(JobTimeoutError) as err:
@@ -204,7 +196,7 @@ def test_the_app_header_says_stalled_and_then_connected_again(dev_env, monkeypat
 
             await until(lambda: app.hub.conns["dev"].status == "connected", "connected")
             cluster = app.hub.cluster("dev")
-            pids = _session_pids(cluster.run)
+            pids = session_sshd_pids(cluster.run)
             with frozen(pids):
                 await until(lambda: "stalled" in app.sub_title, "stalled")
                 stalled = app.sub_title

@@ -10,7 +10,7 @@ import pytest
 
 from hpcui.errors import AuthenticationError, ConnectionLost, HostKeyError
 from hpcui.transport.ssh import SshTransport
-from tests.conftest import DEVCLUSTER
+from tests.conftest import DEVCLUSTER, session_sshd_pids
 
 pytestmark = pytest.mark.devcluster
 SSH_CONFIG = str(DEVCLUSTER / "ssh" / "config")
@@ -197,16 +197,9 @@ def test_proxyjump_through_second_sshd(devcluster):
         assert conn[2:] == ["127.0.0.1", "2222"]
 
 
-def _session_sshd_pids(t: SshTransport) -> list[str]:
-    """The per-connection sshd serving `t` and its session process (its shell's parent)."""
-    ppid = int(t.run("ps -o ppid= -p $PPID").stdout.strip() or 0)  # our shell's sshd
-    session = int(t.run("echo $PPID").stdout.strip())
-    return [str(pid) for pid in {session, ppid} if pid]
-
-
-def _kill_session_sshd(t: SshTransport, pids: list[str] | None = None) -> None:
+def _kill_session_sshd(t: SshTransport, pids: list[int] | None = None) -> None:
     """SIGKILL the per-connection sshd serving `t` (`pids`: found earlier)."""
-    subprocess.run(["kill", "-9", *(pids or _session_sshd_pids(t))], check=False)
+    subprocess.run(["kill", "-9", *map(str, pids or session_sshd_pids(t.run))], check=False)
 
 
 def test_killed_connection_reconnects_on_next_call(devcluster):
@@ -392,7 +385,7 @@ def test_an_upload_cut_by_a_drop_is_retried_whole(devcluster, size):
     """Before: a raw EOFError (SFTP) or OSError "Socket is closed" (the `cat` stream)."""
     with _transport() as t:
         assert t.run("true").ok
-        pids = _session_sshd_pids(t)  # found before the upload, killed during it
+        pids = session_sshd_pids(t.run)  # found before the upload, killed during it
         killer = threading.Timer(0.05, _kill_session_sshd, args=(t, pids))
         killer.start()
         assert t.write_file(f"drop-{size}", b"x" * size) == size
