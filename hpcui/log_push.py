@@ -9,10 +9,11 @@ nothing. What tail sends is taken exactly like a polled read (`LogFollower.take`
 offset, spool, decoder), so both paths can hand over to each other at any byte:
 
 - a file that does not exist yet (pending job) is polled until it does;
-- tail's notice of a truncated or replaced file (rotation) closes that reader; the file
-  is read again from 0 by polls (a size check alone misses a new file as long as the old
-  one) and a new reader starts where they stopped; bytes of the old file that arrived
-  together with the notice are dropped with it (the old file is gone or rotated away);
+- tail's notices come in the data stream (`2>&1`), so in order with the bytes: what came
+  before a notice of a truncated or replaced file (rotation) is taken, then the file is
+  read again from 0 by polls (a size check alone misses a new file as long as the old
+  one) and a new reader starts where they stopped; bytes that may begin a notice cut by
+  a read wait for the next read;
 - a reader that ends (dropped link, killed tail) is restarted from the offset; after
   MAX_RESTARTS that follower is polled for good, as it is where no reader can start;
 - once `done()`, readers are closed and every file is drained by polls: nothing is lost.
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from hpcui.errors import HpcuiError
-from hpcui.logs import LogChunk, LogFollower, LogTimeout, Stream
+from hpcui.logs import LogChunk, LogFollower, LogTimeout, Stream, drain_chunks
 from hpcui.transport import deadline as _deadline
 from hpcui.transport.base import RemoteStream
 from hpcui.transport.quoting import quote_bytes
@@ -40,31 +41,36 @@ WAIT_S = 0.25
 MAX_RESTARTS = 5
 #: tail's notices after which its byte count no longer matches the file's
 _RESYNC = (b"file truncated", b"following new file")
+#: how tail's notices start; they come in the data stream (2>&1), so in order with it
+_NOTICE = b"tail: "
+
+
+def split_notice(out: bytes) -> tuple[bytes, bytes | None, bytes, bool]:
+    """(data before tail's first notice, the notice line, what follows, unsure).
+
+    `unsure`: the bytes end in what may be the start of a notice cut by the read: the
+    data before it is certain; the rest (returned as what follows) waits for the next
+    read to tell.
+    """
+    i = out.find(_NOTICE)
+    if i < 0:
+        for n in range(len(_NOTICE) - 1, 0, -1):  # "t", "ta", ... "tail:" at the very end
+            if out.endswith(_NOTICE[:n]):
+                return out[:-n], None, out[-n:], True
+        return out, None, b"", False
+    j = out.find(b"\n", i)
+    if j < 0:
+        return out[:i], None, out[i:], True
+    return out[:i], out[i : j + 1], out[j + 1 :], False
 
 
 def push_command(path: str, offset: int) -> bytes:
     """tail from `offset`, following truncation and rotation; it ends with its channel."""
     inner = (
-        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {shlex.quote(path)} & t=$!; "
+        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {shlex.quote(path)} 2>&1 & t=$!; "
         "cat >/dev/null; kill $t 2>/dev/null"
     )
     return b"sh -c " + quote_bytes(inner)
-
-
-def _budget(ends: float | None) -> float | None:
-    return None if ends is None else max(1.0, ends - time.monotonic())
-
-
-def _drain(task: int, f: LogFollower, stream: Stream, ends: float | None) -> Iterator[LogChunk]:
-    while True:
-        start = f.offset
-        with _deadline.within(_budget(ends)):
-            text = f.read()
-        if not text:
-            return
-        yield LogChunk(task=task, stream=stream, text=text, offset=start)
-        if f.offset >= f.size:
-            return
 
 
 def _open(f: LogFollower) -> RemoteStream | None:
@@ -83,20 +89,21 @@ def follow_pushed(
     slow_s: float = 2.0,
 ) -> Iterator[LogChunk]:
     """Like `hpcui.logs.follow_many`, with the bytes pushed (see the module's doc)."""
-    ends = None if timeout is None else time.monotonic() + timeout
+    ends = _deadline.ends_after(timeout)
     readers: dict[int, RemoteStream] = {}
     restarts = dict.fromkeys(followers, 0)
     polled_only: set[int] = set()
+    held: dict[int, bytes] = {}  # a reader's last bytes that may begin a notice
     wait = WAIT_S
     try:
         while True:
-            with _deadline.within(_budget(ends)):
+            with _deadline.within(_deadline.rest(ends)):
                 finished = done()
             got = False
             for task, f in followers.items():
                 if task in readers:
                     continue
-                for chunk in _drain(task, f, stream, ends):  # catch up, or poll
+                for chunk in drain_chunks(task, f, stream, ends):  # catch up, or poll
                     got = True
                     yield chunk
                 if finished or task in polled_only or not f.exists:
@@ -113,13 +120,10 @@ def follow_pushed(
                     reader.close()
                 readers.clear()
                 for task, f in followers.items():  # everything written: by polls
-                    yield from _drain(task, f, stream, ends)
+                    yield from drain_chunks(task, f, stream, ends)
                 return
             if ends is not None and time.monotonic() >= ends:
-                raise LogTimeout(
-                    f"Still following {', '.join(f.path for f in followers.values())} after "
-                    f"{timeout} s and the job has not ended. Follow again, or cancel the job."
-                )
+                raise LogTimeout.following(followers, timeout)
             if readers:
                 wait = WAIT_S
                 select.select(list(readers.values()), [], [], WAIT_S)
@@ -128,19 +132,27 @@ def follow_pushed(
                 time.sleep(wait)
             for task, reader in list(readers.items()):
                 f = followers[task]
-                out, err = reader.read()
-                if any(word in err for word in _RESYNC):
-                    # a new file (or the old one emptied): read it again from 0 by polls,
-                    # then a new reader; what came with the notice is in the file anyway
+                out = held.pop(task, b"") + reader.read()[0]
+                resync = False
+                while out:
+                    data, notice, out, unsure = split_notice(out)
+                    if data:
+                        start = f.offset
+                        if text := f.take(data):
+                            yield LogChunk(task=task, stream=stream, text=text, offset=start)
+                    if unsure:  # maybe a notice cut by the read: the next read tells
+                        held[task] = out
+                        break
+                    resync = notice is not None and any(word in notice for word in _RESYNC)
+                    if resync:
+                        break
+                if resync:  # a new file, or the old one emptied: polls read it from 0,
+                    f.start_over()  # then a new reader (what followed the notice is in it)
                     reader.close()
                     del readers[task]
-                    f.start_over()
                     continue
-                if out:
-                    start = f.offset
-                    if text := f.take(out):
-                        yield LogChunk(task=task, stream=stream, text=text, offset=start)
-                if reader.ended:
+                if reader.ended:  # bytes still held were not taken: polls read them
+                    held.pop(task, None)
                     reader.close()
                     del readers[task]
                     restarts[task] += 1

@@ -199,3 +199,13 @@ def test_progress_bars_collapse_to_their_last_state() -> None:
     assert p.feed("\r100%|#####|\n") == ["100%|#####|"]
     assert p.feed("done\r\n") == ["done"]
     assert p.current == ""
+
+
+def test_tails_notices_are_split_from_the_data_in_order():
+    from hpcui.log_push import split_notice
+
+    notice = b"tail: '/x/log' has appeared;  following new file\n"
+    assert split_notice(b"abc" + notice + b"new\n") == (b"abc", notice, b"new\n", False)
+    assert split_notice(b"line\n") == (b"line\n", None, b"", False)
+    assert split_notice(b"abc\ntail: '/x/lo") == (b"abc\n", None, b"tail: '/x/lo", True)
+    assert split_notice(b"abc\nta") == (b"abc\n", None, b"ta", True)  # maybe its start
