@@ -8,6 +8,13 @@ cluster through `cluster.submit(experiment, ..., gpus=4)`: one task per GPU, and
     python examples/ddp_or_fsdp.py --cluster mn5-acc --gpus 4
     python examples/ddp_or_fsdp.py --cluster dev --python /opt/hpcui-devcluster/venv/bin/python --width 1024
     python examples/ddp_or_fsdp.py --spawn 2 --width 1024    # no cluster: local processes
+    python examples/ddp_or_fsdp.py --cluster local --gpus 1 --tasks-per-node 4   # one GPU
+
+The last line is the course's table on ONE GPU of your own workstation (the embedded
+`local` cluster without Slurm): 4 ranks share the GPU, so hpcui.distributed.setup() uses
+gloo with CUDA tensors (NCCL refuses two ranks on one GPU). Reference measured that way on
+one H100 (width 8192): DDP 799 MiB params and 4863 MiB peak per rank; FSDP 200 MiB shard
+and 1365 MiB peak per rank. Without a GPU, `--gpus 0 --tasks-per-node 4` runs 4 CPU ranks.
 
 What is measured, per rank:
 - model: bytes of the parameters this rank holds (DDP: the whole model; FSDP: its shard);
@@ -209,6 +216,7 @@ def run_cluster(modes: list[str], ns: argparse.Namespace) -> dict[str, list[dict
                 1000,
                 ns.steps,
                 gpus=ns.gpus,
+                **({"tasks_per_node": ns.tasks_per_node} if ns.tasks_per_node else {}),
                 time=ns.time,
                 name=f"{mode}-reference",
                 **({"account": ns.account} if ns.account else {}),
@@ -226,6 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cluster", help="cluster name from the hpcui config (default: its default)")
     p.add_argument("--python", help="remote interpreter with torch (overrides the config)")
     p.add_argument("--gpus", type=int, default=4)
+    p.add_argument(
+        "--tasks-per-node",
+        type=int,
+        help="ranks per node (default: one per GPU); more than the GPUs: ranks share them",
+    )
     p.add_argument("--width", type=int, default=8192, help="8192 is the course's model")
     p.add_argument("--batch", type=int, default=32, help="per rank")
     p.add_argument(

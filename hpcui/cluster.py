@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import sys
 import threading
 import time
@@ -16,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hpcui import housekeeping, log_push, sitestate, submission, submit_recovery
+from hpcui import housekeeping, local_machine, log_push, sitestate, submission, submit_recovery
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.backends.job_paths import RESULT_KEY, SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
@@ -123,17 +122,39 @@ class Cluster:
 
     @cached_property
     def profile(self) -> Profile:
+        """The site profile; on this machine without Slurm, filled in with its own cores,
+        memory and GPUs (hpcui.local_machine) before the config's overrides."""
         default = "local" if self.config.is_local else "generic"
-        return resolve_profile(
+        name, user = self.config.profile or default, self.config.user_profiles
+        overrides = self.config.profile_overrides or None
+        if self.config.is_local and self._kind == "local":
+            return local_machine.describe(resolve_profile(name, user)).with_overrides(overrides)
+        profile = resolve_profile(name, user, overrides)
+        if profile.scheduler == "local" and self._kind != "local":  # `local` with Slurm on PATH
+            profile = profile.model_copy(update={"scheduler": self._kind})
+        return profile
+
+    @cached_property
+    def _kind(self) -> str:
+        """slurm, pbs or local: the config's, else the profile's (`local` with Slurm on
+        PATH is Slurm)."""
+        if self.config.scheduler != "auto":
+            return self.config.scheduler
+        default = "local" if self.config.is_local else "generic"
+        named = resolve_profile(
             self.config.profile or default,
             self.config.user_profiles,
             self.config.profile_overrides or None,
         )
+        return local_machine.scheduler_kind(named)
 
     @property
     def python(self) -> str:
-        """The Python jobs run with: the cluster config's, else the profile's, else python3."""
-        return self.config.python or self.profile.python or "python3"
+        """The Python jobs run with: the cluster config's, else the profile's, else (on
+        this machine without Slurm) the one running hpcui, with its packages, else python3."""
+        if self.config.python or self.profile.python:
+            return self.config.python or self.profile.python or "python3"
+        return sys.executable if self.config.is_local and self._kind == "local" else "python3"
 
     @property
     def setup(self) -> list[str]:
@@ -142,11 +163,7 @@ class Cluster:
 
     @cached_property
     def scheduler(self) -> Scheduler:
-        kind = self.config.scheduler
-        if kind == "auto":
-            kind = self.profile.scheduler
-            if kind == "local" and shutil.which("sbatch"):
-                kind = "slurm"
+        kind = self._kind
         if kind == "slurm":
             from hpcui.schedulers.slurm import SlurmScheduler
 
@@ -154,7 +171,11 @@ class Cluster:
         if kind == "local":
             from hpcui.schedulers.local import LocalScheduler
 
-            return LocalScheduler(self.transport, lambda: f"{self.remote_info().base}/local")
+            return LocalScheduler(
+                self.transport,
+                lambda: f"{self.remote_info().base}/local",
+                local_machine.this_machine if self.config.is_local else None,
+            )
         if kind == "pbs":
             from hpcui.schedulers.pbs import PbsScheduler
 

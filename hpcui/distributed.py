@@ -69,7 +69,7 @@ import pickle
 import re
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -265,13 +265,50 @@ def _dist() -> Any:
     return None
 
 
+def _gpu_identity(device: Any) -> str:
+    """Which physical GPU this rank uses: host and UUID (indices differ per task where a
+    site binds one GPU per task)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    uuid = getattr(props, "uuid", None)
+    where = str(uuid) if uuid else f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}#{device.index}"
+    return f"{socket.gethostname()}/{where}"
+
+
+def _backend_for(gpus: int, info: RankInfo, identities: Sequence[str] | None = None) -> str:
+    """nccl for one GPU per rank; gloo on CPU, and where ranks share a GPU on purpose
+    (developing DDP/FSDP on one GPU): NCCL refuses that ("Duplicate GPU detected"), gloo
+    takes CUDA tensors. `identities`: every rank's `_gpu_identity`, where it was asked."""
+    if not gpus:
+        return "gloo"
+    if identities is not None and len(set(identities)) < len(identities):
+        if info.rank == 0:
+            print(
+                f"hpcui.distributed: {len(identities)} ranks share {len(set(identities))} "
+                "GPU(s) and NCCL refuses two ranks on one GPU, so the process group uses gloo "
+                "(tensors stay on the GPU; collectives are slower). Pass backend= to choose.",
+                file=sys.stderr,
+                flush=True,
+            )
+        return "gloo"
+    return "nccl"
+
+
+def _identities(store: Any, info: RankInfo, mine: str) -> list[str]:
+    """Every rank's GPU identity, through the rendezvous store (blocks until all told)."""
+    store.set(f"hpcui/gpu/{info.rank}", mine)
+    return [store.get(f"hpcui/gpu/{r}").decode() for r in range(info.world_size)]
+
+
 def setup(
     backend: str | None = None, *, timeout_s: float | None = None
 ) -> tuple[int, int, int, torch.device]:
     """Join the job's process group; returns (local_rank, rank, world_size, device).
 
     Sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (so
-    libraries that read them agree), picks nccl when CUDA is there and gloo otherwise,
+    libraries that read them agree), picks nccl when each rank has its own GPU and gloo
+    otherwise (CPU, or several ranks sharing a GPU: said once, on rank 0),
     and selects this rank's GPU (local_rank modulo the visible GPUs, which also works
     where the site binds one GPU per task).
     """
@@ -287,25 +324,35 @@ def setup(
     import torch
     import torch.distributed as dist
 
-    cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
-    if cuda:
-        device = torch.device("cuda", info.local_rank % torch.cuda.device_count())
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus:
+        device = torch.device("cuda", info.local_rank % gpus)
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    backend = backend or ("nccl" if cuda else "gloo")
+    kwargs: dict[str, Any] = {}
+    if timeout_s is not None:
+        kwargs["timeout"] = timedelta(seconds=timeout_s)
+    if backend is None and not dist.is_initialized():
+        identities = None
+        if gpus and info.local_world_size > gpus:  # shared on purpose, or one GPU per task?
+            store = dist.TCPStore(
+                info.master_addr,
+                info.master_port,
+                info.world_size,
+                is_master=info.rank == 0,
+                timeout=timedelta(seconds=timeout_s or 1800),
+            )
+            identities = _identities(store, info, _gpu_identity(device))
+            kwargs["store"] = store
+        backend = _backend_for(gpus, info, identities)
     if not dist.is_initialized():
-        kwargs: dict[str, Any] = {}
-        if timeout_s is not None:
-            kwargs["timeout"] = timedelta(seconds=timeout_s)
         if backend == "nccl":
             kwargs["device_id"] = device
+        if "store" not in kwargs:
+            kwargs["init_method"] = "env://"
         dist.init_process_group(
-            backend=backend,
-            init_method="env://",
-            rank=info.rank,
-            world_size=info.world_size,
-            **kwargs,
+            backend=backend, rank=info.rank, world_size=info.world_size, **kwargs
         )
     _State.info, _State.device, _State.stop = info, device, False
     return info.local_rank, info.rank, info.world_size, device

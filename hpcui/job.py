@@ -78,6 +78,13 @@ class Job:
             status = self.cluster.status.get(self.job_id)
         return status.state if status else JobState.UNKNOWN
 
+    @property
+    def reason(self) -> str:
+        """Why the job waits, in the scheduler's words ("" when it does not wait)."""
+        self.state  # noqa: B018 - tracks and polls a job the status service does not know yet
+        status = self.cluster.status.get(self.job_id)
+        return status.reason if status else ""
+
     def done(self) -> bool:
         """Ended for good (a node failure counts once Slurm did not requeue the job)."""
         self.state  # noqa: B018 - tracks and polls a job the status service does not know yet

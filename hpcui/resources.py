@@ -434,6 +434,13 @@ def _billing_advice(
 def _nodes_and_gpus(req: Resources, profile: Profile) -> tuple[int, int]:
     """Nodes and GPUs per node: N GPUs on G-GPU nodes -> ceil(N/G) whole nodes."""
     gpn, gpus = profile.gpus_per_node, req.gpus
+    if gpus and gpn == 0 and profile.scheduler == "local":
+        why = next((n[len("no GPU: ") :] for n in profile.notes if n.startswith("no GPU: ")), "")
+        raise UsageError(
+            f"This machine has no GPU hpcui can use{f' ({why})' if why else ''}. Drop "
+            f"gpus={gpus}; to run {gpus} rank(s) on CPU (gloo) instead, ask for "
+            f"tasks_per_node={gpus}."
+        )
     if gpus and gpn == 0:
         raise UsageError(
             f"Profile {profile.name!r} has no GPUs; drop gpus={gpus} or pick a GPU cluster."
@@ -465,6 +472,13 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
     """Apply the profile's rules; a request the site cannot run fails here, before any network."""
     nodes, gpn = _nodes_and_gpus(req, profile)
     gpus = nodes * gpn
+    if profile.scheduler == "local" and nodes > 1:
+        have = f"{profile.gpus_per_node} GPU(s)" if profile.gpus_per_node else "no GPU"
+        raise UsageError(
+            f"The local cluster is this one machine ({have}); this request needs {nodes} "
+            f"nodes. Ask for at most {profile.gpus_per_node or 0} GPUs and nodes=1 — several "
+            "ranks may share a GPU with tasks_per_node=N."
+        )
     part, routed = _pick_partition(req, profile, gpus, nodes)
     _check_qos(req, profile, gpus, nodes)
     if profile.requires_account and not req.account:
@@ -486,7 +500,22 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
     if mem is None and gpn and profile.mem_per_gpu:
         mem = profile.mem_per_gpu * gpn
 
-    if profile.cores_per_node and tasks * cpus > profile.cores_per_node * profile.threads_per_core:
+    advice: list[Advice] = []
+    oversubscribed = profile.cores_per_node and tasks * cpus > profile.cores_per_node
+    if oversubscribed and profile.scheduler == "local":  # a workstation: allowed, said
+        advice.append(
+            Advice(
+                code="oversubscribed",
+                message=(
+                    f"{tasks} tasks x {cpus} cpus = {tasks * cpus} CPUs on this machine's "
+                    f"{profile.cores_per_node} cores: the ranks share cores (fine for trying "
+                    "DDP/FSDP out, slower than it would be)."
+                ),
+            )
+        )
+    elif (
+        profile.cores_per_node and tasks * cpus > profile.cores_per_node * profile.threads_per_core
+    ):
         limit = profile.cores_per_node * profile.threads_per_core
         raise UsageError(
             f"{tasks} tasks x {cpus} cpus = {tasks * cpus} CPUs per node, but {profile.name} "
@@ -508,7 +537,6 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         gpus_per_node=gpn,
         mem_mb=mem,
     )
-    advice: list[Advice] = []
     billed = unit = None
     if part is not None and part.billing is not None:
         billed = _billed(part.billing, nodes, tasks * cpus, mem, gpn)

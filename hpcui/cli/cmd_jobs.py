@@ -208,6 +208,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         name=job.name,
         state=job.state,
         state_raw=status.state_raw if status else "",
+        reason=status.reason if status else "",
         folder=job.folder,
         num_tasks=job.num_tasks,
         token=rec.token if rec else None,
@@ -228,6 +229,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 out.state(info.state.value)
                 + (f" ({info.state_raw})" if info.state_raw not in ("", info.state.value) else ""),
             ),
+            ("reason", info.reason or None),
             ("tasks", info.num_tasks),
             ("folder", info.folder),
             ("submitted", out.when(info.submitted_at)),

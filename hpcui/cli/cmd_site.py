@@ -275,12 +275,19 @@ def _check(name: str) -> ClusterCheck:
 def cmd_profiles(args: argparse.Namespace) -> int:
     from hpcui.cli.models import ProfileRow
     from hpcui.config import load_config
+    from hpcui.local_machine import describe, scheduler_kind
     from hpcui.profiles import Profile, builtin_profiles, resolve_profile
 
     user = load_config().profiles
     builtins = builtin_profiles()
+
+    def resolved(name: str) -> Profile:
+        """A profile as a cluster on this machine would use it (`local`: its own shape)."""
+        p = resolve_profile(name, user)
+        return describe(p) if scheduler_kind(p) == "local" and p.scheduler == "local" else p
+
     if args.name:
-        prof = resolve_profile(args.name, user)
+        prof = resolved(args.name)
         if args.json:
             out.emit_json(Profile, prof)
             return EXIT_OK
@@ -322,7 +329,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = []
     for name in sorted(set(builtins) | set(user)):
-        p = resolve_profile(name, user)
+        p = resolved(name)
         base = user[name].get("base") if name in user else None
         rows.append(
             ProfileRow(

@@ -117,6 +117,7 @@ class ShowOutput(BaseModel):
     name: str
     state: JobState
     state_raw: str = ""
+    reason: str = Field("", description="why a pending job waits (the scheduler's words)")
     folder: str
     num_tasks: int
     token: str | None = None

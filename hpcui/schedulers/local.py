@@ -7,7 +7,9 @@ from collections.abc import Callable, Sequence
 from hpcui.backends import local_script
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
+from hpcui.local_machine import LocalMachine
 from hpcui.schedulers.base import Capabilities, H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, Transport
 
@@ -15,12 +17,22 @@ from hpcui.transport.base import Command, Transport
 class LocalScheduler(Scheduler):
     name = "local"
 
-    def __init__(self, transport: Transport, state_dir: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        state_dir: Callable[[], str],
+        machine: Callable[[], LocalMachine] | None = None,
+    ) -> None:
+        """`machine`: this machine's GPUs to hand out (None: a remote host, GPUs unmanaged)."""
         super().__init__(transport)
         self._state_dir = state_dir
+        self._machine = machine
 
     def render_script(self, spec: BatchSpec) -> str:
-        return local_script.render_script(spec, self._state_dir())
+        m = self._machine() if self._machine else None
+        if m is None or not m.gpus:
+            return local_script.render_script(spec, self._state_dir(), m and m.visibility_var)
+        return local_script.render_script(spec, self._state_dir(), m.visibility_var, m.gpu_ids)
 
     def submit_command(self, script_path: str) -> Command:
         return local_script.submit_command(script_path)
@@ -40,7 +52,9 @@ class LocalScheduler(Scheduler):
         self.calls += 1
         res = self.transport.run(local_script.status_command(job_ids, self._state_dir()))
         return {
-            j: JobStatus(s, raw, rc)
+            j: JobStatus(s, "PENDING", None, raw)
+            if s is JobState.PENDING
+            else JobStatus(s, raw, rc)
             for j, (s, raw, rc) in local_script.parse_status(res.stdout).items()
         }
 

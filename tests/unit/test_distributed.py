@@ -154,3 +154,50 @@ def test_compute_side_imports_stay_light():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the backend: nccl for one GPU per rank, gloo on CPU and where ranks share a GPU ----------
+
+
+def _info(rank: int, world: int = 4, local_world: int = 4):
+    from hpcui.distributed import RankInfo
+
+    return RankInfo(rank, rank, world, local_world, "127.0.0.1", 29500, "1", "local")
+
+
+def test_backend_choice(capsys):
+    from hpcui.distributed import _backend_for
+
+    assert _backend_for(0, _info(0)) == "gloo"  # CPU
+    assert _backend_for(4, _info(0)) == "nccl"  # a GPU per rank, nothing asked
+    one_per_task = [f"n1/GPU-{i}" for i in range(4)]  # a site binding one GPU per task
+    assert _backend_for(1, _info(0), one_per_task) == "nccl"
+    assert capsys.readouterr().err == ""
+    shared = ["n1/GPU-0"] * 4  # gpus=1, tasks_per_node=4: develop DDP/FSDP on one GPU
+    assert _backend_for(1, _info(1), shared) == "gloo"
+    assert capsys.readouterr().err == ""  # said once, by rank 0 only
+    assert _backend_for(1, _info(0), shared) == "gloo"
+    assert "4 ranks share 1 GPU(s) and NCCL refuses two ranks on one GPU" in capsys.readouterr().err
+
+
+def test_ranks_learn_each_others_gpu_through_the_rendezvous_store():
+    import threading
+
+    from torch.distributed import TCPStore
+
+    from hpcui.distributed import _identities
+
+    master = TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
+    client = TCPStore("127.0.0.1", master.port, 2, is_master=False)
+    got: dict[int, list[str]] = {}
+    mine = {0: "n1/GPU-0", 1: "n1/GPU-0"}
+
+    def rank(r, store):
+        got[r] = _identities(store, _info(r, world=2, local_world=2), mine[r])
+
+    threads = [threading.Thread(target=rank, args=(r, s)) for r, s in ((0, master), (1, client))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert got == {0: ["n1/GPU-0", "n1/GPU-0"], 1: ["n1/GPU-0", "n1/GPU-0"]}
