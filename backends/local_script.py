@@ -20,11 +20,13 @@ def render_script(
     state_dir: str,
     gpu_var: str | None = None,
     gpu_ids: Sequence[str] = (),
+    ticket: int = 0,
 ) -> str:
     """The launcher. With `gpu_var` (CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES) and the
     machine's `gpu_ids`, a job that asks for GPUs waits for its own (hpcui.compute.gpu_slots,
-    first come first served) and every rank sees just those; ranks pick theirs by LOCAL_RANK
-    (hpcui.distributed), as on a Slurm node. A job without GPUs sees none (NVIDIA)."""
+    first come first served by `ticket`, the submit time in ns) and every rank sees just
+    those; ranks pick theirs by LOCAL_RANK (hpcui.distributed), as on a Slurm node. A job
+    without GPUs sees none (NVIDIA)."""
     folder, state = quote(spec.folder), quote(state_dir)
     ntasks = spec.nodes * spec.tasks_per_node
     size = spec.array_size
@@ -61,7 +63,7 @@ def render_script(
         ids = quote(",".join(gpu_ids))
         log0 = f'{folder}/"{log_name("$1", "0", "stderr")}"'
         lines += [
-            f'  local gpus; gpus=$({slots} acquire {state} "$1" $pid {want} {ids} 2>>{log0})'
+            f'  local gpus; gpus=$({slots} acquire {state} "$1" $pid {want} {ids} {ticket} 2>>{log0})'
             f" || {{ rc=$?; {done.strip()}; return; }}",
             f'  export {gpu_var}="$gpus"',
         ]
@@ -143,5 +145,7 @@ def cancel_command(job_ids: Sequence[str], state_dir: str) -> str:
         '[ -e "$j.rc" ] || echo CANCELLED > "$j.rc"; '
         'for f in "$p".pid "$p"_*.pid; do [ -e "$f" ] || continue; k=${f%.pid}; '
         '[ -e "$k.rc" ] || echo CANCELLED > "$k.rc"; done; '
-        'kill -KILL -- -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done; true'
+        # `kill -KILL -PGID`, no `--`: dash's kill refuses `--` and then only the launcher
+        # died, its ranks (and a GPU wait) ran on
+        'kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done; true'
     )

@@ -1,7 +1,8 @@
 """GPUs of the local cluster handed to jobs, first come first served, never shared.
 
-The local launcher runs `python -m hpcui.compute.gpu_slots acquire STATE JOB PID N IDS`
-before it starts a job's ranks; it prints the N GPU ids the job gets (for
+The local launcher runs `python -m hpcui.compute.gpu_slots acquire STATE JOB PID N IDS
+TICKET` before it starts a job's ranks (TICKET: the submit time in ns, so the line is in
+submit order, not in the order launchers happen to start); it prints the N GPU ids the job gets (for
 CUDA_VISIBLE_DEVICES) once they are free and the job is first in line. While it waits,
 `STATE/<job>.wait` says why (the job shows PENDING with that reason). Everything lives in
 files under `STATE/gpus/` and changes only under one flock:
@@ -72,8 +73,11 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def try_acquire(state: Path, job: str, pid: int, count: int, ids: list[str]) -> list[str] | None:
-    """One look: the GPUs if this job may start now, else None (and its wait reason set)."""
+def try_acquire(
+    state: Path, job: str, pid: int, count: int, ids: list[str], ticket: int = 0
+) -> list[str] | None:
+    """One look: the GPUs if this job may start now, else None (and its wait reason set).
+    `ticket` orders the line (0: now)."""
     root = state / "gpus"
     for sub in ("held", "queue"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -83,7 +87,7 @@ def try_acquire(state: Path, job: str, pid: int, count: int, ids: list[str]) -> 
             return held[job][1].split(",")
         queue = _entries(root / "queue", state)
         if job not in queue:
-            queue[job] = [str(pid), f"{time.time_ns():020d}", str(count)]
+            queue[job] = [str(pid), f"{ticket or time.time_ns():020d}", str(count)]
             _write(root / "queue" / job, " ".join(queue[job]))
         busy = {i for fields in held.values() for i in fields[1].split(",")}
         free = [i for i in ids if i not in busy]
@@ -110,11 +114,13 @@ def try_acquire(state: Path, job: str, pid: int, count: int, ids: list[str]) -> 
         return None
 
 
-def acquire(state: Path, job: str, pid: int, count: int, ids: list[str]) -> list[str]:
+def acquire(
+    state: Path, job: str, pid: int, count: int, ids: list[str], ticket: int = 0
+) -> list[str]:
     """Wait until the job may have `count` GPUs (unbounded on purpose: a pending job
     waits until GPUs free up or it is cancelled, which kills this process)."""
     while True:
-        got = try_acquire(state, job, pid, count, ids)
+        got = try_acquire(state, job, pid, count, ids, ticket)
         if got is not None:
             return got
         time.sleep(POLL_S)
@@ -126,11 +132,12 @@ def release(state: Path, job: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: gpu_slots acquire STATE JOB PID N ID,ID... | release STATE JOB"
+    usage = "usage: gpu_slots acquire STATE JOB PID N ID,ID... TICKET | release STATE JOB"
     if len(argv) == 3 and argv[0] == "release":
         release(Path(argv[1]), argv[2])
         return 0
-    if len(argv) != 6 or argv[0] != "acquire" or not argv[3].isdigit() or not argv[4].isdigit():
+    numbers = argv[3:5] + argv[6:7]
+    if len(argv) != 7 or argv[0] != "acquire" or not all(n.isdigit() for n in numbers):
         print(usage, file=sys.stderr)
         return 2
     state, job, pid, count = Path(argv[1]), argv[2], int(argv[3]), int(argv[4])
@@ -142,7 +149,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    print(",".join(acquire(state, job, pid, count, ids)), flush=True)
+    print(",".join(acquire(state, job, pid, count, ids, int(argv[6]))), flush=True)
     return 0
 
 

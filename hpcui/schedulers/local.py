@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from hpcui.backends import local_script
@@ -32,7 +33,9 @@ class LocalScheduler(Scheduler):
         m = self._machine() if self._machine else None
         if m is None or not m.gpus:
             return local_script.render_script(spec, self._state_dir(), m and m.visibility_var)
-        return local_script.render_script(spec, self._state_dir(), m.visibility_var, m.gpu_ids)
+        return local_script.render_script(
+            spec, self._state_dir(), m.visibility_var, m.gpu_ids, ticket=time.time_ns()
+        )
 
     def submit_command(self, script_path: str) -> Command:
         return local_script.submit_command(script_path)

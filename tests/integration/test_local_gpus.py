@@ -134,6 +134,31 @@ def test_two_local_jobs_run_at_the_same_time(cpu_box, tmp_path):
     assert abs(t1 - t2) < 60
 
 
+def pid_then_sleep(path: str) -> None:
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(300)
+
+
+def test_cancel_ends_the_ranks_not_just_the_launcher(cpu_box, tmp_path):
+    # before: `kill -- -PGID` under dash failed and only the launcher died; ranks ran on
+    marks = [str(tmp_path / f"rank{i}") for i in range(2)]
+    jobs = [cpu_box.submit(pid_then_sleep, m) for m in marks]
+    until(lambda: all(os.path.exists(m) and Path(m).read_text() for m in marks), what="ranks run")
+    pids = [int(Path(m).read_text()) for m in marks]
+    for job in jobs:
+        job.cancel()
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"  # killed, not reaped
+
+    until(lambda: all(gone(p) for p in pids), timeout=30, what="the ranks are killed")
+    assert all(j.wait(timeout=30) is JobState.CANCELLED for j in jobs)
+
+
 def test_a_job_without_gpus_sees_none(h100_box):
     assert h100_box.submit(visible_gpus).result(timeout=60) == ""
 
@@ -170,7 +195,16 @@ def test_gpu_jobs_wait_their_turn_and_cancel_works_while_waiting(h100_box, tmp_p
     assert first.result(timeout=60) == H100_UUID
     assert second.result(timeout=60) == H100_UUID  # it started once the GPU was free
     base = tmp_path / "base"
-    until(lambda: not any(base.rglob("gpus/held/*")), what="every GPU is handed back")
+    until(
+        lambda: not any(base.rglob("gpus/held/*")),
+        what=f"every GPU is handed back: {[(p.name, p.read_text()) for p in base.rglob('gpus/held/*')]} {first.job_id} {second.job_id} {third.job_id} "
+        + subprocess.run(
+            "ps -eo pid,pgid,stat,cmd | grep -v grep | grep -E 'signed|gpu_slots|bash'",
+            shell=True,
+            capture_output=True,
+            text=True,
+        ).stdout,
+    )
 
 
 def test_cancelling_a_gpu_holder_frees_its_gpu(h100_box, tmp_path):

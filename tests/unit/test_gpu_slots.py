@@ -61,6 +61,16 @@ def test_a_dead_or_ended_holder_frees_its_gpus(tmp_path):
     assert try_acquire(tmp_path, "3", ME, 1, IDS) == ["GPU-a"]
 
 
+def test_the_line_is_in_ticket_order_not_arrival_order(tmp_path):
+    assert try_acquire(tmp_path, "1", ME, 4, IDS) == IDS
+    assert try_acquire(tmp_path, "3", ME, 1, IDS, ticket=300) is None  # started first...
+    assert try_acquire(tmp_path, "2", ME, 1, IDS, ticket=200) is None  # ...submitted earlier
+    release(tmp_path, "1")
+    assert try_acquire(tmp_path, "3", ME, 1, IDS, ticket=300) is None
+    assert reason(tmp_path, "3").endswith("next: 2)")
+    assert try_acquire(tmp_path, "2", ME, 1, IDS, ticket=200) == ["GPU-a"]
+
+
 def test_a_cancelled_waiter_does_not_block_the_line(tmp_path):
     assert try_acquire(tmp_path, "1", ME, 4, IDS) == IDS
     assert try_acquire(tmp_path, "2", ME, 1, IDS) is None
@@ -96,6 +106,7 @@ def test_waiting_ends_when_gpus_free_up(tmp_path):
         str(ME),
         "2",
         ",".join(IDS),
+        "0",
     ]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
@@ -115,7 +126,8 @@ def test_waiting_ends_when_gpus_free_up(tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["acquire", "S", "1", "1", "5", "a,b"], "asks for 5 GPU(s) and this machine has 2"),
+        (["acquire", "S", "1", "1", "5", "a,b", "7"], "asks for 5 GPU(s) and this machine has 2"),
+        (["acquire", "S", "1", "1", "1", "a,b", "soon"], "usage: gpu_slots"),
         (["acquire", "S", "1"], "usage: gpu_slots"),
         (["take", "S", "1", "1", "1", "a"], "usage: gpu_slots"),
     ],

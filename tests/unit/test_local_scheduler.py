@@ -81,10 +81,11 @@ def test_launcher_waits_for_its_gpus_and_shows_only_those():
         "/w/state",
         "CUDA_VISIBLE_DEVICES",
         ["GPU-a", "GPU-b", "GPU-c"],
+        ticket=1234,
     )
     _bash_ok(s)
     assert (
-        'gpus=$(python3 -m hpcui.compute.gpu_slots acquire /w/state "$1" $pid 2 GPU-a,GPU-b,GPU-c'
+        'gpus=$(python3 -m hpcui.compute.gpu_slots acquire /w/state "$1" $pid 2 GPU-a,GPU-b,GPU-c 1234 '
         in s
     )
     assert 'export CUDA_VISIBLE_DEVICES="$gpus"' in s
