@@ -80,9 +80,7 @@ def log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
     ms = [x * 1000 for x in lags]
     # The first line may wait out the follower's backoff from the pending phase (up to 2 s).
     steady = ms[1:]
-    print(
-        f"[logs {mode}] job {job.job_id}: {len(ms)} lines, {nbytes} bytes, followed {took:.1f} s"
-    )
+    print(f"[logs {mode}] job {job.job_id}: {len(ms)} lines, {nbytes} bytes, followed {took:.1f} s")
     print(
         f"[logs {mode}] latency (delivery - write), all lines: p50 {pct(ms, 0.5):.0f} ms, "
         f"p95 {pct(ms, 0.95):.0f} ms, max {max(ms):.0f} ms"

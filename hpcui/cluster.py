@@ -15,7 +15,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hpcui import housekeeping, local_machine, log_push, sitestate, submission, submit_recovery
+from hpcui import (
+    housekeeping,
+    local_machine,
+    log_push,
+    sitestate,
+    submission,
+    submit_recovery,
+    usage,
+)
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.backends.job_paths import RESULT_KEY, SCRIPT, pickle_name
 from hpcui.config import ClusterConfig
@@ -584,6 +592,33 @@ class Cluster:
         self.scheduler.cancel(job_ids)
         self.status.track(job_ids)  # fast polling again until they are final
         self._queue_changed()
+
+    # -- what running jobs use (hpcui.usage) --------------------------------------------------
+
+    def usage_store(self, job_id: str) -> usage.UsageStore:
+        """A job's kept samples, beside the log spool."""
+        return usage.UsageStore(self.registry.path.parent / "usage" / self.name / f"{job_id}.jsonl")
+
+    def usage(self, job_ids: Iterable[str]) -> dict[str, usage.UsageSample]:
+        """One sample per job now (one scheduler-side command each), kept with its history.
+
+        Per node and GPU of the job: utilisation, memory, power; per step: CPU % and RSS.
+        A job that is not running gets a sample with a note and no figures.
+        """
+        out = {}
+        for jid in job_ids:
+            store = self.usage_store(jid)
+            res = self.transport.run(self.scheduler.usage_command(jid), timeout=60)
+            reading = self.scheduler.parse_usage(res.stdout, jid)
+            sample = usage.to_sample(self.name, jid, reading, store.last())
+            if sample.gpus or sample.tasks:  # an empty look (job not running) is not history
+                store.append(sample)
+            out[jid] = sample
+        return out
+
+    def usage_report(self, job_id: str) -> usage.UsageReport:
+        """The kept samples of a job: the newest, mean/peak per GPU, and verdicts."""
+        return usage.report(self.name, job_id, self.usage_store(job_id).load())
 
     def _queue_changed(self) -> None:
         """After a submit or cancel: watchers refresh fast again (only if one exists)."""

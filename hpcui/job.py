@@ -6,9 +6,9 @@ import logging
 import os
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from hpcui import result_signing
 from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream, result_name
@@ -24,11 +24,16 @@ from hpcui.errors import (
 from hpcui.submission import disk_full
 from hpcui.transport import deadline
 
+if TYPE_CHECKING:  # hpcui.usage imports pydantic: only where usage is asked for
+    from hpcui.usage import UsageReport, UsageSample
+
 
 class JobHost(ClusterParts, Protocol):
     """What a Job needs of its cluster (a `Cluster` is one): Job never imports Cluster."""
 
     def cancel(self, job_ids: list[str]) -> None: ...
+    def usage(self, job_ids: Iterable[str]) -> dict[str, UsageSample]: ...
+    def usage_report(self, job_id: str) -> UsageReport: ...
 
 
 STDERR_TAIL = 4000
@@ -116,6 +121,16 @@ class Job:
 
     def cancel(self) -> None:
         self.cluster.cancel([self.job_id])
+
+    # -- what it uses --------------------------------------------------------------------------
+
+    def usage(self) -> UsageSample:
+        """GPU/CPU use now (one command on the cluster), kept with the job's usage history."""
+        return self.cluster.usage([self.job_id])[self.job_id]
+
+    def usage_report(self) -> UsageReport:
+        """The kept samples: newest, mean and peak per GPU, verdicts (works after the end)."""
+        return self.cluster.usage_report(self.job_id)
 
     def stop(self) -> None:
         """Ask a running job to end itself: writes the stop file its ranks poll.

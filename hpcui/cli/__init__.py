@@ -31,6 +31,8 @@ _COMMANDS = {
     "result": "hpcui.cli.cmd_jobs",
     "cancel": "hpcui.cli.cmd_jobs",
     "stop": "hpcui.cli.cmd_jobs",
+    "usage": "hpcui.cli.cmd_usage",
+    "top": "hpcui.cli.cmd_usage",
     "quota": "hpcui.cli.cmd_site",
     "modules": "hpcui.cli.cmd_site",
     "partitions": "hpcui.cli.cmd_site",

@@ -172,6 +172,10 @@ def output_type(args: argparse.Namespace) -> Any:
         return list[HistoryJob] if getattr(args, "history", None) else list[QueueJob]
     if cmd == "profiles":
         return Profile if getattr(args, "name", None) else list[ProfileRow]
+    if cmd == "usage":
+        from hpcui.usage import UsageReport
+
+        return UsageReport
     return {
         "submit": SubmitOutput,
         "run": SubmitOutput,

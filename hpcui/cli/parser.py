@@ -20,6 +20,7 @@ JSON_COMMANDS = (
     "result",
     "cancel",
     "stop",
+    "usage",
     "quota",
     "modules",
     "partitions",
@@ -191,6 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("stop", "ask a running job to stop gracefully (hpcui.distributed.stop_requested)")
     s.add_argument("job", metavar="JOB")
     _json(s)
+
+    s = add("usage", "GPU and CPU use of a job: a look now (if it runs), history, verdicts")
+    s.add_argument("job", metavar="JOB")
+    _json(s)
+
+    s = add("top", "live GPU/CPU use of a running job (or of your running jobs), like nvtop")
+    s.add_argument("job", nargs="?", metavar="JOB", help="one job (default: your running jobs)")
+    s.add_argument(
+        "--interval", type=_positive(float), default=5.0, metavar="S", help="seconds between looks"
+    )
+    s.add_argument("--count", type=_positive(int), metavar="N", help="stop after N looks")
 
     s = add("quota", "disk quota (the site's tool, or df)")
     _json(s)

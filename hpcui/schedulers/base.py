@@ -10,6 +10,8 @@ from typing import TypeVar
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
+from hpcui.backends.usage import UsageReading
+from hpcui.errors import UsageError
 from hpcui.transport.base import Command, Transport
 
 Q = TypeVar("Q", bound=QueueEntry)
@@ -72,6 +74,17 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def cancel(self, job_ids: Sequence[str]) -> None: ...
+
+    # -- what a running job uses (hpcui.usage): one command per job per sample ----------------
+
+    def usage_command(self, job_id: str) -> Command:
+        raise UsageError(
+            f"GPU/CPU usage of running jobs is not available for {self.name} yet "
+            "(Slurm and the local cluster have it)."
+        )
+
+    def parse_usage(self, text: str, job_id: str) -> UsageReading:
+        raise NotImplementedError
 
     # -- site state: what the user sees of the scheduler (queue, history, partitions) -------
     # QueueEntry/AccountingEntry/PartitionInfo are hpcui's scheduler-neutral records

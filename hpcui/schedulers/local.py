@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from hpcui.backends import local_script
+from hpcui.backends import local_script, usage
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
@@ -60,6 +60,15 @@ class LocalScheduler(Scheduler):
             else JobStatus(s, raw, rc)
             for j, (s, raw, rc) in local_script.parse_status(res.stdout).items()
         }
+
+    def usage_command(self, job_id: str) -> Command:
+        return usage.local_usage_command(job_id, self._state_dir())
+
+    def parse_usage(self, text: str, job_id: str) -> usage.UsageReading:
+        try:
+            return usage.parse_local_usage(text, job_id)
+        except ValueError as exc:
+            raise SchedulerError(f"Usage of job {job_id}: {exc}") from None
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         self.transport.run(local_script.cancel_command(job_ids, self._state_dir()))

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from hpcui.backends import slurm_jobids, slurm_queue, slurm_script
+from hpcui.backends import slurm_jobids, slurm_queue, slurm_script, usage
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, QueueEntry
 from hpcui.errors import SchedulerError, UsageError
@@ -75,6 +75,15 @@ class SlurmScheduler(Scheduler):
             for jid in slurm_jobids.expand_array_ids(e.job_id):
                 out[jid] = status
         return out
+
+    def usage_command(self, job_id: str) -> Command:
+        return usage.slurm_usage_command(job_id)
+
+    def parse_usage(self, text: str, job_id: str) -> usage.UsageReading:
+        try:
+            return usage.parse_slurm_usage(text)
+        except ValueError as exc:
+            raise SchedulerError(f"Usage of job {job_id}: {exc}") from None
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:

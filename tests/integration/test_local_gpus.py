@@ -230,3 +230,21 @@ def test_clusters_works_on_a_fresh_home(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("\n")[1].split() == ["*", "local", "(this", "machine)", "local"]
     assert not (tmp_path / ".config" / "hpcui" / "config.toml").exists()  # nothing written
+
+
+def test_usage_of_a_local_gpu_job(h100_box, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCUI_STANDIN_GPU_STATE", "busy")  # the stand-in replays the busy capture
+    gate = str(tmp_path / "gate")
+    job = h100_box.submit(hold_gpu, gate, gpus=1)
+    plain = h100_box.submit(hold_gpu, gate)
+    try:
+        until(lambda: job.state is JobState.RUNNING and plain.state is JobState.RUNNING, what="run")
+        s = job.usage()
+        assert [(g.index, g.util_pct, g.mem_used_mib) for g in s.gpus] == [(0, 100, 6735)]
+        [ranks] = s.tasks
+        assert ranks.ntasks == 1 and ranks.rss_mb and ranks.rss_mb > 10  # the python rank
+        assert plain.usage().gpus == []  # the machine's GPU is not that job's
+    finally:
+        Path(gate).touch()
+    job.result(timeout=60)
+    assert job.usage_report().samples == 1

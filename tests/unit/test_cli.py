@@ -156,6 +156,7 @@ def _minimal(command: str) -> list[str]:
         "result": ["1"],
         "cancel": ["1"],
         "stop": ["1"],
+        "usage": ["1"],
     }
     return [command, *positional.get(command, [])]
 
