@@ -3,8 +3,9 @@
     HPCUI_CONFIG=.devcluster/hpcui.toml python scripts/screenshots.py
 
 One SVG per screen: jobs.svg (live table), history.svg, job.svg (a training-like job's
-log with its loss plot), submit.svg (form with the live batch-script preview),
-cluster.svg (connection, quota, partitions, modules).
+log with its loss plot), job-usage.svg (its Usage tab: 4 GPUs, the dev nodes' stand-in
+nvidia-smi), submit.svg (form with the live batch-script preview), cluster.svg
+(connection, quota, partitions, modules); top.svg is `hpcui top JOB` in a terminal.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ async def shoot(out: Path, train_id: str) -> None:
         await _until(pilot, lambda: f"dev:{train_id}" in table.shown, 60)
         table.set_sort("id", reverse=True)
         table.move_cursor(row=0)
+        key = f"dev:{train_id}"
+        await _until(pilot, lambda: str(table.shown[key].get("gpu_pct", "")).endswith("%"), 60)
         await pilot.pause(1.0)
         app.save_screenshot(filename="jobs.svg", path=str(out))
 
@@ -84,6 +87,12 @@ async def shoot(out: Path, train_id: str) -> None:
         await pilot.pause(0.5)
         app.save_screenshot(filename="job.svg", path=str(out))
 
+        await pilot.press("u")
+        usage = app.screen.query_one("#usage")
+        await _until(pilot, lambda: "GPUs idle" in str(usage.render()), 60)
+        await pilot.pause(0.5)
+        app.save_screenshot(filename="job-usage.svg", path=str(out))
+
         await pilot.press("3")
         form = app.screen
         form.query_one("#target").value = "examples.ddp_or_fsdp:experiment"
@@ -101,6 +110,39 @@ async def shoot(out: Path, train_id: str) -> None:
         app.save_screenshot(filename="cluster.svg", path=str(out))
 
 
+def top_svg(out: Path, job_id: str) -> None:
+    """`hpcui top JOB` as a terminal shows it, recorded as an SVG."""
+    import subprocess
+
+    from rich.console import Console
+    from rich.text import Text
+
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcui.cli",
+            "top",
+            job_id,
+            "-c",
+            "dev",
+            "--count",
+            "2",
+            "--interval",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    last = "hpcui top" + res.stdout.split("hpcui top")[-1]  # the second look: with verdicts
+    console = Console(record=True, width=100, file=open(os.devnull, "w"))
+    console.print(Text(f"$ hpcui top {job_id} -c dev\n", style="bold"))
+    console.print(Text(last))
+    console.save_svg(str(out / "top.svg"), title="hpcui top")
+
+
 def main() -> None:
     os.environ.setdefault("HPCUI_DATA_DIR", tempfile.mkdtemp(prefix="hpcui-shots-"))
     import hpcui
@@ -110,7 +152,7 @@ def main() -> None:
     bad = dev.submit(boom, name="boom")
     running = dev.submit(nap, name="nap", time="10m")
     dev.map(add, range(3), range(3), name="sweep")
-    trainer = dev.submit(train, 200, name="train", time="20m")
+    trainer = dev.submit(train, 200, name="train", time="20m", gpus=4)
     ok.wait(120)
     bad.wait(120)
     time.sleep(1)
@@ -118,6 +160,7 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     try:
         asyncio.run(shoot(out, trainer.job_id))
+        top_svg(out, trainer.job_id)
     finally:
         running.cancel()
         trainer.cancel()

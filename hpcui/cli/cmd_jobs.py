@@ -215,6 +215,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         array_index=rec.array_index if rec else -1,
         submitted_at=datetime.fromtimestamp(rec.submitted_at) if rec else None,
         accounting=accounting,
+        gpu_usage=cluster.usage_report(job.job_id).summary,
     )
     if args.json:
         out.emit_json(ShowOutput, info)
@@ -241,6 +242,23 @@ def cmd_show(args: argparse.Namespace) -> int:
             ("exit code", acc.exit_code if acc and acc.state.is_final else None),
             ("efficiency", acc.efficiency.removeprefix("efficiency: ") if acc else None),
             ("token", info.token),
+            *(
+                (
+                    f"GPU {g.node}:{g.index}",
+                    f"mean {g.mean_util_pct:.0f}% peak {g.peak_util_pct:.0f}%, memory mean "
+                    f"{g.mean_mem_mib:.0f} peak {g.peak_mem_mib:.0f} of {g.mem_total_mib:.0f} MiB "
+                    f"({g.samples} looks)",
+                )
+                for g in info.gpu_usage
+                if None
+                not in (
+                    g.mean_util_pct,
+                    g.peak_util_pct,
+                    g.mean_mem_mib,
+                    g.peak_mem_mib,
+                    g.mem_total_mib,
+                )
+            ),
         ]
     )
     return EXIT_OK

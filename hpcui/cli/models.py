@@ -24,6 +24,7 @@ from hpcui.logs import LogChunk
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation
 from hpcui.sitestate import HistoryJob, QueueJob, QuotaReport
+from hpcui.usage import GpuSummary
 
 
 class ClusterCheck(BaseModel):
@@ -125,6 +126,10 @@ class ShowOutput(BaseModel):
     submitted_at: datetime | None = None
     accounting: HistoryJob | None = Field(
         None, description="the scheduler's record: exit code, elapsed, usage, efficiency"
+    )
+    gpu_usage: list[GpuSummary] = Field(
+        default_factory=list,
+        description="mean/peak GPU use per GPU over the looks kept while it ran (hpcui usage)",
     )
 
 

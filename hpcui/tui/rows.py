@@ -32,6 +32,7 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("where", "partition/qos"),
     ("nodes", "nodes"),
     ("gpus", "GPUs"),
+    ("gpu_pct", "GPU%"),
     ("time", "elapsed/limit"),
 )
 HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -74,7 +74,11 @@ def test_callable_through_qsub_keeps_every_resource(wrapper_pbs):
     out = re.search(r"StdOut=(\S+)", info)[1]
     assert out == f"{job.folder}/pbs-{job.job_id}.log"  # from qsub's -o: it went through qsub
     home = wrapper_pbs.transport.home()
-    junk = wrapper_pbs.run(f"ls {home} | grep -E '\\.(o|e){job.job_id}$'; true").stdout
+    # (not another test's own wrapper-test.sh.o<id>: a fresh dev cluster numbers jobs from 1
+    # again, and the shared home may keep such files from an earlier cluster's job <id>)
+    junk = wrapper_pbs.run(
+        f"ls {home} | grep -E '\\.(o|e){job.job_id}$' | grep -v '^wrapper-test\\.sh\\.'; true"
+    ).stdout
     assert junk == ""  # the wrapper's default -o NAME.o<id> in the cwd was never used
 
 

@@ -104,6 +104,12 @@ def test_a_two_node_job_per_node_per_gpu_and_the_idle_verdict(dev):
     assert kept["samples"] >= 4 and len(kept["summary"]) == 8
     peaks = {(s["node"], s["index"]): s["peak_util_pct"] for s in kept["summary"]}
     assert peaks[("node1", 0)] == 100 and peaks[("node2", 3)] == 0
+    shown = cli("show", job.job_id, "-c", "dev")
+    assert (
+        "GPU node2:0  mean 100% peak 100%, memory mean 6735 peak 6735 of 81559 MiB" in shown.stdout
+    )
+    as_json = json.loads(cli("show", job.job_id, "-c", "dev", "--json").stdout)
+    assert len(as_json["gpu_usage"]) == 8
 
 
 def test_only_the_jobs_own_gpus_and_a_job_that_does_not_run(dev):
@@ -119,3 +125,48 @@ def test_only_the_jobs_own_gpus_and_a_job_that_does_not_run(dev):
     human = cli("usage", "999999", "-c", "dev")
     assert human.returncode == 0
     assert "job 999999 on dev: no usage figures (the job is not running" in human.stderr
+
+
+def test_the_app_shows_usage_on_the_job_screen_and_gpu_percent_in_the_table(dev):
+    import asyncio
+
+    from textual.widgets import Static
+
+    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.job_table import JobTable
+    from tests.integration.test_tui_dev import SIZE, wait_for
+
+    job = dev.submit(busy_for, 90, gpus=4, name="usage-app", **SMALL)
+    key = f"dev:{job.job_id}"
+
+    async def go() -> tuple[str, str]:
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: key in table.shown, 90, "the job's row")
+            await wait_for(
+                pilot,
+                lambda: str(table.shown[key].get("gpu_pct", "")) == "25%",
+                120,
+                lambda: f"GPU% of the running job: {table.shown.get(key)}",
+            )  # the stand-in: GPU 0 at 100 %, GPUs 1-3 idle -> mean 25 %
+            table.move_cursor(row=table.get_row_index(key))
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            await pilot.press("u")
+            usage = app.screen.query_one("#usage", Static)
+            await wait_for(
+                pilot,
+                lambda: "node1 GPU3" in str(usage.render()) or "node2 GPU3" in str(usage.render()),
+                60,
+                lambda: f"the usage panel: {usage.render()}",
+            )
+            await wait_for(pilot, lambda: "3 of 4 GPUs idle" in str(usage.render()), 60, "verdict")
+            return str(usage.render()), str(table.shown[key]["gpu_pct"])
+
+    try:
+        text, pct = asyncio.run(go())
+    finally:
+        job.cancel()
+    assert "GPU0 ████████████████████████ 100%" in text
+    assert "is the model wrapped in DDP/FSDP" in text and pct == "25%"

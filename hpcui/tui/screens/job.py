@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from hpcui.tui.context import AppContext
 
 TAIL_BYTES = 4 << 20  # open a huge log near its end
+USAGE_S = 5.0  # a usage look (one command on the cluster) this often while the screen shows
 SLOW_S = 2.0  # pause before following again after a failed read
 
 
@@ -53,6 +54,7 @@ class JobScreen(Screen[None]):
         Binding("n", "next_match", "Next", show=False, id="job.next"),
         Binding("end,G", "to_end", "End", show=False, id="job.end"),
         Binding("p", "pager", "Pager", id="job.pager"),
+        Binding("u", "usage", "Usage", id="job.usage"),
         Binding("c", "cancel", "Cancel", id="job.cancel"),
         Binding("x", "stop", "Stop", id="job.stop"),
         Binding("escape", "back", "Back", id="job.back"),
@@ -88,6 +90,9 @@ class JobScreen(Screen[None]):
                         )
                     yield LogPanel(id="log")
                     yield MetricPlot(id="metric")
+                with TabPane("Usage", id="tab-usage"):
+                    with VerticalScroll():
+                        yield Static("", id="usage")
                 with TabPane("Details", id="tab-details"):
                     with VerticalScroll():
                         yield Static("", id="details")
@@ -117,10 +122,13 @@ class JobScreen(Screen[None]):
             self.show_job(*wanted)
         elif self.job is not None:
             self._follow()
+        if self.key is not None and wanted == self.key:
+            self._watch_usage(*self.key)
 
     def on_screen_suspend(self) -> None:
         self._active = False
         self.workers.cancel_group(self, "job-log")
+        self.workers.cancel_group(self, "job-usage")
 
     def on_show_job(self, message: ShowJob) -> None:
         self.show_job(message.cluster, message.job_id)
@@ -128,13 +136,14 @@ class JobScreen(Screen[None]):
     def show_job(self, cluster: str, job_id: str) -> None:
         """Switch to another job: forget the old logs, load the new one in a worker."""
         self.workers.cancel_group(self, "job-log")
+        self.workers.cancel_group(self, "job-usage")
         self.key = (cluster, job_id)
         self.job = self.record = self.entry = None
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
         self.query_one("#metric", MetricPlot).reset()
         self.query_one("#job-head", Static).update(f"{cluster}:{job_id} · loading…")
-        for wid in ("details", "script", "result"):
+        for wid in ("details", "script", "result", "usage"):
             self.query_one(f"#{wid}", Static).update("")
         self._load(cluster, job_id)
 
@@ -183,6 +192,7 @@ class JobScreen(Screen[None]):
             if script
             else "No script recorded: only jobs submitted by hpcui keep their batch script."
         )
+        self._watch_usage(*key)
         if job is None:
             self.panel.reset("no logs")
             self.panel.add_lines(
@@ -226,6 +236,44 @@ class JobScreen(Screen[None]):
             if entry.start_time:
                 lines.append(f"start       {entry.start_time}")
         self.query_one("#details", Static).update("\n".join(lines) or problem or "-")
+
+    # -- usage: looks only while this screen shows the job ------------------------------------
+
+    @work(thread=True, exclusive=True, group="job-usage", exit_on_error=False)
+    def _watch_usage(self, cluster_name: str, job_id: str) -> None:
+        from hpcui.backends.states import JobState
+        from hpcui.tui.usage_view import usage_text
+
+        worker = get_current_worker()
+        while not worker.is_cancelled and self._active:
+            cluster = self.ctx.hub.cluster(cluster_name)
+            if cluster is None:
+                return
+            job, entry = self.job, self.entry
+            state = job.state if job is not None else entry.state if entry else None
+            running = state is JobState.RUNNING
+            try:
+                if running:
+                    cluster.usage([job_id])
+                samples = cluster.usage_store(job_id).load()
+            except HpcuiError as exc:
+                text = f"[yellow]usage: {_escape(str(exc))}[/]"
+            else:
+                text = usage_text(samples, running)
+            self.app.call_from_thread(self._got_usage, (cluster_name, job_id), text)
+            if state is not None and state.is_final:
+                return
+            for _ in range(int(USAGE_S * 10)):
+                if worker.is_cancelled:
+                    return
+                time.sleep(0.1)
+
+    def _got_usage(self, key: tuple[str, str], text: str) -> None:
+        if key == self.key:
+            self.query_one("#usage", Static).update(text)
+
+    def action_usage(self) -> None:
+        self.query_one(TabbedContent).active = "tab-usage"
 
     # -- logs ----------------------------------------------------------------------------------
 

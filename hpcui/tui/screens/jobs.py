@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Footer, Header, Input, Static
 
+from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
@@ -35,6 +36,7 @@ from hpcui.tui.rows import (
     history_row,
     matches,
     merge_rows,
+    row_key,
 )
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 REGISTRY_S = 2.0
 HISTORY_S = 30.0
+USAGE_S = 30.0  # the GPU% column's looks (one command per job: sampled less than the queue)
+USAGE_JOBS = 10  # running GPU jobs on screen looked at, per cluster
 SORTABLE = (None, "state", "cluster", "id", "name", "time")
 
 
@@ -93,6 +97,8 @@ class JobsScreen(Screen[None]):
         self._history_timer: Timer | None = None
         self._tracked: set[str] = set()
         self._active = False
+        self.gpu_pct: dict[str, str] = {}  # row key -> the GPU% cell of a running job
+        self._usage_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -117,13 +123,15 @@ class JobsScreen(Screen[None]):
         if self.view == "history":
             self._load_history()
         self.table.focus()
+        self._usage_timer = self.set_interval(USAGE_S, self._look_at_gpus)
+        self.set_timer(2.0, self._look_at_gpus)  # the first look soon, not after USAGE_S
 
     def on_screen_suspend(self) -> None:
         self._active = False
         for sub in self.subs.values():
             sub.cancel()
         self.subs.clear()
-        for timer in (self._registry_timer, self._history_timer):
+        for timer in (self._registry_timer, self._history_timer, self._usage_timer):
             if timer is not None:
                 timer.stop()
 
@@ -235,6 +243,48 @@ class JobsScreen(Screen[None]):
             return False
         return matches(row, self.text_filter, self.state_filter)
 
+    # -- the GPU% column: running GPU jobs on screen, looked at every USAGE_S -----------------
+
+    def _look_at_gpus(self) -> None:
+        if not self._active or self.view != "live":
+            return
+        table = self.table
+        top = int(table.scroll_offset.y)
+        on_screen = table.keys[top : top + max(table.size.height, 1)]
+        wanted: dict[str, list[str]] = {}
+        for key in on_screen:
+            row = self.rows.get(key)
+            if row is None or row.state is not JobState.RUNNING:
+                continue
+            if str(row.cells.get("gpus", "-")) in ("-", "0"):
+                continue
+            wanted.setdefault(row.cluster, []).append(row.job_id)
+        picked = {c: ids[:USAGE_JOBS] for c, ids in wanted.items()}
+        if picked:
+            self._sample_gpus(picked)
+
+    @work(thread=True, exclusive=True, group="jobs-usage", exit_on_error=False)
+    def _sample_gpus(self, wanted: dict[str, list[str]]) -> None:
+        from hpcui.tui.usage_view import mean_gpu_pct
+
+        cells: dict[str, str] = {}
+        for name, ids in wanted.items():
+            cluster = self.ctx.hub.cluster(name)
+            if cluster is None:
+                continue
+            try:
+                looks = cluster.usage(ids)
+            except HpcuiError:
+                continue  # the column stays as it was; the Job screen says why
+            for jid, sample in looks.items():
+                pct = mean_gpu_pct(sample)
+                cells[row_key(name, jid)] = "?" if pct is None else f"{pct:.0f}%"
+        self.app.call_from_thread(self._gpus_looked, cells)
+
+    def _gpus_looked(self, cells: dict[str, str]) -> None:
+        self.gpu_pct.update(cells)
+        self.refresh_table(remerge=False)
+
     def refresh_table(self, *, remerge: bool = True) -> None:
         """Show the data; `remerge=False` when only the filter changed (rows are as they were)."""
         if self.view == "live":
@@ -243,6 +293,10 @@ class JobsScreen(Screen[None]):
                     self.queues, self.records, hpcui_only=self.hpcui_only, reuse=self._row_cache
                 )
             rows = self.rows
+            for key, cell in self.gpu_pct.items():
+                row = rows.get(key)
+                if row is not None:
+                    row.cells["gpu_pct"] = cell if row.state is JobState.RUNNING else ""
         else:
             rows = self.history_rows
         self.table.apply(rows, self.visible)

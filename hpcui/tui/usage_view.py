@@ -1,0 +1,83 @@
+"""The Job screen's usage panel as text: a bar and a history sparkline per GPU, the
+tasks' CPU and memory, and the verdicts. Pure: samples in, Rich markup out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+
+from hpcui.usage import UsageSample, summary, verdicts
+
+SPARKS = "▁▂▃▄▅▆▇█"
+BAR = 24
+HISTORY = 40
+
+
+def bar(pct: float | None, width: int = BAR) -> str:
+    if pct is None:
+        return "[dim]" + "?" * width + "[/]"
+    full = round(max(0.0, min(pct, 100.0)) / 100 * width)
+    colour = "green" if pct >= 50 else "yellow" if pct >= 5 else "red"
+    return f"[{colour}]{'█' * full}[/][dim]{'·' * (width - full)}[/]"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """Utilisation over time, oldest first (`?` where the driver could not say)."""
+    return "".join(
+        "?" if v is None else SPARKS[min(int(max(v, 0) / 100 * len(SPARKS)), len(SPARKS) - 1)]
+        for v in values
+    )
+
+
+def _n(v: float | None, unit: str = "") -> str:
+    return "-" if v is None else f"{v:.0f}{unit}"
+
+
+def usage_text(samples: Sequence[UsageSample], running: bool) -> str:
+    if not samples:
+        return (
+            "Sampling GPU and CPU use…"
+            if running
+            else "No usage was kept for this job: it is sampled while it runs and someone looks "
+            "(this screen, `hpcui top`, `hpcui usage`)."
+        )
+    last = samples[-1]
+    span = last.at - samples[0].at
+    head = "now" if running else "last look while it ran"
+    lines = [f"[b]{head}[/] · {len(samples)} look(s) over {span:.0f} s"]
+    history: dict[tuple[str, int], list[float | None]] = {}
+    for s in samples[-HISTORY:]:
+        for g in s.gpus:
+            history.setdefault((g.node, g.index), []).append(g.util_pct)
+    for g in last.gpus:
+        mem = f"{_n(g.mem_used_mib)}/{_n(g.mem_total_mib)} MiB"
+        lines.append(
+            f"{escape(g.node)} GPU{g.index} {bar(g.util_pct)} {_n(g.util_pct, '%'):>4}  "
+            f"mem {mem} ({_n(g.mem_pct, '%')})  {_n(g.power_w, ' W')}  "
+            f"{sparkline(history.get((g.node, g.index), []))}"
+        )
+    for t in last.tasks:
+        lines.append(
+            f"step {escape(t.step)}: {t.ntasks} task(s) · CPU {_n(t.cpu_pct, '%')} per task · "
+            f"RSS {_n(t.rss_mb, ' MiB')} (max {_n(t.max_rss_mb, ' MiB')})"
+        )
+    lines += [f"[dim]note: {escape(n)}[/]" for n in last.notes]
+    judged = verdicts(samples)
+    lines += [f"[bold yellow]! {escape(v)}[/]" for v in judged]
+    table = summary(samples)
+    if table and not running:
+        lines.append("")
+        lines.append(f"[b]{'per GPU over the job':<22}[/] mean%  peak%  mean MiB  peak MiB")
+        lines += [
+            f"{escape(f'{s.node} GPU{s.index}'):<22} {_n(s.mean_util_pct):>5}  "
+            f"{_n(s.peak_util_pct):>5}  {_n(s.mean_mem_mib):>8}  {_n(s.peak_mem_mib):>8}"
+            for s in table
+        ]
+    return "\n".join(lines)
+
+
+def mean_gpu_pct(sample: UsageSample) -> float | None:
+    """The Jobs table's GPU% cell: the mean over the job's GPUs at its last look."""
+    utils = [g.util_pct for g in sample.gpus if g.util_pct is not None]
+    return sum(utils) / len(utils) if utils else None
