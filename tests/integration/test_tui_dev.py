@@ -339,3 +339,35 @@ def test_key_passphrase_dialog_unlocks_the_key(devcluster, tmp_path, monkeypatch
             c.close()
     assert hidden  # typed without echo
     assert questions == [f"Passphrase for {key}: "]
+
+
+def explode() -> None:
+    raise ValueError("bad batch at step 3")
+
+
+def test_a_failed_job_opens_on_its_traceback_and_a_one_task_job_has_no_rank_counter(dev):
+    # issue 23, defects 7 and 11: before, it opened on an empty stdout, header "rank 0/0"
+    from textual.widgets import Static, TabbedContent
+
+    failed = dev.submit(explode, name="tui-explode")
+    assert failed.wait(timeout=120).value == "FAILED"
+
+    async def go() -> tuple[str, str, str]:
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            app.open_job("dev", failed.job_id)
+            await wait_for(pilot, lambda: bool(app.screen.query("#job-tabs")), 30, "job screen")
+            screen = app.screen
+            tabs = screen.query_one("#job-tabs", TabbedContent)
+            result = screen.query_one("#result", Static)
+            await wait_for(pilot, lambda: tabs.active == "tab-result", 60, lambda: tabs.active)
+            await wait_for(
+                pilot, lambda: "bad batch at step 3" in str(result.render()), 60, "traceback"
+            )
+            head = str(screen.query_one("#job-head", Static).render())
+            return tabs.active, str(result.render()), head
+
+    active, result, head = asyncio.run(go())
+    assert active == "tab-result" and "ValueError: bad batch at step 3" in result
+    assert "FAILED" in head and "rank" not in head

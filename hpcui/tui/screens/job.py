@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
 from hpcui.tui.modals import ConfirmModal
@@ -72,6 +73,7 @@ class JobScreen(Screen[None]):
         self.num_tasks = 1
         self.metric = DEFAULT_METRIC
         self._active = False
+        self._first_state = True
         self._generation = 0
         self.script_text = ""
 
@@ -139,6 +141,7 @@ class JobScreen(Screen[None]):
         self.workers.cancel_group(self, "job-usage")
         self.key = (cluster, job_id)
         self.job = self.record = self.entry = None
+        self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
         self.query_one("#metric", MetricPlot).reset()
@@ -210,7 +213,9 @@ class JobScreen(Screen[None]):
             head += f" {(rec.name if rec else '') or (entry.name if entry else '')}"
         if state is not None:
             head += f" · {state_text(state).markup}"
-        head += f" · {self.stream} rank {self.rank}/{self.num_tasks - 1}"
+        head += f" · {self.stream}"
+        if self.num_tasks > 1:  # "rank 0/0" for a one-task job says nothing
+            head += f" rank {self.rank} of 0-{self.num_tasks - 1}"
         if problem:
             head += f" · [red]{problem}[/]"
         self.query_one("#job-head", Static).update(head)
@@ -241,7 +246,6 @@ class JobScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="job-usage", exit_on_error=False)
     def _watch_usage(self, cluster_name: str, job_id: str) -> None:
-        from hpcui.backends.states import JobState
         from hpcui.tui.usage_view import usage_text
 
         worker = get_current_worker()
@@ -333,8 +337,11 @@ class JobScreen(Screen[None]):
         if self.job is not job:
             return
         self._details(state=state)
+        first, self._first_state = self._first_state, False
         if state.is_final:
             self._load_result(job)
+            if first and state is not JobState.COMPLETED:
+                self.query_one(TabbedContent).active = "tab-result"
 
     @work(thread=True, exclusive=True, group="job-result", exit_on_error=False)
     def _load_result(self, job: Job) -> None:
