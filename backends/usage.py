@@ -222,6 +222,84 @@ def _steps(
     return steps, notes
 
 
+#: joins qstat -f's continuation lines (a tab-indented line carries on the one above)
+_JOIN = (
+    "awk '/^\\t/ {sub(/^\\t/, \"\"); l = l $0; next} {if (NR > 1) print l; l = $0} END {print l}'"
+)
+
+
+def pbs_usage_command(job_id: str, qstat: Sequence[str], node_shell: str) -> str:
+    """PBS: the job's qstat (resources_used: CPU time, memory), then the probe on each of
+    its exec hosts through `node_shell HOST sh` (default ssh: PBS sites let you onto the
+    nodes of your running job), the probe on its stdin, lines labelled `i: ` per host."""
+    j = quote(job_id)
+    state = (
+        "printf '%s\\n' \"$q\" | sed -n -e 's/^ *job_state = //p' "
+        "-e 's/.*\"job_state\" *: *\"\\([^\"]*\\)\".*/\\1/p' | head -n 1"
+    )
+    hosts = (
+        f"printf '%s\\n' \"$q\" | {_JOIN} | sed -n -e 's/^ *exec_host = //p' "
+        "-e 's/.*\"exec_host\" *: *\"\\([^\"]*\\)\".*/\\1/p' | head -n 1 | tr '+' '\\n' "
+        "| cut -d/ -f1 | awk 'NF && !seen[$0]++'"
+    )
+    return (
+        f"q=$({' '.join(quote(a) for a in qstat)} 2>&1); echo '{_MARK} qstat'; "
+        f"printf '%s\\n' \"$q\"; hosts=; [ \"$({state})\" = R ] && hosts=$({hosts}); "
+        "set -- $hosts; "
+        f'echo "{_MARK} nodes $#"; i=0; '
+        f'for h in "$@"; do printf \'%s\\n\' {quote(_probe())} | PBS_JOBID={j} {node_shell} "$h" sh '
+        f'2>&1 | sed "s/^/$i: /"; i=$((i + 1)); done; '
+        f"echo '{_MARK} end'"
+    )
+
+
+def _pbs_mem_mb(text: str | None) -> float | None:
+    """PBS sizes: `123456kb`, `2gb`, `512mb`, `1024b` (1024-based, as PBS counts)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)[bw]?\s*", (text or "").lower())
+    if m is None:
+        return None
+    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ") / 2**20
+
+
+def pbs_steps(job_id: str, used: dict[str, str]) -> tuple[StepReading, ...]:
+    """PBS counts the whole job (resources_used): per core, as one "step"."""
+    if not used:
+        return ()
+    from .pbs_job import duration_s
+
+    ncpus = int(used["ncpus"]) if used.get("ncpus", "").isdigit() else 1
+    cput, wall = duration_s(used.get("cput")), duration_s(used.get("walltime"))
+    mem = _pbs_mem_mb(used.get("mem"))
+    return (
+        StepReading(
+            step=job_id,
+            ntasks=max(ncpus, 1),
+            cpu_s=None if cput is None else cput / max(ncpus, 1),
+            elapsed_s=None if wall is None else float(wall),
+            rss_mb=None if mem is None else mem / max(ncpus, 1),
+            max_rss_mb=None,
+        ),
+    )
+
+
+def parse_pbs_usage(text: str) -> tuple[str, UsageReading]:
+    """The qstat text (for the caller's dialect parser) and the nodes' readings."""
+    lines = text.splitlines()
+    if f"{_MARK} end" not in lines:
+        raise ValueError("the usage command was cut off (no end mark): " + text[-200:])
+    sec = _sections(lines)
+    node_lines = sec.get("nodes", [])
+    header = node_lines[0].split() if node_lines else []
+    nodes: list[NodeReading] = []
+    notes: list[str] = []
+    if len(header) < 3 or header[2] == "0":
+        notes.append("the job is not running: no node to sample")
+    else:
+        nodes, stray = _probe_lines(node_lines[1:])
+        notes += [f"node shell: {s[:200]}" for s in stray]
+    return "\n".join(sec.get("qstat", [])), UsageReading(tuple(nodes), (), tuple(notes))
+
+
 def parse_slurm_usage(text: str) -> UsageReading:
     """The output of `slurm_usage_command`; what could not be read becomes a note."""
     lines = text.splitlines()

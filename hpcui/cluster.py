@@ -187,7 +187,11 @@ class Cluster:
         if kind == "pbs":
             from hpcui.schedulers.pbs import PbsScheduler
 
-            return PbsScheduler(self.transport, dialect=self.profile.pbs_dialect)
+            return PbsScheduler(
+                self.transport,
+                dialect=self.profile.pbs_dialect,
+                node_shell=self.profile.node_shell,
+            )
         raise UsageError(f"Scheduler {kind!r} of cluster {self.name!r} is not supported yet.")
 
     @property

@@ -20,6 +20,9 @@ from pydantic import (
 from hpcui.errors import ConfigError
 from hpcui.profiles.units import parse_mem_mb, parse_time
 
+#: PBS sites let you ssh onto the nodes of your running job; BatchMode: never a prompt
+DEFAULT_NODE_SHELL = "ssh -o BatchMode=yes -o ConnectTimeout=10"
+
 
 def _time(v: Any) -> int | None:
     return None if v is None else parse_time(v)
@@ -165,6 +168,17 @@ class Profile(BaseModel):
     python: str | None = None
     #: shell lines run before Python where the cluster config sets no `setup`
     setup: list[str] = Field(default_factory=list)
+
+    #: how a command reaches a node of your running job from the login node (PBS usage
+    #: looks): `<node_shell> HOST sh`, the commands on its stdin
+    node_shell: str = DEFAULT_NODE_SHELL
+
+    @field_validator("node_shell")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        if not v.strip() or any(not c.isprintable() for c in v):
+            raise ValueError("node_shell must be one printable line, e.g. 'ssh -o BatchMode=yes'")
+        return v
 
     #: the site's quota tool (a key of backends.quota.QUOTA_COMMANDS); None: try them in order
     quota_command: str | None = None

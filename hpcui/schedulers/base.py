@@ -79,8 +79,8 @@ class Scheduler(abc.ABC):
 
     def usage_command(self, job_id: str) -> Command:
         raise UsageError(
-            f"GPU/CPU usage of running jobs is not available for {self.name} yet "
-            "(Slurm and the local cluster have it)."
+            f"GPU/CPU usage of running jobs is not available for {self.name} "
+            "(Slurm, PBS and the local cluster have it)."
         )
 
     def parse_usage(self, text: str, job_id: str) -> UsageReading:

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
 
-from hpcui.backends import pbs, pbs_queues, pbs_script
+from hpcui.backends import pbs, pbs_queues, pbs_script, usage
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.pbs_dialect import PbsDialect
 from hpcui.backends.pbs_job import PbsJob
 from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
+from hpcui.profiles.model import DEFAULT_NODE_SHELL
 from hpcui.schedulers.base import Capabilities, H, JobStatus, Q, Scheduler
 from hpcui.schedulers.slurm import SlurmScheduler, sacct_statuses
 from hpcui.transport.base import Command, CommandResult, Transport
@@ -36,9 +37,15 @@ WRAPPER = "slurm-torque-wrapper"
 class PbsScheduler(Scheduler):
     name = "pbs"
 
-    def __init__(self, transport: Transport, dialect: PbsDialect | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        dialect: PbsDialect | None = None,
+        node_shell: str = DEFAULT_NODE_SHELL,
+    ) -> None:
         super().__init__(transport)
         self._dialect = dialect
+        self._node_shell = node_shell
         self._probe_lock = threading.Lock()
 
     # -- dialect ---------------------------------------------------------------------------
@@ -103,6 +110,31 @@ class PbsScheduler(Scheduler):
         res = self.transport.run(pbs_script.find_token_command(dialect))
         _checked(res, "qselect/qstat (token lookup)")
         return pbs_script.parse_find_token(res.stdout, token, dialect)
+
+    # -- usage: the job's exec hosts -------------------------------------------------------
+
+    def usage_command(self, job_id: str) -> Command:
+        dialect = self.dialect
+        if dialect == WRAPPER:  # Slurm underneath: srun reaches the job's nodes
+            return self._slurm.usage_command(job_id)
+        qstat = pbs_script.status_command([job_id], dialect)
+        return usage.pbs_usage_command(job_id, qstat, self._node_shell)
+
+    def parse_usage(self, text: str, job_id: str) -> usage.UsageReading:
+        if self.dialect == WRAPPER:
+            return self._slurm.parse_usage(text, job_id)
+        try:
+            qstat, reading = usage.parse_pbs_usage(text)
+            found = (
+                pbs.parse_torque_qstat_f(qstat)
+                if self.dialect == "torque"
+                else pbs.parse_qstat_json(qstat)
+            )
+        except ValueError as exc:
+            raise SchedulerError(f"Usage of job {job_id}: {exc}") from None
+        job = next((j for j in found if j.job_id == job_id), found[0] if found else None)
+        steps = () if job is None else usage.pbs_steps(job_id, job.resources_used)
+        return replace(reading, steps=steps)
 
     # -- status ----------------------------------------------------------------------------
 

@@ -76,7 +76,10 @@ def install_mock(transport: Transport) -> None:
 def _cluster(history: bool = True, python: str | None = None) -> Cluster:
     from hpcui.config import load_config
 
-    update = {"scheduler": "pbs"} | ({"python": python} if python else {})
+    update: dict = {"scheduler": "pbs"} | ({"python": python} if python else {})
+    # the mock's nodes are no ssh hosts: its pbs_tmrsh reaches them from the login node
+    # (PBS_JOBID names the job), where a real site's default `ssh NODE` would
+    update["profile_overrides"] = {"node_shell": "pbs_tmrsh"}
     cfg = load_config().cluster("dev").model_copy(update=update)
     plain = Cluster(cfg)
     install_mock(plain.transport)
@@ -222,6 +225,42 @@ def test_two_nodes_eight_gpus_one_process_per_gpu(pbs_dev):
     second = "node2" if first == "node1" else "node1"
     assert {tuple(v["nodefile"]) for v in values} == {(first,) * 4 + (second,) * 4}
     assert {tuple(v["slurm_vars"]) for v in values} == {()}  # a PBS job, also on the sister
+
+
+def sleeper(seconds):
+    import time as _t
+
+    _t.sleep(seconds)
+    return seconds
+
+
+def test_usage_of_a_two_node_pbs_job_on_its_exec_hosts(pbs_dev):
+    """qstat's exec_host names both nodes; the probe runs on each through the node shell;
+    resources_used gives the job's CPU (the mock counts none, so 0)."""
+    import time as _t
+
+    job = pbs_dev.submit(sleeper, 60, gpus=8, time="5m")
+    try:
+        end = _t.monotonic() + 120
+        sample = None
+        while _t.monotonic() < end:
+            if job.state is JobState.RUNNING:
+                sample = job.usage()
+                if sample.gpus:
+                    break
+            _t.sleep(1)
+        assert sample is not None and sample.gpus, f"no usage: {sample}"
+        assert sorted({g.node for g in sample.gpus}) == ["node1", "node2"]
+        assert len(sample.gpus) == 8 and {g.util_pct for g in sample.gpus} == {0.0, 100.0}
+        [step] = sample.tasks
+        assert step.step == job.job_id and step.ntasks == 16  # ncpus of select=2:ncpus=8
+        assert step.cpu_s == 0 and step.elapsed_s is not None
+    finally:
+        job.cancel()
+    job.wait(timeout=60)
+    assert pbs_dev.usage([job.job_id])[job.job_id].notes == [
+        "the job is not running: no node to sample"
+    ]
 
 
 def torchrun_ranks():

@@ -610,6 +610,13 @@ def pbs_tmrsh(args: list[str]) -> int:
     variables, so the code under test sees a PBS job there too."""
     host, cmd = args[0], args[1:]
     slurm_job = os.environ.get("PBSMOCK_SLURM_JOB", "")
+    if not slurm_job and os.environ.get("PBS_JOBID"):
+        # from the login node (hpcui's usage looks), where real sites use ssh to the job's
+        # nodes: the job named by PBS_JOBID; a plain job only (an array element: its own id)
+        m = _ID.fullmatch(os.environ["PBS_JOBID"])
+        job = load(int(m[1])) if m else None
+        if job is not None:
+            slurm_job = f"{job['slurm_id']}_{m[2]}" if m[2] else job["slurm_id"]
     if not slurm_job or host == socket.gethostname():
         os.execvp(cmd[0], cmd)
     srun = ["srun", f"--jobid={slurm_job}", f"--nodelist={host}", "--nodes=1", "--ntasks=1"]

@@ -235,3 +235,41 @@ def test_store_keeps_lines_0600_and_skips_a_cut_line(tmp_path):
 def test_bars():
     assert bar(100, 10) == "[##########]" and bar(0, 10) == "[..........]"
     assert bar(None, 4) == "[????]" and bar(55, 10) == "[######....]"
+
+
+# -- PBS: the exec hosts from qstat, the probe through the node shell ------------------------
+
+
+def test_pbs_command_finds_the_exec_hosts_of_real_pbs_pro_output(tmp_path):
+    import subprocess
+
+    from hpcui.backends.usage import parse_pbs_usage, pbs_usage_command
+
+    fake = tmp_path / "fake-ssh"  # stands for `ssh HOST sh`: says where it ran, reads the probe
+    fake.write_text('#!/bin/sh\necho "@@hpcui node $1 "; echo "@@hpcui smi none"; cat >/dev/null\n')
+    fake.chmod(0o755)
+    qstat = ["cat", str(FIXTURES / "pbs-pro-19.0" / "qstat_f_json_running.json")]
+    cmd = pbs_usage_command("4815.charon", qstat, str(fake))
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout
+    text, reading = parse_pbs_usage(out)
+    assert [n.host for n in reading.nodes] == ["charon24", "charon21"]  # exec_host order
+    assert {n.note for n in reading.nodes} == {"no nvidia-smi or rocm-smi on this node"}
+    assert '"exec_host":"charon24/0*2+charon21/0*2"' in text  # handed to the JSON parser
+    ended = subprocess.run(
+        ["sh", "-c", pbs_usage_command("1.x", ["echo", '    "job_state":"F",'], str(fake))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert parse_pbs_usage(ended)[1].notes == ("the job is not running: no node to sample",)
+
+
+def test_pbs_resources_used_per_core():
+    from hpcui.backends.usage import pbs_steps
+
+    [s] = pbs_steps(
+        "7.srv", {"cput": "00:10:00", "walltime": "00:05:00", "mem": "4194304kb", "ncpus": "4"}
+    )
+    assert (s.ntasks, s.cpu_s, s.elapsed_s, s.rss_mb) == (4, 150.0, 300.0, 1024.0)
+    assert s.cpu_pct == 50.0
+    assert pbs_steps("7.srv", {}) == ()
