@@ -600,8 +600,11 @@ class Cluster:
     # -- what running jobs use (hpcui.usage) --------------------------------------------------
 
     def usage_store(self, job_id: str) -> usage.UsageStore:
-        """A job's kept samples, beside the log spool."""
-        return usage.UsageStore(self.registry.path.parent / "usage" / self.name / f"{job_id}.jsonl")
+        """A job's kept samples, beside the log spool (the id made a safe file name: it may
+        come from a command line)."""
+        return usage.UsageStore(
+            self.registry.path.parent / "usage" / self.name / f"{usage.file_name(job_id)}.jsonl"
+        )
 
     def usage(self, job_ids: Iterable[str]) -> dict[str, usage.UsageSample]:
         """One sample per job now (one scheduler-side command each), kept with its history.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -152,6 +153,12 @@ def to_sample(
 
 
 # -- kept beside the log spool ---------------------------------------------------------------
+
+
+def file_name(job_id: str) -> str:
+    """`1234_5`, `12[3].server` as they are; anything else (`../x`) cannot leave the folder."""
+    name = re.sub(r"[^A-Za-z0-9_.\[\]-]", "_", job_id)
+    return "_" + name if name.startswith(".") or not name else name
 
 
 class UsageStore:

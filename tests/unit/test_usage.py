@@ -232,6 +232,13 @@ def test_store_keeps_lines_0600_and_skips_a_cut_line(tmp_path):
     assert UsageStore(tmp_path / "none.jsonl").load() == []
 
 
+def test_job_ids_make_safe_file_names():
+    from hpcui.usage import file_name
+
+    assert file_name("1234_5") == "1234_5" and file_name("12[3].pbsmock") == "12[3].pbsmock"
+    assert file_name("../../etc/passwd") == "_.._.._etc_passwd" and file_name("") == "_"
+
+
 def test_bars():
     assert bar(100, 10) == "[##########]" and bar(0, 10) == "[..........]"
     assert bar(None, 4) == "[????]" and bar(55, 10) == "[######....]"
