@@ -466,3 +466,32 @@ def test_merge_reuses_the_rows_of_unchanged_queue_rows():
     assert second[key0] is not first[key0] and second[key0].cells["name"] == "renamed"
     assert all(second[k] is first[k] for k in first if k != key0)
     assert len(reuse) == len(jobs)
+
+
+@pytest.mark.parametrize("leave", ["enter", "escape"])
+def test_the_status_line_stays_after_a_filter(box, leave):
+    # issue 23 defect 1: the filter box made the screen taller than the terminal, and
+    # focusing the table scrolled the bar (box and status line) away for good
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            screen = app.screen
+            await show_all_jobs(pilot, queue_jobs())
+            info = screen.query_one("#jobs-info")
+            await pilot.press("slash", *"abc", leave)
+            await pilot.pause(0.3)
+            after_leave = (info.region.y, str(info.render()), screen.scroll_offset.y)
+            await pilot.press("t")
+            await pilot.pause(0.3)
+            after_t = (info.region.y, str(info.render()))
+            await pilot.press("slash")
+            await pilot.pause(0.3)
+            box_region = screen.query_one("#filter").region
+            return after_leave, after_t, box_region
+
+    (y, text, scrolled), (y_t, text_t), box_region = run(go())
+    assert y == 1 and scrolled == 0, (y, scrolled)
+    assert y_t == 1 and "state active" in text_t and "shown" in text_t
+    assert box_region.y == 1 and box_region.height == 3  # not clipped
+    if leave == "enter":
+        assert "filter 'abc' · 0/12 shown" in text
