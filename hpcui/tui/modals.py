@@ -23,8 +23,8 @@ class ConfirmModal(ModalScreen[bool]):
             yield Label(self._title, classes="dialog-title")
             yield Static(self._body, classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("No", id="no")
-                yield Button(self._yes, id="yes", variant="error")
+                yield Button("No (esc)", id="no")
+                yield Button(f"{self._yes} (y)", id="yes", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -215,11 +215,13 @@ def test_cancel_asks_first_and_takes_the_selection(box, monkeypatch):
             await pilot.press("c")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
             body = str(app.screen.query_one(".dialog-body").render())
+            labels = [str(b.label) for b in app.screen.query("Button")]
             await pilot.click("#yes")
             await wait_for(pilot, lambda: bool(cancelled))
-            return body
+            return body, labels
 
-    body = run(go())
+    body, labels = run(go())
+    assert labels == ["No (esc)", "Cancel jobs (y)"]  # issue 23: the keys are on the buttons
     assert cancelled == [[("mn5", "1201"), ("mn5", "1202")]]
     assert "mn5:1201" in body and "mn5:1202" in body
 
