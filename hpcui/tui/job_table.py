@@ -95,7 +95,7 @@ class JobTable(ScrollView, can_focus=True):
         self.shown: dict[str, dict[str, Cell]] = {}
         self.keys: list[str] = []  # display order
         self._index: dict[str, int] = {}
-        self._widths = {k: cell_len(label) for k, label in self.column_spec}
+        self._widths = self._label_widths()
         self.marked: set[str] = set()
         self.sort_column: str | None = None
         self.sort_reverse = False
@@ -175,8 +175,19 @@ class JobTable(ScrollView, can_focus=True):
         """Drop every row (a view switch); the next apply adds them back."""
         self.shown.clear()
         self.keys = []
-        self._widths = {k: cell_len(label) for k, label in self.column_spec}
+        self._widths = self._label_widths()
         self._reindex(None)
+
+    def _label_widths(self) -> dict[str, int]:
+        """Each column at least as wide as its label and the sort arrow beside it."""
+        return {k: cell_len(label) + (2 if label.strip() else 0) for k, label in self.column_spec}
+
+    def header_label(self, col: str) -> str:
+        """The label, with ▼/▲ on the column the rows are sorted by (descending/ascending)."""
+        label = self._labels[col]
+        if col != self.sort_column:
+            return label
+        return f"{label} {'▼' if self.sort_reverse else '▲'}"
 
     # -- DataTable-like access (tests, screens) -------------------------------------------------
 
@@ -258,7 +269,7 @@ class JobTable(ScrollView, can_focus=True):
         scroll_x = round(self.scroll_x)
         if y == 0:
             style = self.get_component_rich_style("job-table--header")
-            cells: Sequence[Cell] = [self._labels[c] for c in self._cols]
+            cells: Sequence[Cell] = [self.header_label(c) for c in self._cols]
         else:
             row = round(self.scroll_y) + y - 1
             if row >= len(self.keys):

@@ -221,13 +221,21 @@ def merge_rows(
     return rows
 
 
-STATE_FILTERS: tuple[str, ...] = ("all", "active", "pending", "running", "done", "failed")
+STATE_FILTERS: tuple[str, ...] = (
+    "all",
+    "active",
+    "pending",
+    "running",
+    "done",
+    "failed",
+    "cancelled",
+)
+#: what went wrong; a cancel is the user's own decision and has its own filter
 _FAILED = {
     JobState.FAILED,
     JobState.TIMEOUT,
     JobState.NODE_FAIL,
     JobState.OUT_OF_MEMORY,
-    JobState.CANCELLED,
     JobState.PREEMPTED,
 }
 
@@ -245,6 +253,8 @@ def state_matches(state: JobState, which: str) -> bool:
         return state is JobState.COMPLETED
     if which == "failed":
         return state in _FAILED
+    if which == "cancelled":
+        return state is JobState.CANCELLED
     raise ValueError(f"unknown state filter {which!r}")
 
 

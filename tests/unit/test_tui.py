@@ -4,6 +4,7 @@ registry, and queue snapshots replayed from captured squeue output (tests/fixtur
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -211,6 +212,7 @@ def test_cancel_asks_first_and_takes_the_selection(box, monkeypatch):
             await pilot.press("escape")  # "No": nothing happens
             await wait_for(pilot, lambda: app.screen is screen)
             assert not cancelled
+            table.move_cursor(row=table.get_row_index("mn5:1202"))  # newest first: 1202, 1201
             await pilot.press("space", "j", "space")  # select two rows
             await pilot.press("c")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
@@ -222,7 +224,7 @@ def test_cancel_asks_first_and_takes_the_selection(box, monkeypatch):
 
     body, labels = run(go())
     assert labels == ["No (esc)", "Cancel jobs (y)"]  # issue 23: the keys are on the buttons
-    assert cancelled == [[("mn5", "1201"), ("mn5", "1202")]]
+    assert [sorted(c) for c in cancelled] == [[("mn5", "1201"), ("mn5", "1202")]]
     assert "mn5:1201" in body and "mn5:1202" in body
 
 
@@ -468,6 +470,41 @@ def test_merge_reuses_the_rows_of_unchanged_queue_rows():
     assert second[key0] is not first[key0] and second[key0].cells["name"] == "renamed"
     assert all(second[k] is first[k] for k in first if k != key0)
     assert len(reuse) == len(jobs)
+
+
+def test_newest_first_with_a_sort_arrow_and_failed_is_not_cancelled(box):
+    # issue 23 defects 2 and 8: new jobs landed at the bottom, no header showed the sort,
+    # and the `failed` filter counted CANCELLED jobs
+    jobs = queue_jobs()
+    jobs.append(jobs[0].model_copy(update={"job_id": "1400", "state": JobState.CANCELLED}))
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 30)) as pilot:
+            screen = app.screen
+            table = await show_all_jobs(pilot, jobs)
+            first = list(table.keys)
+            header = "".join(s.text for s in table.render_line(0))
+            await pilot.press("S")  # reverse
+            await pilot.pause(0.2)
+            header_up = "".join(s.text for s in table.render_line(0))
+            up = list(table.keys)
+            while screen.state_filter != "failed":
+                await pilot.press("t")
+                await pilot.pause(0.1)
+            failed = {table.get_cell(k, "state").plain for k in table.keys}
+            await pilot.press("t")
+            await pilot.pause(0.2)
+            cancelled = {table.get_cell(k, "state").plain for k in table.keys}
+            return first, header, header_up, up, failed, cancelled, screen.state_filter
+
+    first, header, header_up, up, failed, cancelled, which = run(go())
+    ids = [k.split(":")[1] for k in first]
+    assert ids == sorted(ids, key=lambda i: [int(x) for x in re.findall(r"\d+", i)], reverse=True)
+    assert up == first[::-1]
+    assert "id ▼" in header and "id ▲" in header_up
+    assert failed == {"TIMEOUT", "OUT_OF_MEMORY"}
+    assert which == "cancelled" and cancelled == {"CANCELLED"}
 
 
 @pytest.mark.parametrize("leave", ["enter", "escape"])
