@@ -102,6 +102,26 @@ def slurm_usage_command(job_id: str) -> str:
     )
 
 
+def _answer(text: str) -> dict[str, list[str]]:
+    """The sections of one usage command's answer; a cut-off answer is an error, never an
+    empty look."""
+    lines = text.splitlines()
+    if f"{_MARK} end" not in lines:
+        raise ValueError("the usage command was cut off (no end mark): " + text[-200:])
+    return _sections(lines)
+
+
+def _nodes(sec: dict[str, list[str]], stray_as: str) -> tuple[list[NodeReading], list[str]]:
+    """The probe's readings per node, or why there are none (`nodes N` header: 0 or empty
+    when the job is not running); lines from no node are notes under `stray_as`."""
+    node_lines = sec.get("nodes", [])
+    header = node_lines[0].split() if node_lines else []
+    if len(header) < 3 or header[2] == "0":
+        return [], ["the job is not running: no node to sample"]
+    nodes, stray = _probe_lines(node_lines[1:])
+    return nodes, [f"{stray_as}: {s[:200]}" for s in stray]
+
+
 def _sections(lines: Sequence[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     name = ""
@@ -235,7 +255,7 @@ def pbs_usage_command(job_id: str, qstat: Sequence[str], node_shell: str) -> str
     j = quote(job_id)
     state = (
         "printf '%s\\n' \"$q\" | sed -n -e 's/^ *job_state = //p' "
-        "-e 's/.*\"job_state\" *: *\"\\([^\"]*\\)\".*/\\1/p' | head -n 1"
+        '-e \'s/.*"job_state" *: *"\\([^"]*\\)".*/\\1/p\' | head -n 1'
     )
     hosts = (
         f"printf '%s\\n' \"$q\" | {_JOIN} | sed -n -e 's/^ *exec_host = //p' "
@@ -244,7 +264,7 @@ def pbs_usage_command(job_id: str, qstat: Sequence[str], node_shell: str) -> str
     )
     return (
         f"q=$({' '.join(quote(a) for a in qstat)} 2>&1); echo '{_MARK} qstat'; "
-        f"printf '%s\\n' \"$q\"; hosts=; [ \"$({state})\" = R ] && hosts=$({hosts}); "
+        f'printf \'%s\\n\' "$q"; hosts=; [ "$({state})" = R ] && hosts=$({hosts}); '
         "set -- $hosts; "
         f'echo "{_MARK} nodes $#"; i=0; '
         f'for h in "$@"; do printf \'%s\\n\' {quote(_probe())} | PBS_JOBID={j} {node_shell} "$h" sh '
@@ -284,38 +304,17 @@ def pbs_steps(job_id: str, used: dict[str, str]) -> tuple[StepReading, ...]:
 
 def parse_pbs_usage(text: str) -> tuple[str, UsageReading]:
     """The qstat text (for the caller's dialect parser) and the nodes' readings."""
-    lines = text.splitlines()
-    if f"{_MARK} end" not in lines:
-        raise ValueError("the usage command was cut off (no end mark): " + text[-200:])
-    sec = _sections(lines)
-    node_lines = sec.get("nodes", [])
-    header = node_lines[0].split() if node_lines else []
-    nodes: list[NodeReading] = []
-    notes: list[str] = []
-    if len(header) < 3 or header[2] == "0":
-        notes.append("the job is not running: no node to sample")
-    else:
-        nodes, stray = _probe_lines(node_lines[1:])
-        notes += [f"node shell: {s[:200]}" for s in stray]
+    sec = _answer(text)
+    nodes, notes = _nodes(sec, "node shell")
     return "\n".join(sec.get("qstat", [])), UsageReading(tuple(nodes), (), tuple(notes))
 
 
 def parse_slurm_usage(text: str) -> UsageReading:
     """The output of `slurm_usage_command`; what could not be read becomes a note."""
-    lines = text.splitlines()
-    if f"{_MARK} end" not in lines:
-        raise ValueError("the usage command was cut off (no end mark): " + text[-200:])
-    sec = _sections(lines)
+    sec = _answer(text)
     steps, notes = _steps(sec.get("steps", []), sec.get("sstat", []))
-    node_lines = sec.get("nodes", [])
-    header = node_lines[0].split() if node_lines else []
-    nodes: list[NodeReading] = []
-    if len(header) < 3:
-        notes.append("the job is not running: no node to sample")
-    else:
-        nodes, stray = _probe_lines(node_lines[1:])
-        notes += [f"srun: {s[:200]}" for s in stray]
-    return UsageReading(tuple(nodes), tuple(steps), tuple(notes))
+    nodes, node_notes = _nodes(sec, "srun")
+    return UsageReading(tuple(nodes), tuple(steps), (*notes, *node_notes))
 
 
 def local_usage_command(job_id: str, state_dir: str) -> str:
@@ -333,10 +332,7 @@ def local_usage_command(job_id: str, state_dir: str) -> str:
 
 
 def parse_local_usage(text: str, job_id: str) -> UsageReading:
-    lines = text.splitlines()
-    if f"{_MARK} end" not in lines:
-        raise ValueError("the usage command was cut off (no end mark): " + text[-200:])
-    sec = _sections(lines)
+    sec = _answer(text)
     # the ranks, not the launcher's shells
     procs = [
         p

@@ -132,8 +132,7 @@ class Cluster:
     def profile(self) -> Profile:
         """The site profile; on this machine without Slurm, filled in with its own cores,
         memory and GPUs (hpcui.local_machine) before the config's overrides."""
-        default = "local" if self.config.is_local else "generic"
-        name, user = self.config.profile or default, self.config.user_profiles
+        name, user = self._profile_name, self.config.user_profiles
         overrides = self.config.profile_overrides or None
         if self.config.is_local and self._kind == "local":
             return local_machine.describe(resolve_profile(name, user)).with_overrides(overrides)
@@ -148,20 +147,21 @@ class Cluster:
         PATH is Slurm)."""
         if self.config.scheduler != "auto":
             return self.config.scheduler
-        default = "local" if self.config.is_local else "generic"
         named = resolve_profile(
-            self.config.profile or default,
-            self.config.user_profiles,
-            self.config.profile_overrides or None,
+            self._profile_name, self.config.user_profiles, self.config.profile_overrides or None
         )
         return local_machine.scheduler_kind(named)
+
+    @property
+    def _profile_name(self) -> str:
+        return self.config.profile or ("local" if self.config.is_local else "generic")
 
     @property
     def python(self) -> str:
         """The Python jobs run with: the cluster config's, else the profile's, else (on
         this machine without Slurm) the one running hpcui, with its packages, else python3."""
-        if self.config.python or self.profile.python:
-            return self.config.python or self.profile.python or "python3"
+        if chosen := self.config.python or self.profile.python:
+            return chosen
         return sys.executable if self.config.is_local and self._kind == "local" else "python3"
 
     @property

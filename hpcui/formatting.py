@@ -19,6 +19,17 @@ def hms(seconds: float | None, *, pad_hours: bool = True) -> str:
     return f"{days}-{text}" if days else text
 
 
+def filled(fraction: float, width: int) -> int:
+    """Cells of a `width`-cell bar that `fraction` fills (clamped to 0..1): quota and GPU
+    bars in the app and the CLI."""
+    return round(max(0.0, min(fraction, 1.0)) * width)
+
+
+def figure(value: float | None, unit: str = "") -> str:
+    """A whole-number figure with its unit (``694 W``, ``8%``), ``-`` when unknown."""
+    return "-" if value is None else f"{value:.0f}{unit}"
+
+
 def short_duration(seconds: int) -> str:
     """``2h``, ``90m``, ``1d12h``: short, for messages and plans."""
     days, rest = divmod(seconds, 86400)

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, computed_field
 
 from hpcui.backends.usage import StepReading, UsageReading
+from hpcui.formatting import figure
 
 #: a GPU under this utilisation (%) in every sample of the window is idle
 IDLE_PCT = 5.0
@@ -30,6 +31,8 @@ LOW_GPU_PCT, CPU_BOUND_PCT = 20.0, 90.0
 WINDOW_S = 300.0
 #: samples kept per job (older ones are dropped when the file grows past twice this)
 KEEP = 2000
+#: what UsageStore.last reads from the end of the file (a sample is ~0.4-4 KB)
+TAIL_BYTES = 64 * 1024
 
 
 class GpuUse(BaseModel):
@@ -195,11 +198,37 @@ class UsageStore:
         return out
 
     def last(self) -> UsageSample | None:
-        samples = self.load()
-        return samples[-1] if samples else None
+        """The newest sample, from the file's tail only (a look asks for it each time:
+        parsing the whole history there would cost more than the look itself)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - TAIL_BYTES))
+                tail = f.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        for line in reversed(tail.splitlines()):
+            # a line cut by a crash, or the tail's partial first line, does not validate
+            with contextlib.suppress(ValueError):
+                return UsageSample.model_validate_json(line)
+        return None
 
 
 # -- summary and verdicts --------------------------------------------------------------------
+
+
+def gpu_figures(g: GpuUse) -> str:
+    """``mem 6735/81559 MiB (8%)  694 W``: what a bar line says beside the bar."""
+    return (
+        f"mem {figure(g.mem_used_mib)}/{figure(g.mem_total_mib)} MiB ({figure(g.mem_pct, '%')})"
+        f"  {figure(g.power_w, ' W')}"
+    )
+
+
+def task_line(t: TaskUse) -> str:
+    return (
+        f"step {t.step}: {t.ntasks} task(s) · CPU {figure(t.cpu_pct, '%')} per task · "
+        f"RSS {figure(t.rss_mb, ' MiB')} (max {figure(t.max_rss_mb, ' MiB')})"
+    )
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 from hpcui.cli import EXIT_OK, EXIT_USAGE
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, split_job_ref
+from hpcui.formatting import figure, filled
 
 if TYPE_CHECKING:
     from hpcui.cluster import Cluster
@@ -20,33 +21,27 @@ TOP_JOBS = 8
 BAR = 20
 
 
-def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
 def bar(pct: float | None, width: int = BAR) -> str:
     """`[#####.....]` for a percentage (`[??????????]` when the driver cannot say)."""
     if pct is None:
         return "[" + "?" * width + "]"
-    full = round(max(0.0, min(pct, 100.0)) / 100 * width)
+    full = filled(pct / 100, width)
     return "[" + "#" * full + "." * (width - full) + "]"
 
 
 def render(sample: UsageSample, report: UsageReport, stream: TextIO) -> None:
     """One job's look: a bar per GPU, the tasks, the history's summary, the verdicts."""
+    from hpcui.usage import gpu_figures, task_line
+
     stream.write(out.style(f"job {sample.job_id} on {sample.cluster}", "bold", stream=stream))
     stream.write(f"  ({report.samples} sample(s) over {report.span_s:.0f} s)\n")
     for g in sample.gpus:
-        mem = f"{_num(g.mem_used_mib, '{:.0f}')}/{_num(g.mem_total_mib, '{:.0f}')} MiB"
         stream.write(
-            f"  {g.node} GPU{g.index}  {bar(g.util_pct)} {_num(g.util_pct):>3}%  "
-            f"mem {mem} ({_num(g.mem_pct)}%)  {_num(g.power_w)} W\n"
+            f"  {g.node} GPU{g.index}  {bar(g.util_pct)} {figure(g.util_pct, '%'):>4}  "
+            f"{gpu_figures(g)}\n"
         )
     for t in sample.tasks:
-        stream.write(
-            f"  step {t.step}: {t.ntasks} task(s)  CPU {_num(t.cpu_pct)}% per task  "
-            f"RSS {_num(t.rss_mb)} MiB (max {_num(t.max_rss_mb)})\n"
-        )
+        stream.write(f"  {task_line(t)}\n")
     for n in sample.notes:
         stream.write(out.style(f"  note: {n}", "dim", stream=stream) + "\n")
     for v in report.verdicts:
@@ -80,11 +75,11 @@ def cmd_usage(args: argparse.Namespace) -> int:
                     s.node,
                     s.index,
                     s.samples,
-                    _num(s.mean_util_pct),
-                    _num(s.peak_util_pct),
-                    _num(s.mean_mem_mib),
-                    _num(s.peak_mem_mib),
-                    _num(s.mem_total_mib),
+                    figure(s.mean_util_pct),
+                    figure(s.peak_util_pct),
+                    figure(s.mean_mem_mib),
+                    figure(s.peak_mem_mib),
+                    figure(s.mem_total_mib),
                 )
                 for s in report.summary
             ],

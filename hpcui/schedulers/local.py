@@ -31,10 +31,12 @@ class LocalScheduler(Scheduler):
 
     def render_script(self, spec: BatchSpec) -> str:
         m = self._machine() if self._machine else None
-        if m is None or not m.gpus:
-            return local_script.render_script(spec, self._state_dir(), m and m.visibility_var)
         return local_script.render_script(
-            spec, self._state_dir(), m.visibility_var, m.gpu_ids, ticket=time.time_ns()
+            spec,
+            self._state_dir(),
+            m.visibility_var if m else None,
+            m.gpu_ids if m else (),
+            ticket=time.time_ns(),
         )
 
     def submit_command(self, script_path: str) -> Command:

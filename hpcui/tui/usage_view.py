@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from hpcui.usage import UsageSample, summary, verdicts
+from hpcui.formatting import figure, filled
+from hpcui.usage import UsageSample, gpu_figures, summary, task_line, verdicts
 
 SPARKS = "▁▂▃▄▅▆▇█"
 BAR = 24
@@ -17,7 +18,7 @@ HISTORY = 40
 def bar(pct: float | None, width: int = BAR) -> str:
     if pct is None:
         return "[dim]" + "?" * width + "[/]"
-    full = round(max(0.0, min(pct, 100.0)) / 100 * width)
+    full = filled(pct / 100, width)
     colour = "green" if pct >= 50 else "yellow" if pct >= 5 else "red"
     return f"[{colour}]{'█' * full}[/][dim]{'·' * (width - full)}[/]"
 
@@ -28,10 +29,6 @@ def sparkline(values: Sequence[float | None]) -> str:
         "?" if v is None else SPARKS[min(int(max(v, 0) / 100 * len(SPARKS)), len(SPARKS) - 1)]
         for v in values
     )
-
-
-def _n(v: float | None, unit: str = "") -> str:
-    return "-" if v is None else f"{v:.0f}{unit}"
 
 
 def usage_text(samples: Sequence[UsageSample], running: bool) -> str:
@@ -51,17 +48,11 @@ def usage_text(samples: Sequence[UsageSample], running: bool) -> str:
         for g in s.gpus:
             history.setdefault((g.node, g.index), []).append(g.util_pct)
     for g in last.gpus:
-        mem = f"{_n(g.mem_used_mib)}/{_n(g.mem_total_mib)} MiB"
         lines.append(
-            f"{escape(g.node)} GPU{g.index} {bar(g.util_pct)} {_n(g.util_pct, '%'):>4}  "
-            f"mem {mem} ({_n(g.mem_pct, '%')})  {_n(g.power_w, ' W')}  "
-            f"{sparkline(history.get((g.node, g.index), []))}"
+            f"{escape(g.node)} GPU{g.index} {bar(g.util_pct)} {figure(g.util_pct, '%'):>4}  "
+            f"{escape(gpu_figures(g))}  {sparkline(history.get((g.node, g.index), []))}"
         )
-    for t in last.tasks:
-        lines.append(
-            f"step {escape(t.step)}: {t.ntasks} task(s) · CPU {_n(t.cpu_pct, '%')} per task · "
-            f"RSS {_n(t.rss_mb, ' MiB')} (max {_n(t.max_rss_mb, ' MiB')})"
-        )
+    lines += [escape(task_line(t)) for t in last.tasks]
     lines += [f"[dim]note: {escape(n)}[/]" for n in last.notes]
     judged = verdicts(samples)
     lines += [f"[bold yellow]! {escape(v)}[/]" for v in judged]
@@ -70,8 +61,9 @@ def usage_text(samples: Sequence[UsageSample], running: bool) -> str:
         lines.append("")
         lines.append(f"[b]{'per GPU over the job':<22}[/] mean%  peak%  mean MiB  peak MiB")
         lines += [
-            f"{escape(f'{s.node} GPU{s.index}'):<22} {_n(s.mean_util_pct):>5}  "
-            f"{_n(s.peak_util_pct):>5}  {_n(s.mean_mem_mib):>8}  {_n(s.peak_mem_mib):>8}"
+            f"{escape(f'{s.node} GPU{s.index}'):<22} {figure(s.mean_util_pct):>5}  "
+            f"{figure(s.peak_util_pct):>5}  {figure(s.mean_mem_mib):>8}  "
+            f"{figure(s.peak_mem_mib):>8}"
             for s in table
         ]
     return "\n".join(lines)

@@ -232,6 +232,20 @@ def test_store_keeps_lines_0600_and_skips_a_cut_line(tmp_path):
     assert UsageStore(tmp_path / "none.jsonl").load() == []
 
 
+def test_last_reads_the_tail_and_agrees_with_the_whole_history(tmp_path):
+    from hpcui import usage
+
+    store = UsageStore(tmp_path / "1.jsonl")
+    assert store.last() is None
+    for t in range(400):  # well past the tail it reads
+        store.append(sample(t, [t % 100, 0, 0, 0]))
+    assert store.path.stat().st_size > usage.TAIL_BYTES
+    assert store.last() == store.load()[-1] and store.last().at == 399
+    with open(store.path, "a") as f:
+        f.write('{"cluster": "c", "job_')  # a crash mid-write
+    assert store.last().at == 399
+
+
 def test_job_ids_make_safe_file_names():
     from hpcui.usage import file_name
 

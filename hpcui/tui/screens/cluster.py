@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
+from hpcui.formatting import filled
 from hpcui.tui.hub import STATUS_LOOK
 from hpcui.tui.rows import hms
 
@@ -32,7 +33,7 @@ def quota_bar(used: int | None, limit: int | None, near: bool, width: int = BAR)
     if used is None or not limit:
         return Text("no limit" if used is not None else "-", style="dim")
     frac = min(1.0, used / limit)
-    full = round(frac * width)
+    full = filled(frac, width)
     style = "bold red" if near else ("yellow" if frac >= 0.75 else "green")
     text = Text("█" * full, style=style)
     text.append("░" * (width - full), style="dim")

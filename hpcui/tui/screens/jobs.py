@@ -295,10 +295,14 @@ class JobsScreen(Screen[None]):
                     self.queues, self.records, hpcui_only=self.hpcui_only, reuse=self._row_cache
                 )
             rows = self.rows
-            for key, cell in self.gpu_pct.items():
+            for key, cell in list(self.gpu_pct.items()):
                 row = rows.get(key)
-                if row is not None:
-                    row.cells["gpu_pct"] = cell if row.state is JobState.RUNNING else ""
+                if row is not None and row.state is JobState.RUNNING:
+                    row.cells["gpu_pct"] = cell
+                else:  # ended (or gone): its cell goes, and so does its entry
+                    del self.gpu_pct[key]
+                    if row is not None:
+                        row.cells["gpu_pct"] = ""
         else:
             rows = self.history_rows
         self.table.apply(rows, self.visible)
