@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from .model import Model
 
 __all__ = [
     "Module",
@@ -41,7 +43,7 @@ __all__ = [
 ModuleSystem = Literal["lmod", "envmodules"]
 
 
-class Module(BaseModel):
+class Module(Model):
     """One modulefile; ``full_name`` is what ``module load`` takes."""
 
     model_config = ConfigDict(frozen=True)
@@ -58,14 +60,14 @@ class Module(BaseModel):
     alias_of: str | None = None
 
 
-class ModuleState(BaseModel):
+class ModuleState(Model):
     """What is loaded now and what could be loaded, as one site snapshot."""
 
     loaded: list[Module]
     available: list[Module]
 
 
-class ModuleLoadFailure(BaseModel):
+class ModuleLoadFailure(Model):
     """Why ``module load`` failed, worded for the user, with the names it rejected."""
 
     modules: list[str]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel
+from .model import Model
 
 _ID = re.compile(r"(?P<seq>\d+)(?:\[(?P<index>\d*)\])?(?:\.(?P<server>\S+))?")
 
 
-class PbsJobId(BaseModel):
+class PbsJobId(Model):
     """One id split into parts, so arrays and servers need no string slicing elsewhere."""
 
     seq: int

@@ -11,13 +11,14 @@ import re
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from .model import Model
 from .pbs_dialect import PbsDialect, decode_exit_status, pbs_state
 from .states import JobState
 
 
-class PbsJob(BaseModel):
+class PbsJob(Model):
     """One job as qstat reports it: normalized fields, with PBS's own words beside them."""
 
     job_id: str

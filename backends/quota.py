@@ -14,7 +14,9 @@ import re
 from collections.abc import Callable, Iterable
 from decimal import ROUND_HALF_UP, Decimal
 
-from pydantic import BaseModel, ConfigDict, computed_field, field_validator
+from pydantic import ConfigDict, computed_field, field_validator
+
+from .model import Model
 
 __all__ = [
     "QUOTA_COMMANDS",
@@ -38,7 +40,7 @@ class QuotaParseError(ValueError):
     """The text is not a quota report this module can read; the message says what was expected."""
 
 
-class QuotaEntry(BaseModel):
+class QuotaEntry(Model):
     """Usage and limits of one user, group or project on one filesystem (bytes, files)."""
 
     model_config = ConfigDict(frozen=True)

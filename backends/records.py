@@ -4,11 +4,13 @@ here so PBS and local need nothing from a Slurm file."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from .model import Model
 from .states import JobState
 
 M = TypeVar("M", bound=BaseModel)
@@ -18,16 +20,38 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
     """A model from values a parser of this package produced, typed already: every field,
     no default to fill, nothing to coerce. pydantic's `model_construct` costs ~10 us a
     row (defaults, aliases, extras); a 10,000-job queue is parsed on every refresh. This
-    is what it leaves behind for such values (tests compare both)."""
-    model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", values)
-    object.__setattr__(model, "__pydantic_fields_set__", set(values))
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    is what it leaves behind for such values (tests compare both).
+
+    Every field is set, so all rows of a class share one fields-set: the models are
+    frozen, and pydantic copies the set before changing it (``model_copy``)."""
+    model = _new(cls)
+    _set_dict(model, values)
+    _set_fields_set(model, _all_fields(cls))
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
 
 
-class QueueEntry(BaseModel):
+# BaseModel's slots, set through their descriptors (what object.__setattr__ looks up by
+# name on every call)
+_new = object.__new__
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[slot].__set__
+    for slot in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
+
+
+@functools.cache
+def _all_fields(cls: type[BaseModel]) -> set[str]:
+    return set(cls.model_fields)
+
+
+class QueueEntry(Model):
     """One job as the scheduler sees it now; ``state_raw`` keeps Slurm's own words."""
 
     model_config = ConfigDict(frozen=True)
@@ -90,7 +114,7 @@ class AccountingEntry(QueueEntry):
         return self.max_rss_bytes / (self.mem_bytes / max(self.nodes, 1))
 
 
-class PartitionInfo(BaseModel):
+class PartitionInfo(Model):
     """One ``sinfo`` line: a partition, or the part of one whose nodes look alike."""
 
     model_config = ConfigDict(frozen=True)

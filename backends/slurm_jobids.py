@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from .model import Model
 
 _JOB_ID = re.compile(
     r"(?P<job>\d+)"
@@ -20,7 +22,7 @@ _JOB_ID = re.compile(
 _PARSABLE = re.compile(r"(?P<job>\d+)(?:;(?P<cluster>\S+))?")
 
 
-class SlurmJobId(BaseModel):
+class SlurmJobId(Model):
     """A parsed job id; ``str()`` gives the canonical text, as Slurm prints it."""
 
     model_config = ConfigDict(frozen=True)
@@ -67,7 +69,7 @@ def parse_job_id(text: str) -> SlurmJobId:
     )
 
 
-class SubmittedJob(BaseModel):
+class SubmittedJob(Model):
     """What ``sbatch --parsable`` answered: the job id and, on multi-cluster sites, the cluster."""
 
     model_config = ConfigDict(frozen=True)

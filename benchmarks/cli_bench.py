@@ -91,6 +91,8 @@ def main() -> None:
     cases = [
         ("python -c pass (floor)", [*py, "-c", "pass"]),
         ('python -c "import hpcui"', [*py, "-c", "import hpcui"]),
+        ('python -c "import pydantic" (its share below)', [*py, "-c", "import pydantic"]),
+        ('python -c "import hpcui.api"', [*py, "-c", "import hpcui.api"]),
         ("hpcui --help", [*py, "-m", "hpcui.cli", "--help"]),
         ("hpcui jobs --help", [*py, "-m", "hpcui.cli", "jobs", "--help"]),
         ("hpcui profiles --json (no network)", [*py, "-m", "hpcui.cli", "profiles", "--json"]),

@@ -9,7 +9,11 @@ baseline computed on the same text in the same run. No cluster needed.
   (running jobs' elapsed time), what every later queue refresh costs;
 - validated: the general path (pydantic validation per row), the reference the fast
   path is tested against;
-- sacct: ``parse_sacct(text, into=HistoryJob)``: allocations with their steps folded.
+- sacct: ``parse_sacct(text, into=HistoryJob)``: allocations with their steps folded;
+  ``parse_sacct_general`` (any field order) is its reference.
+
+Each parse is timed in turns with its baseline (median of each, a collection before each
+call), so a busy moment of the machine weighs on both alike.
 
 The lines are the captured outputs of tests/fixtures/slurm-22.05.8-dev repeated with
 fresh job ids, and distinct elapsed times (a real queue repeats fewer values than copies).
@@ -18,6 +22,7 @@ fresh job ids, and distinct elapsed times (a real queue repeats fewer values tha
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -80,6 +85,23 @@ def median_ms(call: Callable[[], Any], runs: int) -> tuple[float, Any]:
     return statistics.median(times) * 1000, result
 
 
+def paired(call: Callable[[], Any], base: Callable[[], Any], runs: int) -> tuple[float, float, Any]:
+    """Median ms of `call` and of `base`, timed in turns so that the machine's mood of the
+    moment weighs on both alike; each starts after a collection and frees its rows after
+    its clock stops, so neither pays for the other's garbage."""
+    took: list[float] = []
+    based: list[float] = []
+    result = None
+    for _ in range(runs):
+        for fn, times in ((base, based), (call, took)):
+            result = None
+            gc.collect()
+            t = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t)
+    return statistics.median(took) * 1000, statistics.median(based) * 1000, result
+
+
 def baseline(text: str, keys: list[str]) -> list[dict[str, str]]:
     return [dict(zip(keys, line.split("|"), strict=False)) for line in text.splitlines()]
 
@@ -90,8 +112,9 @@ def figures(n: int = 10_000, runs: int = 7) -> list[tuple[str, float, float]]:
     text = squeue_lines(n)
     later = squeue_lines(n, bump=5, changed=50)
     keys = list(sq._SQUEUE.values())
-    base, _ = median_ms(lambda: baseline(text, keys), runs)
-    cold, jobs = median_ms(lambda: sq.parse_squeue(text, into=QueueJob), runs)
+    cold, base, jobs = paired(
+        lambda: sq.parse_squeue(text, into=QueueJob), lambda: baseline(text, keys), runs
+    )
     assert len(jobs) == n and isinstance(jobs[0], QueueJob)
     rows.append((f"squeue {n:,} lines -> QueueJob, first refresh", cold, base))
 
@@ -112,18 +135,21 @@ def figures(n: int = 10_000, runs: int = 7) -> list[tuple[str, float, float]]:
 
     acct = sacct_lines(n)
     acct_keys = list(sq._SACCT.values())
-    acct_base, _ = median_ms(lambda: baseline(acct, acct_keys), runs)
-    hist_ms, hist = median_ms(lambda: sq.parse_sacct(acct, into=HistoryJob), runs)
+    hist_ms, acct_base, hist = paired(
+        lambda: sq.parse_sacct(acct, into=HistoryJob), lambda: baseline(acct, acct_keys), runs
+    )
     assert len(hist) == n and isinstance(hist[0], HistoryJob)
     lines = len(acct.splitlines())
     rows.append((f"sacct {n:,} jobs ({lines:,} lines) -> HistoryJob", hist_ms, acct_base))
+    general, _ = median_ms(lambda: sq.parse_sacct_general(acct, into=HistoryJob), max(3, runs // 2))
+    rows.append((f"sacct {n:,} jobs, any-field-order path (reference)", general, acct_base))
     return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args(argv)
     print(f"{'parse (median of ' + str(args.runs) + ')':56} {'ms':>7} {'baseline':>9} {'ratio':>6}")
     for what, ms, base in figures(args.lines, args.runs):

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -17,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from hpcui.backends.model import Model
 from hpcui.errors import ConfigError
 
 LOCAL = "local"
@@ -24,7 +24,7 @@ LOCAL = "local"
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-class ClusterConfig(BaseModel):
+class ClusterConfig(Model):
     """One `[clusters.NAME]` table. No `host` means this machine (no SSH)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -79,7 +79,7 @@ class ClusterConfig(BaseModel):
         return self._user_profiles
 
 
-class Config(BaseModel):
+class Config(Model):
     model_config = ConfigDict(extra="forbid")
 
     default: str | None = None

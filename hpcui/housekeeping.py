@@ -17,10 +17,9 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from pydantic import BaseModel
-
 from hpcui import submission
 from hpcui.backends.job_paths import result_name
+from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
 from hpcui.cluster_parts import ClusterParts as Site
 from hpcui.errors import HpcuiError
@@ -33,14 +32,14 @@ BATCH = 100
 _TOKEN = re.compile(r"[0-9a-f]{16}")
 
 
-class CleanedFolder(BaseModel):
+class CleanedFolder(Model):
     folder: str
     job_ids: list[str]
     files: int
     bytes: int
 
 
-class CleanReport(BaseModel):
+class CleanReport(Model):
     cluster: str
     dry_run: bool
     removed: list[CleanedFolder]

@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from hpcui.backends.job_paths import JobPaths, Stream
+from hpcui.backends.model import Model
 from hpcui.errors import HpcuiError, UsageError
 from hpcui.transport import deadline as _deadline
 from hpcui.transport.base import Transport
@@ -55,7 +56,7 @@ def log_path(folder: str, job_id: str, task: int, stream: Stream) -> str:
         raise UsageError(f"{exc}.") from None
 
 
-class LogChunk(BaseModel):
+class LogChunk(Model):
     """New text of one task's stream; ``offset`` is the byte offset where it started."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
 from hpcui.errors import RegistryError
 
@@ -46,7 +47,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_id ON jobs(cluster, job_id);
 """
 
 
-class JobRecord(BaseModel):
+class JobRecord(Model):
     cluster: str
     token: str
     job_id: str | None = None

@@ -14,9 +14,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from hpcui.backends.batch import BatchSpec, format_mem
+from hpcui.backends.model import Model
 from hpcui.errors import UsageError
 from hpcui.formatting import short_duration
 from hpcui.profiles import Billing, Partition, Profile
@@ -40,7 +41,7 @@ _DIRECTIVE = re.compile(r"[A-Za-z0-9-][!-~]{0,499}")  # printable ASCII, no spac
 _DIRECTIVE_BAD = re.compile(r"[#'\"\\]")
 
 
-class Resources(BaseModel):
+class Resources(Model):
     """What a job asks for. Unset fields are filled from the site profile."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -151,7 +152,7 @@ class Resources(BaseModel):
         return Resources(**{**base, **self.model_dump(exclude_unset=True)})
 
 
-class Advice(BaseModel):
+class Advice(Model):
     """A warning about a valid request: what it costs and what to ask for instead."""
 
     model_config = ConfigDict(frozen=True)
@@ -162,7 +163,7 @@ class Advice(BaseModel):
     suggestion: dict[str, Any] = Field(default_factory=dict)
 
 
-class Allocation(BaseModel):
+class Allocation(Model):
     """A request resolved against a profile: every number the batch script needs."""
 
     model_config = ConfigDict(frozen=True)

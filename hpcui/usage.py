@@ -16,8 +16,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import Field, computed_field
 
+from hpcui.backends.model import Model
 from hpcui.backends.usage import StepReading, UsageReading
 from hpcui.formatting import figure
 
@@ -35,7 +36,7 @@ KEEP = 2000
 TAIL_BYTES = 64 * 1024
 
 
-class GpuUse(BaseModel):
+class GpuUse(Model):
     node: str
     index: int
     name: str | None = None
@@ -56,7 +57,7 @@ class GpuUse(BaseModel):
         return f"{self.node}:{self.index}"
 
 
-class TaskUse(BaseModel):
+class TaskUse(Model):
     step: str
     ntasks: int
     cpu_pct: float | None = Field(
@@ -68,7 +69,7 @@ class TaskUse(BaseModel):
     max_rss_mb: float | None = None
 
 
-class UsageSample(BaseModel):
+class UsageSample(Model):
     cluster: str
     job_id: str
     at: float = Field(description="epoch seconds on the client")
@@ -77,7 +78,7 @@ class UsageSample(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class GpuSummary(BaseModel):
+class GpuSummary(Model):
     node: str
     index: int
     samples: int
@@ -88,7 +89,7 @@ class GpuSummary(BaseModel):
     mem_total_mib: float | None
 
 
-class UsageReport(BaseModel):
+class UsageReport(Model):
     """What `hpcui usage --json` prints: the newest sample, the history's summary, verdicts."""
 
     cluster: str

@@ -14,8 +14,9 @@ import sys
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
+from hpcui.backends.model import Model
 from hpcui.backends.modules import Module
 from hpcui.backends.records import PartitionInfo
 from hpcui.backends.states import JobState
@@ -27,7 +28,7 @@ from hpcui.sitestate import HistoryJob, QueueJob, QuotaReport
 from hpcui.usage import GpuSummary
 
 
-class ClusterCheck(BaseModel):
+class ClusterCheck(Model):
     """`clusters --check`: could we log in, and can the remote Python run our pickles?"""
 
     ok: bool
@@ -40,7 +41,7 @@ class ClusterCheck(BaseModel):
     )
 
 
-class ClusterRow(BaseModel):
+class ClusterRow(Model):
     name: str
     host: str | None = Field(None, description="None: this machine, no SSH")
     profile: str | None = None
@@ -48,7 +49,7 @@ class ClusterRow(BaseModel):
     check: ClusterCheck | None = None
 
 
-class ProfileRow(BaseModel):
+class ProfileRow(Model):
     name: str
     scheduler: str
     description: str = ""
@@ -65,7 +66,7 @@ class ProfileRow(BaseModel):
     shadows_builtin: bool = False
 
 
-class RegistryJob(BaseModel):
+class RegistryJob(Model):
     """A job of the local registry (`jobs --registry`): what hpcui remembers, no network."""
 
     cluster: str
@@ -81,14 +82,14 @@ class RegistryJob(BaseModel):
     updated_at: datetime
 
 
-class ErrorInfo(BaseModel):
+class ErrorInfo(Model):
     type: str = Field(description="JobFailedError, JobCancelledError, JobLostError, ...")
     message: str
     remote_traceback: str | None = None
     stderr_tail: str | None = None
 
 
-class ResultOutput(BaseModel):
+class ResultOutput(Model):
     cluster: str
     job_id: str
     state: JobState
@@ -100,7 +101,7 @@ class ResultOutput(BaseModel):
     error: ErrorInfo | None = None
 
 
-class SubmitOutput(BaseModel):
+class SubmitOutput(Model):
     cluster: str
     job_id: str
     name: str
@@ -112,7 +113,7 @@ class SubmitOutput(BaseModel):
     result: ResultOutput | None = Field(None, description="with --wait or --follow")
 
 
-class ShowOutput(BaseModel):
+class ShowOutput(Model):
     cluster: str
     job_id: str
     name: str
@@ -133,14 +134,14 @@ class ShowOutput(BaseModel):
     )
 
 
-class ActionOutput(BaseModel):
+class ActionOutput(Model):
     cluster: str
     job_id: str
     ok: bool
     message: str
 
 
-class ScriptOutput(BaseModel):
+class ScriptOutput(Model):
     cluster: str
     allocation: Allocation
     summary: str

@@ -9,7 +9,6 @@ import re
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -17,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from hpcui.backends.model import Model
 from hpcui.errors import ConfigError
 from hpcui.profiles.units import parse_mem_mb, parse_time
 
@@ -32,7 +32,7 @@ def _mem(v: Any) -> int | None:
     return None if v is None else parse_mem_mb(v)
 
 
-class Billing(BaseModel):
+class Billing(Model):
     """What one hour of a job costs on a partition, in `unit` (LUMI: GPU-hours).
 
     Slice billing: `factor * max(ceil(cores/cores_per_unit), ceil(mem/mem_per_unit),
@@ -56,7 +56,7 @@ class Billing(BaseModel):
         return _mem(v)
 
 
-class Partition(BaseModel):
+class Partition(Model):
     """A Slurm partition or PBS queue with the limits hpcui checks before submitting."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -85,7 +85,7 @@ class Partition(BaseModel):
         return _time(v)
 
 
-class Qos(BaseModel):
+class Qos(Model):
     """A Slurm QoS with its limits (on MareNostrum 5 the QoS decides the partition)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -102,7 +102,7 @@ class Qos(BaseModel):
         return _time(v)
 
 
-class Profile(BaseModel):
+class Profile(Model):
     """What hpcui knows about one machine; every value can be overridden per cluster."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -34,9 +34,11 @@ __all__ = [
 
 def token_of(comment: str) -> str | None:
     """hpcui's submit token in a job comment (``hpcui:1a2b...``), None for other jobs."""
+    if TOKEN_PREFIX not in comment:  # most comments of a big queue: one C-level scan
+        return None
     comment = comment.strip()
     if comment.startswith(TOKEN_PREFIX) and len(comment) > len(TOKEN_PREFIX):
-        return comment[len(TOKEN_PREFIX) :].split()[0]
+        return comment[len(TOKEN_PREFIX) :].split(None, 1)[0]
     return None
 
 

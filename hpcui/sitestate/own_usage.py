@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from hpcui.backends.model import Model
 from hpcui.backends.quota import QuotaEntry
 from hpcui.transport.base import Transport
 
@@ -16,7 +17,7 @@ from hpcui.transport.base import Transport
 WARN_SHARE = 0.2
 
 
-class OwnUsage(BaseModel):
+class OwnUsage(Model):
     model_config = ConfigDict(frozen=True)
 
     base: str

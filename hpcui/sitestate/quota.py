@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import shlex
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from hpcui.backends.model import Model
 from hpcui.backends.quota import (
     QUOTA_COMMANDS,
     QUOTA_PARSERS,
@@ -43,7 +44,7 @@ class QuotaError(HpcuiError):
     """No quota tool answered, or its answer could not be read."""
 
 
-class QuotaTry(BaseModel):
+class QuotaTry(Model):
     """One tool hpcui tried: exit status (None: not installed) and the start of its output."""
 
     model_config = ConfigDict(frozen=True)
@@ -53,7 +54,7 @@ class QuotaTry(BaseModel):
     output_head: str = ""
 
 
-class QuotaReport(BaseModel):
+class QuotaReport(Model):
     """The entries and which tool produced them (``tried`` in order, the last one answered)."""
 
     model_config = ConfigDict(frozen=True)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from hpcui.backends.model import Model
 from hpcui.transport.base import Command
 from hpcui.transport.quoting import quote_bytes, to_command
 
@@ -23,7 +24,7 @@ MAX_BYTES = 16 * 1024 * 1024
 MAX_PROBE_BYTES = 256 * 1024
 
 
-class Part(BaseModel):
+class Part(Model):
     """One command's outcome: exit status (None: the program does not exist) and stdout."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from hpcui.backends.model import Model
 from hpcui.sitestate.jobs import QueueJob
 
 __all__ = ["QueueSnapshot", "QueueWatcher", "Subscription", "is_rate_limited"]
@@ -45,7 +46,7 @@ def is_rate_limited(message: str) -> bool:
     return bool(_RATE_LIMIT.search(message))
 
 
-class QueueSnapshot(BaseModel):
+class QueueSnapshot(Model):
     """What one refresh saw. On error ``jobs`` keeps the last good list (``stale``)."""
 
     model_config = ConfigDict(frozen=True)

@@ -90,3 +90,83 @@ def test_sacct_rows_match_their_validated_form():
     for job in sq.parse_sacct(text, into=HistoryJob):
         again = HistoryJob.model_validate(job.model_dump(exclude={"hpcui", "efficiency"}))
         assert again.model_dump() == job.model_dump()
+
+
+SACCT = [
+    FIXTURES / "slurm-22.05.8-dev" / "sacct_hpcui_format.txt",
+    FIXTURES / "slurm-24.11.5-dev24" / "sacct_hpcui_format.txt",
+    FIXTURES / "slurm-constructed" / "sacct_P.txt",  # arrays, het jobs, ranges, step shapes
+]
+
+
+@pytest.mark.parametrize("path", SACCT, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("into", [AccountingEntry, HistoryJob])
+def test_sacct_fast_and_general_paths_agree(path, into):
+    text = path.read_text()
+    fast = sq.parse_sacct(text, into=into)
+    general = sq.parse_sacct_general(text, into=into)
+    assert len(fast) == len(general) > 0
+    for a, b in zip(fast, general, strict=True):
+        assert type(a) is type(b) is into
+        assert a.model_dump() == b.model_dump()
+    # a field order of its own goes the general way and still gives the same rows
+    reordered = list(reversed(sq.SACCT_FIELDS))
+    lines = ["|".join(reversed(line.split("|"))) for line in text.splitlines() if line]
+    again = sq.parse_sacct("\n".join(lines), reordered, into=into)
+    assert [j.model_dump() for j in again] == [j.model_dump() for j in fast]
+
+
+def _sacct_line(**change: str) -> str:
+    parts = SACCT[2].read_text().splitlines()[0].split("|")
+    for key, value in change.items():
+        parts[list(sq._SACCT.values()).index(key)] = value
+    return "|".join(parts) + "\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _sacct_line(job="12a"),
+        _sacct_line(job="12.ba tch"),
+        _sacct_line(job="12_x"),
+        _sacct_line(exit_code="0"),
+        _sacct_line(end_time="yesterday"),
+        _sacct_line(cpu_time="1h"),
+        _sacct_line(max_rss="12Q"),
+        _sacct_line(tres="cpu=4,mem=lots"),
+        "2001|train|alice\n",
+        _sacct_line() + "2001.batch|batch||x|||COMPLETED|0:0|1:00||||||||00:01|5X|\n",
+    ],
+)
+def test_both_sacct_paths_refuse_malformed_lines_with_the_same_words(text):
+    with pytest.raises(ValueError) as fast:
+        sq.parse_sacct(text, into=HistoryJob)
+    with pytest.raises(ValueError) as general:
+        sq.parse_sacct_general(text, into=HistoryJob)
+    assert str(fast.value) == str(general.value)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "a|b|c|",  # suffixed: the suffix dropped
+        "a|b|c||",  # a last field ending in the separator keeps it
+        " a | b |c d|",  # padding stripped, inner spaces kept
+        "a|b|",  # a field short: refused, not shifted
+        "a|b|c",  # no suffix where one is expected: read as it stands
+        "",
+        "   ",
+    ],
+)
+def test_the_line_splitter_keeps_the_exact_rules(line):
+    def exact():
+        return sq._fields_of(line, 3, suffixed=True)
+
+    try:
+        expected = exact()
+    except ValueError as error:
+        with pytest.raises(ValueError, match="expected 3"):
+            list(sq._split(line, 3, suffixed=True))
+        assert "expected 3" in str(error)
+        return
+    assert list(sq._split(line, 3, suffixed=True)) == ([expected] if expected is not None else [])

@@ -31,6 +31,7 @@ FACE_BACKENDS = {
     "hpcui.backends.records": None,  # any name
     "hpcui.backends.states": None,
     "hpcui.backends.modules": {"Module"},
+    "hpcui.backends.model": {"Model"},  # the one pydantic base (schemas built on first use)
 }
 
 
