@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import select
+import shlex
 import socket
 import tarfile
 import threading
@@ -283,6 +284,8 @@ class SshTransport(Transport):
         t = self.target
         if t.proxy_jump:
             sock = self._open_jump().open_tunnel(t.hostname, t.port)
+        elif t.proxy_command:
+            sock = _proxy_command(t.proxy_command)
         else:
             try:
                 sock = socket.create_connection(
@@ -308,7 +311,14 @@ class SshTransport(Transport):
                 ]
                 if preferred:
                     opts.key_types = preferred
-            conn.start_client(timeout=deadline.left(t.connect_timeout) or 0.1)
+            try:
+                conn.start_client(timeout=deadline.left(t.connect_timeout) or 0.1)
+            except paramiko.SSHException as exc:  # no banner, a proxy that died, ...
+                via = f" through ProxyCommand {t.proxy_command!r}" if t.proxy_command else ""
+                raise ClusterConnectionError(
+                    f"No SSH server answered at {t.hostname}:{t.port}{via} ({exc}). Check the "
+                    "host and port (and that the proxy command works: run it in a shell)."
+                ) from exc
             self._verify_host_key(conn, hosts)
             self._authenticate(conn)
         except BaseException:
@@ -980,3 +990,17 @@ def add_known_host(path: str, name: str, key: paramiko.PKey) -> None:
 def _pub_blob(pub_path: str) -> bytes:
     with open(pub_path, encoding="ascii") as fh:
         return base64.b64decode(fh.read().split()[1])
+
+
+def _proxy_command(command: str) -> paramiko.ProxyCommand:
+    """The ssh config's ProxyCommand as the connection's socket, run as OpenSSH runs it
+    (``$SHELL -c "exec COMMAND"``; /bin/sh here). It comes from the user's own ssh config,
+    so it runs with exactly the rights ``ssh`` would give it."""
+    import paramiko
+
+    try:
+        return paramiko.ProxyCommand(shlex.join(["/bin/sh", "-c", f"exec {command}"]))
+    except Exception as exc:  # paramiko wraps OSError in ProxyCommandFailure
+        raise ClusterConnectionError(
+            f"ProxyCommand {command!r} could not be started: {exc}. Check it in your ssh config."
+        ) from exc

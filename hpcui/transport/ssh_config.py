@@ -1,14 +1,16 @@
-"""Resolve a host alias the way OpenSSH would: ~/.ssh/config with Include, plus overrides."""
+"""Resolve a host alias the way OpenSSH would (`ssh_options` reads the files), plus overrides."""
 
 from __future__ import annotations
 
 import getpass
-import glob
+import hashlib
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcui.errors import ConfigError
+from hpcui.transport.ssh_options import OptionsReader, env_expand, expand_hostname, percent_expand
 
 DEFAULT_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -30,6 +32,8 @@ class SshTarget:
     global_known_hosts: tuple[str, ...] = GLOBAL_KNOWN_HOSTS
     host_key_alias: str | None = None
     proxy_jump: str | None = None
+    #: ProxyCommand with its tokens expanded; run by /bin/sh, its stdio is the connection
+    proxy_command: str | None = None
     forward_agent: bool = False
     connect_timeout: float = 20.0
     ssh_config: str | None = None
@@ -48,25 +52,48 @@ class SshTarget:
         return f"{self.user}@{self.hostname}:{self.port}"
 
 
-def _expand_includes(path: Path, depth: int = 0) -> str:
-    """Inline `Include` lines (paramiko does not support them); relative paths are under ~/.ssh."""
-    if depth > 16:
-        raise ConfigError(
-            f"ssh config Include nesting too deep at {path}: check for an Include loop."
-        )
-    out: list[str] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        words = line.strip().split(None, 1)
-        if len(words) == 2 and words[0].lower() == "include":
-            for pattern in words[1].split():
-                pattern = os.path.expanduser(pattern)
-                if not os.path.isabs(pattern):
-                    pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
-                for included in sorted(glob.glob(pattern)):
-                    out.append(_expand_includes(Path(included), depth + 1))
-        else:
-            out.append(line)
-    return "\n".join(out)
+SYSTEM_CONFIG = "/etc/ssh/ssh_config"
+_YES = {"yes": True, "true": True, "no": False, "false": False}
+
+
+def read_options(
+    host: str,
+    config: Path | None,
+    *,
+    system: Path | None = None,
+    home: str | None = None,
+    local_user: str | None = None,
+    preset: dict[str, object] | None = None,
+) -> tuple[dict[str, object], str]:
+    """The options OpenSSH would find for `host` in `config` then `system` (either may be
+    None or missing), and the final host name (HostName with %h, lowercased).
+
+    `preset` holds what the command line would set first (-l, -p, -J): it wins over the
+    files and, like there, Match user sees it."""
+    reader = OptionsReader(
+        original=host,
+        local_user=local_user or getpass.getuser(),
+        home=home or os.path.expanduser("~"),
+        options=dict(preset or {}),
+    )
+
+    def read_all() -> None:
+        if config is not None and config.is_file():
+            reader.read_file(config, user_conf=True)
+        if system is not None and system.is_file():
+            reader.read_file(system, user_conf=False)
+
+    read_all()
+    hostname = reader._first("hostname")
+    final_name = (expand_hostname(hostname, host) if hostname else host).lower()
+    canonicalize = (reader._first("canonicalizehostname") or "no").lower() in ("yes", "always")
+    if reader.want_final or canonicalize:
+        # ssh re-reads its files once more: Host now matches the final name, `Match final`
+        # and `canonical` match, and what the first pass set still wins
+        reader.final, reader.host = True, final_name
+        reader.options["hostname"] = [final_name]
+        read_all()
+    return reader.options, final_name
 
 
 def resolve(
@@ -78,57 +105,152 @@ def resolve(
     identity_file: str | None = None,
     known_hosts: str | None = None,
     proxy_jump: str | None = None,
+    home: str | None = None,
+    system_config: str | None = SYSTEM_CONFIG,
 ) -> SshTarget:
-    """Resolve `host` through the ssh config file; explicit arguments win over the file."""
-    import paramiko  # deferred: keeps `import hpcui` light
-
-    cfg_path = Path(os.path.expanduser(ssh_config or DEFAULT_CONFIG))
-    options: dict = {}
-    if cfg_path.exists():
-        text = _expand_includes(cfg_path)
-        try:
-            options = paramiko.SSHConfig.from_text(text).lookup(host)
-        except Exception as exc:  # paramiko raises several types for bad files
+    """Resolve `host` as ``ssh`` would: ~/.ssh/config then /etc/ssh/ssh_config, or only
+    `ssh_config` when given (like ``ssh -F``); explicit arguments win over the files."""
+    home = home or os.path.expanduser("~")
+    if ssh_config:
+        cfg_path: Path | None = Path(os.path.expanduser(ssh_config))
+        if not cfg_path.exists():
             raise ConfigError(
-                f"Could not read ssh config {cfg_path}: {exc}. Fix the file."
-            ) from exc
-    elif ssh_config:
-        raise ConfigError(
-            f"ssh config file {cfg_path} does not exist: fix `ssh_config` for {host}."
-        )
-
-    idents = options.get("identityfile") or []
-    if identity_file:
-        idents = [identity_file]
-    kh = known_hosts or options.get("userknownhostsfile")
-    kh_files = tuple(os.path.expanduser(p) for p in kh.split()) if kh else DEFAULT_KNOWN_HOSTS
+                f"ssh config file {cfg_path} does not exist: fix `ssh_config` for {host}."
+            )
+        system = None
+    else:
+        cfg_path = Path(home) / ".ssh" / "config"
+        system = Path(system_config) if system_config else None
+    if not host or host.startswith("-") or any(c.isspace() for c in host):
+        raise ConfigError(f"{host!r} is not a host name or ssh config alias.")
+    preset: dict[str, object] = {}
+    if user:
+        preset["user"] = [user]
+    if port:
+        preset["port"] = [str(port)]
+    if proxy_jump:
+        preset["proxyjump"] = proxy_jump
+    local_user = getpass.getuser()
+    options, hostname = read_options(
+        host, cfg_path, system=system, home=home, local_user=local_user, preset=preset
+    )
+    first = _firsts(options)
+    remote_user = first.get("user") or local_user
+    port_number = _port(first.get("port"))
+    alias = first.get("hostkeyalias")
+    alias = alias.lower() if alias else None
+    tokens = _tokens(host, hostname, port_number, remote_user, alias, local_user, home)
+    idents = [identity_file] if identity_file else list(options.get("identityfile") or [])
+    kh = [known_hosts] if known_hosts else options.get("userknownhostsfile")
     gkh = options.get("globalknownhostsfile")
-    gkh_files = tuple(os.path.expanduser(p) for p in gkh.split()) if gkh else GLOBAL_KNOWN_HOSTS
-    jump = proxy_jump or options.get("proxyjump")
-    if jump and jump.lower() == "none":
-        jump = None
+    jump = options.get("proxyjump")
+    command = options.get("proxycommand")
     return SshTarget(
         alias=host,
-        hostname=options.get("hostname", host),
-        port=int(port or options.get("port", 22)),
-        user=user or options.get("user") or getpass.getuser(),
-        identity_files=tuple(os.path.expanduser(p) for p in idents),
-        identities_only=options.get("identitiesonly", "no").lower() == "yes",
-        known_hosts=tuple(os.path.expanduser(p) for p in kh_files),
-        global_known_hosts=gkh_files,
-        host_key_alias=options.get("hostkeyalias"),
-        proxy_jump=jump,
-        forward_agent=options.get("forwardagent", "no").lower() == "yes",
-        connect_timeout=float(options.get("connecttimeout", 20)),
-        ssh_config=str(cfg_path) if cfg_path.exists() else None,
-        server_alive_interval=_number(options, "serveraliveinterval"),
+        hostname=hostname,
+        port=port_number,
+        user=remote_user,
+        identity_files=tuple(_path(p, tokens, home, "IdentityFile") for p in idents),
+        identities_only=_flag(first, "identitiesonly"),
+        known_hosts=_paths(kh, tokens, home, "UserKnownHostsFile", DEFAULT_KNOWN_HOSTS),
+        global_known_hosts=_paths(gkh, tokens, home, "GlobalKnownHostsFile", GLOBAL_KNOWN_HOSTS),
+        host_key_alias=alias,
+        proxy_jump=None if jump is None or str(jump).lower() == "none" else str(jump),
+        proxy_command=None
+        if command is None or str(command).lower() == "none"
+        else percent_expand(
+            str(command),
+            {k: tokens[k] for k in "hnpr"},
+            "ProxyCommand",
+        ),
+        forward_agent=_flag(first, "forwardagent"),
+        connect_timeout=_timeout(first.get("connecttimeout")),
+        ssh_config=str(cfg_path) if cfg_path is not None and cfg_path.exists() else None,
+        server_alive_interval=_number(first, "serveraliveinterval"),
         server_alive_count_max=None
-        if (n := _number(options, "serveralivecountmax")) is None
+        if (n := _number(first, "serveralivecountmax")) is None
         else int(n),
     )
 
 
-def _number(options: dict, key: str) -> float | None:
+def _firsts(options: dict[str, object]) -> dict[str, str]:
+    """Each single-valued option's (first) argument."""
+    return {
+        key: value[0] if isinstance(value, list) else str(value)
+        for key, value in options.items()
+        if value and key not in ("identityfile", "certificatefile")
+    }
+
+
+def _tokens(
+    original: str,
+    hostname: str,
+    port: int,
+    user: str,
+    alias: str | None,
+    local_user: str,
+    home: str,
+) -> dict[str, str]:
+    """ssh's percent tokens for file paths (ssh_config(5) TOKENS)."""
+    long_name = socket.gethostname()
+    short_name = long_name.split(".", 1)[0]
+    return {
+        "C": hashlib.sha1(f"{long_name}{hostname}{port}{user}".encode()).hexdigest(),
+        "d": home,
+        "h": hostname,
+        "i": str(os.getuid()),
+        "k": alias or original,
+        "L": short_name,
+        "l": long_name,
+        "n": original,
+        "p": str(port),
+        "r": user,
+        "u": local_user,
+    }
+
+
+def _path(template: str, tokens: dict[str, str], home: str, what: str) -> str:
+    path = percent_expand(env_expand(template, what), tokens, what)
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return os.path.expanduser(path)
+
+
+def _paths(
+    values: object, tokens: dict[str, str], home: str, what: str, default: tuple[str, ...]
+) -> tuple[str, ...]:
+    if not values:
+        return tuple(_path(p, tokens, home, what) for p in default)
+    items = values if isinstance(values, list) else [str(values)]
+    return tuple(_path(p, tokens, home, what) for p in items if p.lower() != "none")
+
+
+def _flag(first: dict[str, str], key: str) -> bool:
+    value = first.get(key, "no").lower()
+    if key == "forwardagent" and value not in _YES:
+        return True  # a socket path or $VAR: forwarding on, to that agent
+    if value not in _YES:
+        raise ConfigError(f"ssh config: {key} {value!r} is not yes or no.")
+    return _YES[value]
+
+
+def _port(value: str | None) -> int:
+    if value is None:
+        return 22
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise ConfigError(f"ssh config: Port {value!r} is not a port number (1-65535).")
+    return int(value)
+
+
+def _timeout(value: str | None) -> float:
+    if value is None or value.lower() == "none":
+        return 20.0
+    if not value.isdigit():
+        raise ConfigError(f"ssh config: ConnectTimeout {value!r} is not a number of seconds.")
+    return float(value) or 20.0
+
+
+def _number(options: dict[str, str], key: str) -> float | None:
     """An optional numeric option; a malformed one is a clear error, not a crash later."""
     value = options.get(key)
     if value is None:

@@ -8,7 +8,12 @@ import time
 
 import pytest
 
-from hpcui.errors import AuthenticationError, ConnectionLost, HostKeyError
+from hpcui.errors import (
+    AuthenticationError,
+    ClusterConnectionError,
+    ConnectionLost,
+    HostKeyError,
+)
 from hpcui.transport.ssh import SshTransport
 from tests.conftest import DEVCLUSTER, session_sshd_pids
 
@@ -445,3 +450,31 @@ def test_a_drop_during_the_login_is_not_a_refusal(devcluster):
         assert t.run("whoami").stdout.strip() == "hpcuser"
         assert t.connects == 1  # one successful connection, after one failed attempt
     assert len(asked) == 2
+
+
+def test_proxycommand_is_followed_not_bypassed(devcluster, tmp_path):
+    """An older centre's `ProxyCommand ssh -W %h:%p gw` runs (here: OpenSSH's own client
+    to the dev jump host) and carries the connection; the login node's sshd sees it come
+    from the jump host's side, so the session proves the proxy was used."""
+    dev = (DEVCLUSTER / "ssh" / "config").read_text()
+    block = dev.split("Host hpcui-dev\n", 1)[1].split("\nHost ", 1)[0]
+    log = tmp_path / "proxy.log"
+    cfg = tmp_path / "config"
+    cfg.write_text(
+        dev + "\nHost viaproxy\n" + block + f"\n    ProxyCommand sh -c 'echo used >> {log}; "
+        f"exec ssh -F {DEVCLUSTER}/ssh/config -W %h:%p hpcui-jump'\n"
+    )
+    t = SshTransport.from_config("viaproxy", ssh_config=str(cfg))
+    assert t.target.proxy_command and "-W 127.0.0.1:2222 hpcui-jump" in t.target.proxy_command
+    with t:
+        assert t.run("whoami").stdout.strip() == "hpcuser"
+    assert log.read_text() == "used\n"
+
+
+def test_a_proxycommand_that_fails_is_a_clear_connection_error(devcluster, tmp_path):
+    cfg = tmp_path / "config"
+    block = (DEVCLUSTER / "ssh" / "config").read_text().split("Host hpcui-dev\n", 1)[1]
+    cfg.write_text("Host broken\n" + block.split("\nHost ", 1)[0] + "\n    ProxyCommand false\n")
+    t = SshTransport.from_config("broken", ssh_config=str(cfg), reconnect_attempts=1)
+    with pytest.raises(ClusterConnectionError):
+        t.connect()

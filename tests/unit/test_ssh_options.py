@@ -1,0 +1,108 @@
+"""What hpcui's ssh config reader refuses, and how it says so (ssh -G agreement is in
+test_ssh_config_vs_openssh.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcui.errors import ConfigError
+from hpcui.transport.ssh_config import resolve
+from hpcui.transport.ssh_options import split_args, split_keyword
+
+
+def _resolve(tmp_path, text: str, host: str = "a", **kw):
+    cfg = tmp_path / "config"
+    cfg.write_text(text)
+    return resolve(host, ssh_config=str(cfg), home=str(tmp_path), system_config=None, **kw)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('Match exec "test -f /x"\n  User u\n', "Match exec` runs a command"),
+        ("Match localnetwork 10.0.0.0/8\n  User u\n", "network interfaces"),
+        ("Host a\n  Port 99999\n", "not a port number"),
+        ("Host a\n  Port twenty\n", "not a port number"),
+        ('Host a\n  User "unclosed\n', "invalid quotes"),
+        ("Host a\n  IdentityFile ~/.ssh/id_%z\n", "%z, which is not defined"),
+        ("Host a\n  UserKnownHostsFile ${HPCUI_SURELY_UNSET}/kh\n", "HPCUI_SURELY_UNSET"),
+        ("Host a\n  IdentitiesOnly maybe\n", "not yes or no"),
+        ("Host a\n  ConnectTimeout soon\n", "ConnectTimeout"),
+        ("Match\n", 'no argument after keyword "match"'),
+        ("Match bogus x\n", "unsupported Match attribute"),
+        ("Match host\n", "needs a value"),
+        ("Host a\n  ProxyJump gw;rm -rf ~\n", "not a [user@]host[:port]"),
+        ("Host a\n  User\n", 'no argument after keyword "user"'),
+    ],
+)
+def test_refused_with_a_clear_reason(tmp_path, text, words):
+    with pytest.raises(ConfigError, match=r"line|ssh config") as info:
+        _resolve(tmp_path, text)
+    assert words in str(info.value)
+
+
+def test_match_exec_after_a_failed_criterion_is_not_reached(tmp_path):
+    # ssh skips an exec once an earlier criterion failed: so does hpcui (no error)
+    target = _resolve(tmp_path, 'Match host other exec "false"\n  User u\n')
+    assert target.user != "u"
+
+
+def test_an_include_loop_is_an_error_not_a_hang(tmp_path):
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "loop").write_text("Include loop\n")
+    with pytest.raises(ConfigError, match="Include loop"):
+        _resolve(tmp_path, "Include loop\n")
+
+
+def test_command_line_values_win_and_match_user_sees_them(tmp_path):
+    text = "Match user bob\n  Port 2200\nHost a\n  User alice\n  Port 2300\n"
+    assert (_resolve(tmp_path, text).user, _resolve(tmp_path, text).port) == ("alice", 2300)
+    target = _resolve(tmp_path, text, user="bob")
+    assert (target.user, target.port) == ("bob", 2200)
+
+
+def test_known_hosts_name_is_lowercased_as_ssh_writes_it(tmp_path):
+    target = _resolve(tmp_path, "Host a\n  HostName Login.Example.ORG\n  Port 2222\n")
+    assert target.known_hosts_name == "[login.example.org]:2222"
+    aliased = _resolve(tmp_path, "Host a\n  HostKeyAlias Front-Node\n")
+    assert aliased.known_hosts_name == "front-node"
+
+
+def test_the_system_config_is_read_after_the_user_one(tmp_path):
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host a\n  User mine\n")
+    system = tmp_path / "ssh_config"
+    system.write_text("Host *\n  User theirs\n  Port 2201\n")
+    target = resolve("a", home=str(tmp_path), system_config=str(system))
+    assert (target.user, target.port) == ("mine", 2201)
+    assert resolve("a", ssh_config=str(tmp_path / ".ssh" / "config"), home=str(tmp_path),
+                   system_config=str(system)).port == 22  # -F: only that file  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "args"),
+    [
+        ('a "b c" d', ["a", "b c", "d"]),
+        ("a 'b c'", ["a", "b c"]),
+        (r"a\ b c", ["a b", "c"]),
+        ("a # comment", ["a"]),
+        ("a#b", ["a#b"]),
+        ('"#x" y', ["#x", "y"]),
+    ],
+)
+def test_arguments_split_as_openssh_splits_them(line, args):
+    assert split_args(line, "test") == args
+
+
+@pytest.mark.parametrize(
+    ("line", "split"),
+    [
+        ("Port=22", ("port", "22")),
+        ("  Port = 22", ("port", "22")),
+        ("# comment", None),
+        ("", None),
+        ('"Host" a', ("host", "a")),
+    ],
+)
+def test_keyword_split(line, split):
+    assert split_keyword(line) == split
