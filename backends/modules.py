@@ -58,13 +58,8 @@ class Module(Model):
     description: str | None = None
     #: for an alias (Lmod ``module_alias``): the module ``module load <name>`` loads
     alias_of: str | None = None
-
-
-class ModuleState(Model):
-    """What is loaded now and what could be loaded, as one site snapshot."""
-
-    loaded: list[Module]
-    available: list[Module]
+    #: a loaded module's alias names (what ``module load`` was given), if a list showed them
+    aliases: tuple[str, ...] = ()
 
 
 class ModuleLoadFailure(Model):
@@ -72,6 +67,15 @@ class ModuleLoadFailure(Model):
 
     modules: list[str]
     message: str
+
+
+class ModuleState(Model):
+    """What is loaded now and what could be loaded, as one site snapshot."""
+
+    loaded: list[Module]
+    available: list[Module]
+    #: why the cluster's setup lines could not load a module (a job would fail the same way)
+    setup_failure: ModuleLoadFailure | None = None
 
 
 # --- detection and commands -----------------------------------------------------------
@@ -113,16 +117,33 @@ def version_command() -> str:
     return _login_shell("module --version 2>&1")
 
 
+SETUP_MARK = "#hpcui-setup# "
+
+
+def split_setup_output(text: str) -> tuple[str, str]:
+    """(what the setup lines said, the list itself) from `list_command`'s output."""
+    said, rest = [], []
+    for line in text.splitlines():
+        (said if line.startswith(SETUP_MARK) else rest).append(line.removeprefix(SETUP_MARK))
+    return "\n".join(said), "\n".join(rest)
+
+
 def list_command(system: ModuleSystem, setup: Sequence[str] = ()) -> str:
     """Loaded modules: Lmod terse list, Environment Modules JSON.
 
     ``setup``: shell lines run first (a cluster's job setup, e.g. ``module load ...``), so
-    the list is what a job sees; their own output goes to stderr, off the parsed text.
+    the list is what a job sees; what they print comes first, marked (`split_setup_output`).
     """
     args = "-t list" if system == "lmod" else "-j list"
     if not setup:
         return _module(system, args)
-    inner = "{ " + "\n".join(setup) + "\n} >&2; "
+    # the setup runs in this shell (its loads must count); what it says comes back first,
+    # each line marked (SETUP_MARK), so that a failed load can be told to the user
+    inner = (
+        "__e=$(mktemp 2>/dev/null) || __e=/dev/null; { "
+        + "\n".join(setup)
+        + f'\n}} >"$__e" 2>&1; sed "s/^/{SETUP_MARK}/" "$__e"; rm -f "$__e"; '
+    )
     tail = f"module --redirect {args}" if system == "lmod" else f"module {args} 2>&1"
     return _login_shell(inner + tail)
 
@@ -149,8 +170,6 @@ def keyword_command(system: ModuleSystem, word: str) -> str:
 
 _EMPTY = re.compile(r"No modules loaded|No Modulefiles Currently Loaded", re.I)
 _MARKS = re.compile(r"\(([^()]*)\)|<([^<>]*)>")
-#: "1) gcc/12.2.0", and Lmod 8.7's "2) torch -> pytorch/2.13.0" (loaded through an alias)
-_NUMBERED = re.compile(r"\d+\)\s+(\S+)(?:\s+->\s+(\S+))?")
 #: Lmod's terse avail names an alias with its target: "torch(@pytorch/2.13.0)"
 _ALIAS = re.compile(r"^(\S+?)\(@(\S+)\)$")
 
@@ -192,18 +211,58 @@ def parse_avail(text: str) -> list[Module]:
     return [m for line in text.splitlines() if (m := _terse_line(line))]
 
 
+#: the sections of a non-terse list that name modules which are NOT loaded
+_NOT_LOADED = re.compile(
+    r"^\s*(Inactive Modules|The following have been reloaded|Due to MODULEPATH changes|"
+    r"Where:)",
+    re.I,
+)
+#: one numbered entry with its markers: "1) gcc/12.2.0 (S,L)", "2) torch -> pytorch/2.13.0"
+_ENTRY = re.compile(r"(\d+)\)\s+(\S+)(?:\s+->\s+(\S+))?((?:\s+(?:\([^()\s]*\)|<[^<>\s]*>))*)")
+
+
 def parse_list(text: str) -> list[Module]:
     """``list`` of either tool, terse or numbered ("1) gcc/12.2.0   2) cuda/12.2").
 
-    Every module here is loaded; "No modules loaded" gives an empty list.
+    Every module here is loaded; "No modules loaded" gives an empty list. Numbered lists
+    are laid out down the columns (1-5 in the first column, 6-10 in the second), so the
+    load order is the numbers', not the reading order; markers after a name ("(S)",
+    "(L,D)", "<aL>", "(H)") are flags, never part of it; "Inactive Modules:" and the
+    reload notes that follow a swap name modules that are not loaded.
     """
-    out = []
+    terse: list[Module] = []
+    numbered: list[tuple[int, Module]] = []
+    # a numbered list's other lines (headers, notes, legends) are never modules
+    is_numbered = "Loaded Modules" in text or any(
+        _ENTRY.match(line.strip()) for line in text.splitlines()
+    )
     for line in text.splitlines():
-        numbered = [(target or name) for name, target in _NUMBERED.findall(line)]
-        for module in (_terse_line(n) for n in numbered) if numbered else [_terse_line(line)]:
-            if module is not None:
-                out.append(module.model_copy(update={"loaded": True}))
-    return out
+        if _NOT_LOADED.match(line):
+            break
+        entries = _ENTRY.findall(line)
+        if not entries:
+            if not is_numbered and (module := _terse_line(line)) is not None:
+                terse.append(module)
+            continue
+        for number, name, target, marks in entries:
+            flags = {m.strip() for a, b in _MARKS.findall(marks) for m in re.split(r"[,:]", a or b)}
+            if (module := _terse_line(target or name)) is not None:
+                if target:
+                    module = module.model_copy(update={"aliases": (name,)})
+                numbered.append((int(number), _with_flags(module, flags)))
+    listed = [m for _, m in sorted(numbered, key=lambda pair: pair[0])] + terse
+    return [m.model_copy(update={"loaded": True}) for m in listed]
+
+
+def _with_flags(module: Module, flags: AbstractSet[str]) -> Module:
+    marked = _module_from(module.full_name, flags)
+    return module.model_copy(
+        update={
+            "default": module.default or marked.default,
+            "sticky": module.sticky or marked.sticky,
+            "hidden": module.hidden or marked.hidden,
+        }
+    )
 
 
 def _json_object(text: str) -> Any:
@@ -242,17 +301,19 @@ def parse_lmod_spider_json(text: str) -> list[Module]:
     The default is the marked one, else the highest version, as Lmod resolves it.
     """
     out = []
-    for versions in _json_object(text).values():
+    for package, versions in _json_object(text).items():
         infos = sorted(versions.values(), key=lambda i: i.get("pV", ""))
         marked = [i for i in infos if _lmod_marked_default(i.get("wV", ""))]
         default = (marked or infos)[-1]
         for info in infos:
-            full, version = info["fullName"], info.get("Version")
-            name = full.removesuffix(f"/{version}") if version else full
+            # the name is the package key and the version Lmod's Version field: a hidden
+            # version is "foo/.2.0", a name may hold "/" itself (hierarchy, "intel/mpi")
+            full, version = info["fullName"], info.get("Version") or None
+            name = package if full.startswith(f"{package}/") or full == package else full
             out.append(
                 Module(
                     name=name,
-                    version=version if name != full else None,
+                    version=version if full != name else None,
                     full_name=full,
                     default=info is default,
                     hidden=bool(info.get("hidden")),
@@ -292,8 +353,27 @@ _LMOD_ERROR = re.compile(r"Lmod has detected the following error:\s*(.+)")
 _ENV_ERROR = re.compile(r"^ERROR:\s*(.+)$", re.M)
 
 
+_LMOD_HIERARCHY = re.compile(
+    r"module\(s\)(?: or extension\(s\))? exist but cannot be loaded as requested:\s*"
+    r"((?:\"[^\"]+\"[\s,]*)+)",
+    re.S,
+)
+_SPIDER_HINT = re.compile(r'Try:\s*"(module spider [^"]+)"')
+
+
 def parse_load_error(text: str) -> ModuleLoadFailure | None:
     """The reason a ``module load`` failed, from its stderr; None when nothing failed."""
+    if m := _LMOD_HIERARCHY.search(text):
+        names = re.findall(r"\"([^\"]+)\"", m[1])
+        hint = _SPIDER_HINT.search(text)
+        spider = hint[1] if hint else f"module spider {names[0]}"
+        return ModuleLoadFailure(
+            modules=names,
+            message=f"{', '.join(names)} exist(s) on this site but cannot be loaded yet: the "
+            "site's module tree hides it until the modules it was built with (a compiler, an "
+            f"MPI) are loaded. Run `{spider}` on the login node to see which to load, and "
+            "load those first in the cluster's setup.",
+        )
     if m := _LMOD_UNKNOWN.search(text):
         names = re.findall(r"\"([^\"]+)\"", m[1])
     else:
@@ -310,7 +390,9 @@ def parse_load_error(text: str) -> ModuleLoadFailure | None:
     return None
 
 
-def module_state(loaded: list[Module], available: list[Module]) -> ModuleState:
+def module_state(
+    loaded: list[Module], available: list[Module], setup_failure: ModuleLoadFailure | None = None
+) -> ModuleState:
     """Pair a list and an avail output; marks as loaded what avail alone cannot show.
 
     Each module is listed once: Lmod 8.7.27+ follows a module loaded through an alias with
@@ -326,6 +408,7 @@ def module_state(loaded: list[Module], available: list[Module]) -> ModuleState:
             continue
         kept.append(m.model_copy(update={"hidden": True}) if m.full_name in hidden else m)
     return ModuleState(
+        setup_failure=setup_failure,
         loaded=kept,
         available=[
             m.model_copy(update={"loaded": m.loaded or m.full_name in names}) for m in available

@@ -102,6 +102,8 @@ def cmd_modules(args: argparse.Namespace) -> int:
     else:
         state = cluster.modules(with_setup=args.setup)
         mods = state.available if args.avail else state.loaded
+        if state.setup_failure is not None:  # a job with this setup would fail the same way
+            out.warn(f"the setup of {cluster.name} fails: {state.setup_failure.message}")
     if args.json:
         out.emit_json(list[Module], mods)
         return EXIT_OK

@@ -76,7 +76,8 @@ def fetch_modules(
             ("spider", mod.spider_command()),
         ]
         got = _run(transport, parts, cluster)
-        loaded = mod.parse_list(got["list"].output)
+        said, listed = mod.split_setup_output(got["list"].output)
+        loaded = mod.parse_list(listed)
         available = mod.parse_avail(got["avail"].output)
         try:
             spider = {m.full_name: m for m in mod.parse_lmod_spider_json(got["spider"].output)}
@@ -97,8 +98,8 @@ def fetch_modules(
     else:
         parts = [("list", mod.list_command(system, setup)), ("avail", mod.avail_command(system))]
         got = _run(transport, parts, cluster)
+        said, listed = mod.split_setup_output(got["list"].output)
         try:
-            listed = got["list"].output
             # -j list prints {} or nothing at all when no module is loaded
             loaded = mod.parse_envmodules_json(listed) if "{" in listed else mod.parse_list(listed)
             available = mod.parse_envmodules_json(got["avail"].output)
@@ -107,7 +108,7 @@ def fetch_modules(
                 f"Environment Modules on {cluster} answered in a form hpcui cannot read ({exc}). "
                 "hpcui needs Environment Modules 4.5+ (`module -j`); check `module --version`."
             ) from exc
-    return mod.module_state(loaded, available)
+    return mod.module_state(loaded, available, mod.parse_load_error(said) if said else None)
 
 
 def search_modules(

@@ -189,8 +189,14 @@ def test_lmod_modules_live(site):
         ("pytorch/2.13.0", False),
         ("cuda/12.2", True),
     ]
+    assert site.modules(with_setup=True).setup_failure is None
     site.config.setup = ["module load cuda/12.4 python nope/1.0 torch cuda/12.2"]
     assert site.missing_setup_modules() == ["nope/1.0"]
+    # what the site's Lmod says when the setup fails comes back, read (both Lmod versions)
+    failed = site.modules(with_setup=True)
+    assert failed.setup_failure is not None and failed.setup_failure.modules == ["nope/1.0"]
+    assert "module spider" in failed.setup_failure.message
+    assert all("#hpcui-setup#" not in m.full_name for m in failed.loaded)
 
 
 def test_follow_a_running_jobs_log(site):

@@ -226,7 +226,8 @@ class ClusterScreen(Screen[None]):
             return
         self.modules = state
         loaded = ", ".join(m.full_name for m in state.loaded) or "none"
-        self.query_one("#loaded", Static).update(f"loaded: {loaded}")
+        failed = f"\n⚠ setup fails: {state.setup_failure.message}" if state.setup_failure else ""
+        self.query_one("#loaded", Static).update(f"loaded: {loaded}{failed}")
         self._fill_modules(state.available)
 
     def _fill_modules(self, modules: list[Module]) -> None:

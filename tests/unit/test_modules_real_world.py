@@ -1,0 +1,54 @@
+"""Lmod output as real sites print it (tests/fixtures/lmod-real-world, sources quoted in
+its README): column-major numbered lists, markers as flags, inactive modules, and the
+hierarchy error with its spider hint."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcui.backends.modules import parse_list, parse_load_error
+from tests.conftest import FIXTURES
+
+REAL = FIXTURES / "lmod-real-world"
+
+
+def test_a_list_laid_out_down_the_columns_keeps_the_load_order():
+    listed = parse_list((REAL / "cc2023_list.txt").read_text())
+    assert [m.full_name for m in listed] == [
+        "CCconfig", "gentoo/2023", "gcccore/.12.3", "gcc/12.3", "hwloc/2.9.1", "ucx/1.14.1",
+        "libfabric/1.18.0", "pmix/4.2.4", "ucc/1.2.0", "openmpi/4.1.5", "flexiblas/3.3.1",
+        "imkl/2023.2.0", "StdEnv/2023", "mii/1.1.2",
+    ]  # fmt: skip
+    by = {m.full_name: m for m in listed}
+    assert by["gentoo/2023"].sticky and by["StdEnv/2023"].sticky
+    assert by["gcccore/.12.3"].hidden and not by["gcc/12.3"].hidden
+    assert all(m.loaded for m in listed)
+    assert not any("(" in m.full_name or ")" in m.full_name for m in listed)
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "sticky"),
+    [("lumi_list.txt", 11, 3), ("alliance_fr_list.txt", 9, 2)],
+)
+def test_other_sites_lists_and_their_legends(name, count, sticky):
+    listed = parse_list((REAL / name).read_text())
+    assert len(listed) == count and sum(m.sticky for m in listed) == sticky
+    assert listed[0].full_name in ("ModuleLabel/label", "CCconfig")
+    assert listed[-1].full_name in ("cce/17.0.1", "StdEnv/2020")
+
+
+def test_inactive_modules_after_a_swap_are_not_loaded():
+    assert parse_list((REAL / "cedar_load_inactive.txt").read_text()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "spider"),
+    [
+        ("rackham_exist_cannot_load.txt", "biopython", "module spider biopython"),
+        ("amarel_exist_cannot_load.txt", "R-Project/3.4.1", "module spider R-Project/3.4.1"),
+    ],
+)
+def test_a_module_behind_the_hierarchy_names_it_and_what_to_run(name, module, spider):
+    failure = parse_load_error((REAL / name).read_text())
+    assert failure is not None and failure.modules == [module]
+    assert f"`{spider}`" in failure.message and "load those first" in failure.message
