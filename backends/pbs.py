@@ -22,6 +22,7 @@ __all__ = [
     "PbsDialect",
     "PbsJob",
     "PbsJobId",
+    "PbsParseError",
     "decode_exit_status",
     "detect_pbs_dialect",
     "parse_pbs_id",
@@ -36,6 +37,20 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+class PbsParseError(ValueError):
+    """qstat printed something that is neither jobs nor "no jobs": never read as empty."""
+
+
+def _refuse(text: str, expected: str) -> PbsParseError:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return PbsParseError(
+        f"qstat printed {len(lines)} line(s) hpcui cannot read as {expected} (first: "
+        f"{lines[0].strip()[:120]!r}). A site's own qstat may print another layout: "
+        "tell hpcui which PBS it is with `pbs_dialect` in the cluster's profile, or report "
+        "the output."
+    )
+
+
 # --- JSON: qstat -f -F json (PBS Pro >= 18; pretty-printed one attribute per line) ------
 
 
@@ -47,8 +62,13 @@ def parse_qstat_json(text: str) -> list[PbsJob]:
     unescaped quotes, the ``-a`` table before the JSON with ``-u``), so a failed parse is
     retried with escapes repaired, then line by line, dropping only the unreadable lines.
     """
-    jobs = _load_json(text).get("Jobs")
+    if text.strip() and "{" not in text:
+        raise _refuse(text, "qstat -F json")
+    data = _load_json(text)
+    jobs = data.get("Jobs")
     if not isinstance(jobs, dict):
+        if text.strip() and not ({"pbs_version", "pbs_server", "timestamp"} & set(data)):
+            raise _refuse(text, "qstat -F json")
         return []
     return [
         job_from_attrs(job_id, attrs, "pbspro")
@@ -117,7 +137,10 @@ def parse_torque_qstat_f(text: str) -> list[PbsJob]:
     any other as Torque (lowercase ``exit_status``, state ``C``).
     """
     jobs = []
-    for block in re.split(r"^(?=Job Id:)", text, flags=re.M)[1:]:
+    blocks = re.split(r"^(?=Job Id:)", text, flags=re.M)
+    if blocks[0].strip() and not any(b.startswith("Job Id:") for b in blocks[1:]):
+        raise _refuse(text, "qstat -f job blocks (`Job Id: ...`)")
+    for block in blocks[1:]:
         head, _, body = block.partition("\n")
         wrapper = head.startswith("Job Id:\t")
         flat: dict[str, str] = {}

@@ -119,9 +119,13 @@ _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct N
 
 
 def _when(value: Any) -> datetime | None:
-    """``Tue Oct  4 21:23:20 2022`` (ctime(3), English in every locale) -> naive datetime."""
+    """``Tue Oct  4 21:23:20 2022`` (ctime(3), English in every locale) -> naive datetime;
+    a site qstat's ``1664911400 (Tue Oct  4 21:23:20 2022)`` reads its ctime part."""
+    text = str(value).strip()
+    if text.endswith(")") and "(" in text and text.split("(", 1)[0].strip().isdigit():
+        text = text[text.index("(") + 1 : -1]
     try:
-        _, month, day, clock, year = str(value).split()
+        _, month, day, clock, year = text.split()
         hour, minute, second = map(int, clock.split(":"))
         return datetime(int(year), _MONTHS[month], int(day), hour, minute, second)
     except (ValueError, KeyError):

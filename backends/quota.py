@@ -80,10 +80,11 @@ class QuotaEntry(Model):
 # --- values ---------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_SIZE = re.compile(
-    r"(?P<open>\[)?(?P<num>\d+(?:\.\d+)?|\.\d+)(?P<unit>[KMGTPE](?:i?B)?|B)?\*?\]?", re.I
-)
-_COUNT = re.compile(r"(?P<open>\[)?(?P<num>\d+(?:\.\d+)?|\.\d+)(?P<unit>[KMGT])?\*?\]?", re.I)
+# A decimal comma ("1,7G": a tool that printed in the user's locale although hpcui runs
+# it under LC_ALL=C) is read before a unit only: "1,234" stays a thousands separator.
+_NUM = r"(?P<num>\d+(?:\.\d+|,\d{1,2}(?=[KMGTPE]))?|\.\d+)"
+_SIZE = re.compile(rf"(?P<open>\[)?{_NUM}(?P<unit>[KMGTPE](?:i?B)?|B)?\*?\]?", re.I)
+_COUNT = re.compile(rf"(?P<open>\[)?{_NUM}(?P<unit>[KMGT])?\*?\]?", re.I)
 _NO_GRACE = {"", "-", "none", "None"}
 
 
@@ -100,7 +101,7 @@ def _size(token: str | None, base: int = 1024, plain: int | None = 1024) -> int 
     m = _SIZE.fullmatch(token or "")
     if m is None or m["open"]:
         return None
-    num, unit = Decimal(m["num"]), (m["unit"] or "").upper()
+    num, unit = Decimal(m["num"].replace(",", ".")), (m["unit"] or "").upper()
     if not unit:
         return _round(num * plain) if plain is not None else (0 if num == 0 else None)
     return _round(num * (1 if unit == "B" else base ** ("KMGTPE".index(unit[0]) + 1)))
@@ -111,7 +112,7 @@ def _count(token: str | None) -> int | None:
     m = _COUNT.fullmatch(token or "")
     if m is None or m["open"]:
         return None
-    num = Decimal(m["num"])
+    num = Decimal(m["num"].replace(",", "."))
     if m["unit"]:
         return _round(num * 1000 ** ("KMGT".index(m["unit"].upper()) + 1))
     return int(num) if num == num.to_integral_value() else None

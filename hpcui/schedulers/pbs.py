@@ -142,9 +142,7 @@ class PbsScheduler(Scheduler):
         dialect = self.dialect
         self.calls += 1
         res = _checked(self.transport.run(pbs_script.status_command(job_ids, dialect)), "qstat")
-        if dialect == "torque":
-            return pbs.parse_torque_qstat_f(res.stdout)
-        return pbs.parse_qstat_json(res.stdout)
+        return _read(res.stdout, dialect)
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         """States of many jobs with ONE qstat; ids PBS no longer knows are left out, so
@@ -212,9 +210,7 @@ class PbsScheduler(Scheduler):
         self.calls += 1
         cmd = pbs_script.user_jobs_command(dialect, history=history)
         res = _checked(self.transport.run(cmd), "qselect/qstat")
-        if dialect == "torque":
-            return pbs.parse_torque_qstat_f(res.stdout)
-        return pbs.parse_qstat_json(res.stdout)
+        return _read(res.stdout, dialect)
 
     def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
         return [into.from_values(dict(_queue_entry(j).__dict__)) for j in self._user_jobs(False)]
@@ -312,3 +308,13 @@ def _accounting_entry(job: PbsJob) -> AccountingEntry:
         end_time=job.mtime if job.state.is_final else None,
         cpus=_int(job.resources_requested.get("ncpus")),
     )
+
+
+def _read(text: str, dialect: str) -> list[PbsJob]:
+    """qstat's answer as jobs; one it cannot read is a SchedulerError, never "no jobs"."""
+    try:
+        if dialect == "torque":
+            return pbs.parse_torque_qstat_f(text)
+        return pbs.parse_qstat_json(text)
+    except pbs.PbsParseError as exc:
+        raise SchedulerError(str(exc)) from None

@@ -43,11 +43,14 @@ def _sh(cmd: Command) -> str:
 
 
 def all_command(parts: Sequence[tuple[str, Command]], max_bytes: int = MAX_BYTES) -> str:
-    """Run every command (each in a subshell, stdout captured, stderr left alone)."""
+    """Run every command (each in a subshell, stdout captured, stderr left alone), under
+    LC_ALL=C: what is parsed must not change with the user's locale (decimal commas,
+    translated headers)."""
     lines = []
     for i, (_name, cmd) in enumerate(parts):
         lines.append(
-            f"__o=$( ( {_sh(cmd)} ) ); __r=$?; printf '\\n{MARK} %s %d\\n' {i} \"$__r\"; "
+            f"__o=$( ( export LC_ALL=C; {_sh(cmd)} ) ); __r=$?; "
+            f"printf '\\n{MARK} %s %d\\n' {i} \"$__r\"; "
             f"printf '%s\\n' \"$__o\" | head -c {max_bytes}"
         )
     return "\n".join(lines)
@@ -60,13 +63,14 @@ def first_command(
     and prints something. Each one tried reports its status (``missing`` when
     ``command -v program`` fails) and its stdout+stderr, so the client sees why the
     earlier ones were skipped. ``cd`` first: tools like ``df .`` mean the home directory.
+    Under LC_ALL=C, as `all_command`.
     """
     lines = ["cd 2>/dev/null; __done="]
     for i, (_name, program, cmd) in enumerate(parts):
         lines.append(
             f'if [ -z "$__done" ]; then '
             f"if command -v {quote_bytes(program).decode()} >/dev/null 2>&1; then "
-            f"__o=$( ( {_sh(cmd)} ) 2>&1 ); __r=$?; "
+            f"__o=$( ( export LC_ALL=C; {_sh(cmd)} ) 2>&1 ); __r=$?; "
             f"printf '\\n{MARK} %s %d\\n' {i} \"$__r\"; "
             f"printf '%s\\n' \"$__o\" | head -c {max_bytes}; "
             f'[ "$__r" -eq 0 ] && [ -n "$__o" ] && __done=1; '

@@ -10,6 +10,7 @@ import pytest
 
 from hpcui.backends.pbs import (
     PbsJobId,
+    PbsParseError,
     decode_exit_status,
     detect_pbs_dialect,
     parse_pbs_id,
@@ -385,3 +386,40 @@ def test_qstat_q_refuses_text_without_its_header():
     with pytest.raises(ValueError, match="header"):
         parse_qstat_q("qstat: cannot connect to server pbs01 (errno=111)\n")
     assert parse_qstat_q(read(WRAPPER / "qstat_Q.txt").split("cpu")[0]) == []
+
+
+# --- what is not qstat's layout is refused, never read as "no jobs" -------------------
+
+
+def _as_site_variant(text: str) -> str:
+    """The Torque 6 capture as a site's modified qstat prints it (issue 19): ``Job:`` for
+    ``Job Id:`` — a layout hpcui does not know, so it must not become "no jobs"."""
+    return text.replace("Job Id:", "Job:")
+
+
+def test_an_unknown_qstat_f_layout_is_an_error_not_no_jobs():
+    variant = _as_site_variant(read(FIXTURES / "torque-6" / "qstat_f_completed.txt"))
+    with pytest.raises(PbsParseError, match=r"cannot read as qstat -f job blocks.*'Job: "):
+        parse_torque_qstat_f(variant)
+    assert parse_torque_qstat_f("") == [] and parse_torque_qstat_f("\n") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "qstat: option -F not recognised\nusage: qstat [-f] [job_id...]\n",  # text, not JSON
+        '{"error": "server busy"}\n',  # JSON, but not PBS's
+    ],
+)
+def test_json_that_is_not_pbs_json_is_an_error(text):
+    with pytest.raises(PbsParseError, match="qstat -F json"):
+        parse_qstat_json(text)
+
+
+def test_epoch_prefixed_times_read_their_ctime_part():
+    text = read(FIXTURES / "torque-6" / "qstat_f_completed.txt")
+    [plain] = parse_torque_qstat_f(text)
+    value = "Sun Mar 19 17:39:12 2017"  # its start_time
+    assert f"start_time = {value}" in text
+    [variant] = parse_torque_qstat_f(text.replace(value, f"1489941552 ({value})"))
+    assert variant.stime == plain.stime is not None

@@ -288,3 +288,18 @@ def test_quota_commands_cover_parsers() -> None:
     for tool, argv in QUOTA_COMMANDS:
         assert tool in QUOTA_PARSERS
         assert argv and all(isinstance(a, str) for a in argv)
+
+
+@pytest.mark.parametrize(
+    ("token", "size"),
+    [
+        ("1,7G", round(1.7 * 1024**3)),  # a tool printing in a comma-decimal locale
+        ("12,25T", round(12.25 * 1024**4)),
+        ("1.7G", round(1.7 * 1024**3)),
+        ("1,234", None),  # a thousands separator is not read as a decimal comma
+    ],
+)
+def test_decimal_commas_before_a_unit(token, size):
+    from hpcui.backends.quota import _size
+
+    assert _size(token) == size

@@ -199,3 +199,16 @@ def test_nothing_answers(bin_dir: Path) -> None:
 def test_empty_profile_command_is_refused() -> None:
     with pytest.raises(QuotaError, match="empty"):
         candidates("   ")
+
+
+def test_probes_run_under_the_c_locale(monkeypatch):
+    """Every parsed site command runs with LC_ALL=C, whatever the user's locale says."""
+    from hpcui.sitestate.remote import all_command, first_command, parse_parts
+    from hpcui.transport.local import LocalTransport
+
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    t = LocalTransport()
+    res = t.run(all_command([("a", 'echo "$LC_ALL"')]))
+    assert [p.output.strip() for p in parse_parts(res.stdout, ["a"])] == ["C"]
+    res = t.run(first_command([("b", "echo", 'echo "$LC_ALL"')]))
+    assert [p.output.strip() for p in parse_parts(res.stdout, ["b"])] == ["C"]
