@@ -404,7 +404,15 @@ def module_state(
     hidden = {m.full_name for m in available if m.hidden}
     kept: list[Module] = []
     for m in loaded:
-        if aliases.get(m.full_name) in names or m.full_name in {k.full_name for k in kept}:
+        if (target := aliases.get(m.full_name)) in names:  # the alias's own line: its name
+            kept = [
+                k.model_copy(update={"aliases": (*k.aliases, m.full_name)})
+                if k.full_name == target and m.full_name not in k.aliases
+                else k
+                for k in kept
+            ]
+            continue
+        if m.full_name in {k.full_name for k in kept}:
             continue
         kept.append(m.model_copy(update={"hidden": True}) if m.full_name in hidden else m)
     return ModuleState(

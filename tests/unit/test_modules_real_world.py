@@ -52,3 +52,24 @@ def test_a_module_behind_the_hierarchy_names_it_and_what_to_run(name, module, sp
     failure = parse_load_error((REAL / name).read_text())
     assert failure is not None and failure.modules == [module]
     assert f"`{spider}`" in failure.message and "load those first" in failure.message
+
+
+def test_environment_modules_lists_down_the_columns_too():
+    listed = parse_list((FIXTURES / "envmodules-5.2.0" / "list_columns.stdout").read_text())
+    assert [m.full_name for m in listed] == [
+        "gcc/12.2.0", "openmpi/4.1.5", "hdf5/1.14.1", "netcdf/4.9.2", "fftw/3.3.10",
+        "cuda/12.2", "python/3.11", "cmake/3.27", "boost/1.83.0", "zlib/1.3",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("lmod", ["lmod-8.6.19-dev", "lmod-8.7.60-dev24"])
+def test_spider_json_names_come_from_the_package_and_version_fields(lmod):
+    from hpcui.backends.modules import parse_lmod_spider_json
+
+    text = (FIXTURES / lmod / "spider_json_hidden_dot_version.stdout").read_text()
+    found = {m.full_name: m for m in parse_lmod_spider_json(text)}
+    hidden = found["foo/.2.0"]
+    assert (hidden.name, hidden.version, hidden.hidden) == ("foo", ".2.0", True)
+    assert found["foo/1.0"].default and not hidden.default
+    mpi = found["intel/mpi/2021.9"]
+    assert (mpi.name, mpi.version) == ("intel/mpi", "2021.9")
