@@ -42,6 +42,8 @@ _COMMANDS = {
     "clean": "hpcui.cli.cmd_site",
     "exec": "hpcui.cli.cmd_site",
     "serve": "hpcui.cli.cmd_serve",
+    "init": "hpcui.cli.cmd_add",
+    "add": "hpcui.cli.cmd_add",
 }
 
 

@@ -182,6 +182,10 @@ def output_type(args: argparse.Namespace) -> Any:
         from hpcui.usage import UsageReport
 
         return UsageReport
+    if cmd in ("init", "add"):
+        from hpcui.onboarding import Proposal
+
+        return Proposal
     return {
         "submit": SubmitOutput,
         "run": SubmitOutput,

@@ -113,6 +113,42 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _new_cluster(p: argparse.ArgumentParser, *, named: bool) -> None:
+    if named:
+        p.add_argument("name", metavar="NAME", help="what hpcui calls the cluster (-c NAME)")
+    else:
+        p.add_argument("--name", help="what hpcui calls the cluster (asked if not given)")
+    p.add_argument("--host", help="login node, or a Host alias of your ~/.ssh/config")
+    p.add_argument("--user", help="user name on the cluster (default: ssh config, this user)")
+    p.add_argument("--key", metavar="PATH", help="private key (default: ssh config, agent)")
+    p.add_argument("--jump", metavar="HOST", help="jump host ([user@]host[:port])")
+    p.add_argument("--ssh-config", metavar="PATH", help="read this ssh config (like ssh -F)")
+    p.add_argument("--profile", help="built-in or user profile (default: detected)")
+    p.add_argument(
+        "--python", metavar="PATH", help="the cluster's python (default: one matching this one)"
+    )
+    p.add_argument(
+        "--setup",
+        action="append",
+        metavar="LINE",
+        help="a setup line (repeatable), e.g. 'module load python/3.11'",
+    )
+    p.add_argument("--account", help="account/project jobs are charged to")
+    p.add_argument("--no-test", action="store_true", help="do not run the tiny test job")
+    p.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="no questions: accept the host key shown and write the table",
+    )
+    p.add_argument(
+        "--config-file",
+        metavar="PATH",
+        help="the config to add to (default: HPCUI_CONFIG or the user config)",
+    )
+    _json(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     p = argparse.ArgumentParser(
@@ -249,6 +285,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
     _json(s)
+
+    s = add("init", "add your first (or another) cluster: asks, connects, detects, tests")
+    _new_cluster(s, named=False)
+    s = add(
+        "add",
+        "add a cluster without questions: connects, detects the scheduler and profile, "
+        "finds a matching Python, runs a test job, appends its table to the config",
+    )
+    _new_cluster(s, named=True)
 
     s = add("trust", "accept a cluster's SSH host key after checking its fingerprint")
     s.add_argument("name", nargs="?", metavar="NAME", help="cluster (default: the default)")

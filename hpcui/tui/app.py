@@ -22,7 +22,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from hpcui.config import Config, load_config
+from hpcui.config import Config, config_path, load_config
 from hpcui.errors import ConfigError, HpcuiError
 from hpcui.registry import Registry
 from hpcui.tui.context import AppContext
@@ -101,6 +101,8 @@ class HpcuiApp(App[None]):
     def on_mount(self) -> None:
         self.connections_changed()
         self.switch_mode("jobs")
+        if not config_path().exists():  # the first run: no config file yet
+            self.action_add_cluster(first_run=True)
         first = self._connect_first
         for name in dict.fromkeys([self.start_cluster] if first is None else first):
             if name in self.hub.conns:
@@ -159,6 +161,19 @@ class HpcuiApp(App[None]):
         stack = self._screen_stacks.get(mode)
         return stack[0] if stack else None
 
+    def action_add_cluster(self, first_run: bool = False) -> None:
+        from hpcui.tui.add_cluster import AddClusterModal
+
+        self.push_screen(AddClusterModal(first_run=first_run), callback=self._cluster_added)
+
+    def _cluster_added(self, name: str | None) -> None:
+        if not name:
+            return
+        self.cfg = self.ctx.config = load_config()
+        self.hub.add(self.cfg, name)
+        self.hub.connect(name)
+        self.notify(f"{name} added to {config_path()}; connecting.", title="cluster added")
+
     def action_help(self) -> None:
         from hpcui.tui.modals import HelpModal
 
@@ -195,6 +210,9 @@ class HpcuiApp(App[None]):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Jobs", "All jobs, live (1)", lambda: self.switch_mode("jobs"))
         yield SystemCommand("History", "Finished jobs with exit codes (5)", self.action_history)
+        yield SystemCommand(
+            "Add a cluster", "Connect, detect, test and add a cluster", self.action_add_cluster
+        )
         yield SystemCommand(
             "Submit", "Submit a function or script (3)", lambda: self.switch_mode("submit")
         )

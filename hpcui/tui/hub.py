@@ -73,6 +73,12 @@ class Hub:
             for n in names
         }
 
+    def add(self, config: Config, name: str) -> None:
+        """A cluster just added to the config file (the app's add-cluster dialog)."""
+        self.config = config
+        self.conns.setdefault(name, Conn(name, config.clusters[name].host or "this machine"))
+        self.on_change()
+
     # -- state -----------------------------------------------------------------------------
 
     def ready(self) -> list[Conn]:

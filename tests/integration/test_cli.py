@@ -255,10 +255,8 @@ def test_exec_and_script_on_dev(work):
 
 def test_terminal_answers_the_2fa_prompt(work):
     """With a terminal, keyboard-interactive questions are asked there (pty = a person)."""
-    import pty
-    import select
-
     from tests.conftest import DEVCLUSTER
+    from tests.support.pty_session import run_on_pty
 
     seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
     env = {
@@ -269,33 +267,24 @@ def test_terminal_answers_the_2fa_prompt(work):
         "NO_COLOR": "1",
     }
     argv = [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "exec", "whoami"]
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execve(sys.executable, argv, env)
-    seen, answered, deadline = b"", False, time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 1.0)
-            if not ready:
-                continue
-            try:
-                data = os.read(fd, 4096)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            seen += data
-            if not answered and seen.rstrip().endswith(b":"):
-                code = subprocess.run(
-                    ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
-                ).stdout.strip()
-                os.write(fd, code.encode() + b"\n")
-                answered = True
-    finally:
-        _, status = os.waitpid(pid, 0)
-    text = seen.decode(errors="replace")
+    answered = False
+
+    def answer(seen: bytes) -> bytes | None:
+        nonlocal answered
+        if answered or not seen.rstrip().endswith(b":"):
+            return None
+        answered = True
+        return (
+            subprocess.run(
+                ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+            )
+            .stdout.strip()
+            .encode()
+        )
+
+    code, text = run_on_pty(argv, env, answer, timeout=60)
     assert answered, text
-    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert code == 0, text
     assert text.rstrip().endswith("hpcuser")
 
 

@@ -202,7 +202,12 @@ async def _jobs(pilot) -> None:
     app = pilot.app
     await until(pilot, lambda: _connected(app))
     await pilot.press("a")  # all my jobs, not only hpcui's
-    await until(pilot, lambda: app.screen.query_one("#live").row_count == 10)
+    table = app.screen.query_one("#live")
+    await until(pilot, lambda: table.row_count == 10)
+    # The cursor keeps its job while rows arrive, and which job it was on depends on
+    # whether hpcui's own rows came before the `a`: put it on a known row.
+    table.move_cursor(row=0)
+    await pilot.pause()
 
 
 async def _history(pilot) -> None:

@@ -1,0 +1,111 @@
+"""`hpcui init` (asks) and `hpcui add NAME` (flags): add a cluster to the config."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hpcui.cli import EXIT_OK
+from hpcui.cli import output as out
+from hpcui.cli.common import interactive, terminal_prompt
+
+
+def _ask(question: str, default: str | None = None) -> str | None:
+    shown = f" [{default}]" if default else ""
+    answer = input(f"{question}{shown}: ").strip()
+    return answer or default
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from hpcui.errors import UsageError
+
+    if not interactive():
+        raise UsageError(
+            "hpcui init asks questions, and this is not a terminal: use `hpcui add NAME "
+            "--host HOST [--user U --key PATH --jump HOST --account A] --yes` instead."
+        )
+    print("Add a cluster. Enter takes the value in brackets; answers can be changed later")
+    print("in the config file. The host may be an alias from ~/.ssh/config.")
+    args.host = args.host or _ask("Login host (or ssh alias)")
+    if not args.host:
+        raise UsageError("No host given: nothing was written.")
+    args.name = args.name or _ask("Name for it in hpcui", args.host.split(".")[0])
+    args.user = args.user or _ask("User name there (empty: from ssh config / this user)")
+    args.key = args.key or _ask("Private key file (empty: ssh config / agent)")
+    args.jump = args.jump or _ask("Jump host (empty: none)")
+    return cmd_add(args)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from hpcui import onboarding
+    from hpcui.config import ClusterConfig, config_path
+    from hpcui.errors import UsageError
+
+    if not args.host:
+        raise UsageError("hpcui add needs --host HOST (a login node or an ssh config alias).")
+    path = Path(args.config_file).expanduser() if args.config_file else config_path()
+    onboarding.check_name(args.name, path)
+    base = ClusterConfig(
+        name=args.name,
+        host=args.host,
+        user=args.user or None,
+        identity_file=args.key or None,
+        proxy_jump=args.jump or None,
+        ssh_config=args.ssh_config or None,
+    )
+
+    def on_unknown_host(host: str, key_type: str, fingerprint: str) -> bool:
+        print(f"{host} offers {key_type} key {fingerprint}")
+        if args.yes:
+            return True
+        if not interactive():
+            return False
+        answer = input("Is this the fingerprint your site publishes? [y/N] ").strip().lower()
+        return answer in ("y", "yes")
+
+    def ask_account(profile: str) -> str | None:
+        if not interactive() or args.yes:
+            return None
+        return _ask(f"The {profile} profile charges an account (project): which one")
+
+    out.note(f"connecting to {args.host} and looking at the site...")
+    proposal = onboarding.propose(
+        args.name,
+        base,
+        profile=args.profile,
+        python=args.python,
+        setup=list(args.setup or []) or None,
+        account=args.account,
+        ask_account=ask_account,
+        prompt=terminal_prompt,
+        on_unknown_host=on_unknown_host,
+    )
+    facts = proposal.facts
+    if not args.json:
+        print(f"scheduler: {facts.scheduler or 'none found'} · host {facts.hostname}")
+        print(f"profile:   {proposal.cluster.profile} ({proposal.profile_reason})")
+        print(f"python:    {proposal.cluster.python} ({proposal.python_reason})")
+        print(f"\nThe table for {path}:\n")
+        print(proposal.table())
+        if not args.yes and interactive():
+            if _ask("Write it" + (" and run a test job" if not args.no_test else ""), "y") not in (
+                "y",
+                "yes",
+            ):
+                out.note("nothing was written")
+                return EXIT_OK
+    if not args.no_test:
+        out.note("running a tiny test job (skip with --no-test)...")
+    done = onboarding.add_cluster(
+        proposal,
+        path,
+        test=not args.no_test,
+        prompt=terminal_prompt,
+        on_unknown_host=on_unknown_host,
+    )
+    if args.json:
+        out.emit_json(onboarding.Proposal, done)
+    else:
+        tested = "the test job ran; " if done.tested else ""
+        print(f"{tested}{args.name} added to {path}. Try: hpcui -c {args.name} jobs")
+    return EXIT_OK

@@ -1,0 +1,42 @@
+"""Run a command on a pseudo-terminal, as a person at a terminal would, answering what it
+asks. Bounded: it gives up after `timeout` seconds."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import time
+from collections.abc import Callable
+
+
+def run_on_pty(
+    argv: list[str],
+    env: dict[str, str],
+    answer: Callable[[bytes], bytes | None],
+    timeout: float = 120,
+) -> tuple[int, str]:
+    """(exit code, everything the terminal showed). `answer(seen)` is asked after each
+    read; what it returns (a line, without the newline) is typed."""
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execve(argv[0], argv, env)
+    seen, deadline = b"", time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            seen += data
+            line = answer(seen)
+            if line is not None:
+                os.write(fd, line + b"\n")
+    finally:
+        _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
