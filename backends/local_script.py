@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .batch import BatchSpec
-from .job_paths import log_name, pickle_name, submitted_name
+from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
 from .shell import quote
 from .states import JobState
 
@@ -54,8 +54,9 @@ def render_script(
     lines += [
         f"mkdir -p {state}",
         "pid=$$",
-        "run_one() {  # $1: job id, $2: pickle name",
-        f'  ln -sf "$2" {folder}/{submitted}',
+        "run_one() {  # $1: job id, $2: array index (empty: a single job)",
+        f'  if [ -n "$2" ]; then export {CALL_INDEX_ENV}="$2"; '
+        f"else ln -sf {pickle_name()} {folder}/{submitted}; fi",
         "  local k rc=0 pids=()",
     ]
     if want:
@@ -80,14 +81,14 @@ def render_script(
         lines.append(f'  rm -f {state}/gpus/held/"$1"')
     lines += [done, "}"]
     if size is None:
-        lines += ["ids=$pid", f"echo $pid > {state}/$pid.pid", f"run_one $pid {pickle_name()}"]
+        lines += ["ids=$pid", f"echo $pid > {state}/$pid.pid", 'run_one $pid ""']
     else:
         lines += [
             f'ids=$(seq -f "${{pid}}_%g" 0 {size - 1})',
             f"for j in $ids; do echo $pid > {state}/$j.pid; done",
             f"for ((i = 0; i < {size}; i++)); do",
             f"  while (( $(jobs -rp | wc -l) >= {parallel} )); do wait -n; done",
-            f'  run_one "${{pid}}_$i" "{pickle_name("$i")}" &',
+            '  run_one "${pid}_$i" "$i" &',
             "done",
             "wait",
         ]

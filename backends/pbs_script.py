@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from . import slurm_queue, slurm_script
 from .batch import BatchSpec
-from .job_paths import log_name, pickle_name, submitted_name
+from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
 from .pbs_dialect import PbsDialect
 from .pbs_ids import parse_pbs_id
 from .shell import quote
@@ -299,12 +299,14 @@ def wrapper_status_command(job_ids: Sequence[str]) -> str:
 
 # Derives hpcui's job id from PBS's: PBS Pro sets PBS_ARRAY_INDEX, Torque PBS_ARRAYID;
 # `1234[7].server` -> `1234.server_7` (see the module docstring).
+# An array element reads its call from the calls pack (HPCUI_CALL_INDEX, see job_paths).
 _JOB_ID = r"""idx="${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-}}"
 if [ -n "$idx" ]; then
-  HPCUI_JOB_ID="${PBS_JOBID%%\[*}${PBS_JOBID#*\]}_$idx"; pkl="@ARRAY_PKL@"
+  HPCUI_JOB_ID="${PBS_JOBID%%\[*}${PBS_JOBID#*\]}_$idx"; pkl=
+  export @INDEX@="$idx"
 else
   HPCUI_JOB_ID="$PBS_JOBID"; pkl=@TASK_PKL@
-fi""".replace("@ARRAY_PKL@", pickle_name("$idx")).replace("@TASK_PKL@", pickle_name())
+fi""".replace("@INDEX@", CALL_INDEX_ENV).replace("@TASK_PKL@", pickle_name())
 
 # One node: start this node's tasks (one per GPU), wait for all, return the worst status.
 _RUN_NODE = r"""run_node() {
@@ -334,6 +336,7 @@ else rsh=(ssh -o BatchMode=yes); fi
 pids=()
 for ((n = 1; n < HPCUI_NUM_NODES; n++)); do
   "${rsh[@]}" "${hosts[n]}" env HPCUI_NODE_RANK=$n HPCUI_JOB_ID="$HPCUI_JOB_ID" \
+    @INDEX@="${@INDEX@:-}" \
     PBS_JOBID="$PBS_JOBID" PBS_NODEFILE="$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}.nodes" \
     HPCUI_NUM_NODES=$HPCUI_NUM_NODES HPCUI_WORLD_SIZE=$HPCUI_WORLD_SIZE \
     bash "$HPCUI_JOB_FOLDER/submission.sh" --node </dev/null &
@@ -342,7 +345,7 @@ done
 rc=0
 HPCUI_NODE_RANK=0 run_node || rc=$?
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-exit $rc"""
+exit $rc""".replace("@INDEX@", CALL_INDEX_ENV)
 
 
 def _header(spec: BatchSpec, dialect: PbsDialect) -> list[str]:
@@ -392,7 +395,7 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         f'exec >>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stdout")}" '
         f'2>>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stderr")}"',
         *spec.setup,
-        f'ln -sf "$pkl" "$HPCUI_JOB_FOLDER/{submitted_name("${HPCUI_JOB_ID}")}"',
+        f'[ -z "$pkl" ] || ln -sf "$pkl" "$HPCUI_JOB_FOLDER/{submitted_name("${HPCUI_JOB_ID}")}"',
         _LAUNCH,
         "",
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .batch import BatchSpec, format_duration, format_mem
-from .job_paths import log_stem, pickle_name, submitted_name
+from .job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
 from .shell import quote
 
 TOKEN_PREFIX = "hpcui:"
@@ -107,8 +107,7 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
     lines += list(spec.setup)
     if spec.array_size is not None:
         job = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
-        pkl = '"' + pickle_name("${SLURM_ARRAY_TASK_ID}") + '"'
-        pattern = "%A_%a"
+        pkl, pattern = "", "%A_%a"  # an element reads its call from the pack
     else:
         job, pkl, pattern = '"${SLURM_JOB_ID}"', quote(pickle_name()), "%j"
     out = log_stem(pattern, "%t")
@@ -131,7 +130,9 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         cpus,
         f"export HPCUI_JOB_FOLDER={folder} HPCUI_JOB_ID={job}  # hpcui.distributed: stop file",
         # After a requeue the file is the state submitit's checkpoint() dumped: keep it.
-        f"[ -e {folder}/{submitted} ] || ln -sf {pkl} {folder}/{submitted}",
+        f"export {CALL_INDEX_ENV}=$SLURM_ARRAY_TASK_ID  # the runner reads its call from the pack"
+        if spec.array_size is not None
+        else f"[ -e {folder}/{submitted} ] || ln -sf {pkl} {folder}/{submitted}",
         f"srun --unbuffered {srun_extra}--output={quote(spec.folder + '/' + out + '.out')} "
         f"--error={quote(spec.folder + '/' + out + '.err')} "
         f"{quote(spec.python)} -u -m {entry} {folder}",

@@ -25,7 +25,7 @@ from hpcui import (
     usage,
 )
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
-from hpcui.backends.job_paths import RESULT_KEY, SCRIPT, pickle_name
+from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
     CommandTimeout,
@@ -425,7 +425,7 @@ class Cluster:
         # the key in a file of the upload (0700 folder), never in a command's text
         files = {SCRIPT: script.encode(), RESULT_KEY: key.hex().encode() + b"\n"}
         if is_array:
-            files.update({pickle_name(i): p for i, p in enumerate(pickles)})
+            files[CALLS_PACK] = pack_calls(pickles)
         else:
             files[pickle_name()] = pickles[0]
         records = [

@@ -11,7 +11,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from hpcui import result_signing
-from hpcui.backends.job_paths import SIGNATURE_SUFFIX, JobPaths, Stream, result_name
+from hpcui.backends.job_paths import (
+    SIGNATURE_SUFFIX,
+    JobPaths,
+    Stream,
+    result_name,
+    split_signature,
+)
 from hpcui.backends.states import JobState
 from hpcui.cluster_parts import ClusterParts
 from hpcui.errors import (
@@ -176,12 +182,14 @@ class Job:
         transport = self.cluster.transport
         what = f"task {task}, {path}"
         if self.result_key is not None:
-            try:
-                signature: str | None = transport.read_file(path + SIGNATURE_SUFFIX).decode()
-            except FileNotFoundError:
-                signature = None
-            except UnicodeDecodeError:
-                signature = ""
+            data, signature = split_signature(data)
+            if signature is None:  # submitted before signatures moved into the result
+                try:
+                    signature = transport.read_file(path + SIGNATURE_SUFFIX).decode()
+                except FileNotFoundError:
+                    signature = None
+                except UnicodeDecodeError:
+                    signature = ""
             result_signing.check(data, signature, self.result_key, what=what, job_id=self.job_id)
         outcome = _unpickle(data, self.job_id, what)
         if kept is not None:

@@ -14,7 +14,13 @@ import hmac
 import os
 import sys
 
-from hpcui.backends.job_paths import RESULT_KEY, SIGNATURE_SUFFIX
+from hpcui.backends.job_paths import (
+    CALL_INDEX_ENV,
+    CALLS_PACK,
+    RESULT_KEY,
+    SIGNATURE_TRAILER,
+    read_call,
+)
 
 
 def sign(data: bytes, key: bytes) -> str:
@@ -37,11 +43,13 @@ def sign_result(folder: str) -> None:
             data = fh.read()
     except FileNotFoundError:
         return  # requeued or killed: no result to sign
-    tmp = f"{result}{SIGNATURE_SUFFIX}.tmp{os.getpid()}"
+    # The signature goes at the end of the result file itself (unpickling stops before
+    # it): one file and one read per result instead of two.
+    tmp = f"{result}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w") as fh:
-            fh.write(sign(data, key) + "\n")
-        os.replace(tmp, result + SIGNATURE_SUFFIX)
+        with open(tmp, "wb") as fh:
+            fh.write(data + SIGNATURE_TRAILER + sign(data, key).encode() + b"\n")
+        os.replace(tmp, result)
     except OSError as exc:  # a full disk or quota: an unsigned result is never read, so
         # it goes, and stderr names the cause the client reports ("could not write its
         # result: the disk or quota ... is full"), not "its signature was removed"
@@ -52,9 +60,30 @@ def sign_result(folder: str) -> None:
         raise
 
 
+def write_call(folder: str) -> None:
+    """An array element's call, from the calls pack to where submitit's runner reads it.
+    Already there after a requeue: that is the state submitit's checkpoint() left."""
+    index = os.environ.get(CALL_INDEX_ENV)
+    if not index:
+        return
+    from submitit import JobEnvironment
+
+    target = str(JobEnvironment().paths.submitted_pickle)
+    if os.path.exists(target):
+        return
+    with open(os.path.join(folder, CALLS_PACK), "rb") as fh:
+        data = read_call(fh, int(index))
+    tmp = f"{target}.tmp{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, target)  # every task of the element may do this: same bytes
+
+
 def run(folder: str) -> None:
     from submitit.core.submission import process_job
 
+    os.environ["SUBMITIT_FOLDER"] = str(folder)  # as process_job sets it: the job's paths
+    write_call(folder)
     try:
         process_job(folder)
     finally:

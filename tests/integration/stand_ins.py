@@ -1,7 +1,7 @@
-"""Stand-ins for `sbatch` and `tar` in the dev cluster user's ~/bin, shared by every test.
+"""A stand-in for `sbatch` in the dev cluster user's ~/bin, shared by every test.
 
-They run the real tool; only test jobs whose names ask for it are slowed (`slowsubmit*`,
-`slowtar*`) or held at a gate (`faultloop*`: while ~/faultgates/NAME.STEP exists the step
+It runs the real tool; only test jobs whose names ask for it are slowed (`slowsubmit*`)
+or held at a gate (`faultloop*`: while ~/faultgates/NAME.STEP exists the step
 waits, after touching NAME.STEP.reached, at most 30 s). Every other job passes straight
 through, so tests running in parallel never see a difference. One text per tool: a test
 that installs it never changes what another test relies on.
@@ -33,28 +33,7 @@ gate idwrite  # the scheduler has the job; its id is not written yet
 exit $rc
 """
 
-TAR = r"""#!/bin/sh
-# hpcui test stand-in (tests/integration/stand_ins.py): the real tar; an upload whose script
-# names a slowtar*/faultloop* job is slowed or held while it would unpack (GPFS/Lustre speed)
-for last; do :; done
-name=
-if [ -f "$last" ]; then
-  name=$(grep -ao 'job-name=\(slowtar\|faultloop\)[0-9a-z]*' "$last" 2>/dev/null | head -n 1)
-  name=${name#job-name=}
-fi
-case "$name" in
-  slowtar*) sleep 2 ;;
-  faultloop*)
-    g="$HOME/faultgates/$name.tar"
-    if [ -e "$g" ]; then
-      : > "$g.reached"; n=0
-      while [ -e "$g" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done
-    fi ;;
-esac
-exec /bin/tar "$@"
-"""
-
-TEXTS = {"sbatch": SBATCH, "tar": TAR}
+TEXTS = {"sbatch": SBATCH}
 
 
 def install(*names: str):

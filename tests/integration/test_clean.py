@@ -91,3 +91,21 @@ def test_the_keep_policy_cleans_old_ended_jobs_after_a_submit_at_most_once_a_day
         assert dev._auto_clean_thread is second
     finally:
         dev.close()
+
+
+def test_a_map_leaves_four_files_per_element(dev, capsys):
+    """A 20-element map's folder: its calls in one pack, then per element only what the
+    element itself writes (its call, stdout, stderr, the signed result). Before: one
+    pickle and one link per element uploaded and a signature file beside each result."""
+    jobs = dev.map(add, list(range(20)), [1] * 20, time="5m")
+    assert [j.result(timeout=300) for j in jobs] == [i + 1 for i in range(20)]
+    folder = jobs[0].paths.folder
+    names = dev.run(["ls", "-A", folder]).check("ls").stdout.split()
+    array = jobs[0].job_id.split("_")[0]
+    per = {i: [n for n in names if n.startswith(f"{array}_{i}_")] for i in range(20)}
+    assert all(len(files) == 4 for files in per.values()), per
+    shared = set(names) - {n for files in per.values() for n in files}
+    needed = {".hpcui-result-key", "calls.pack", "job_id", "submission.sh"}
+    assert needed <= shared <= needed | {".submitting"}, shared  # the guard's marker
+    with capsys.disabled():
+        print(f"\nfiles of a 20-element map: {len(names)} (4 per element + {len(shared)})")

@@ -13,6 +13,7 @@ import pytest
 
 from hpcui.backends import pbs_script
 from hpcui.backends.batch import BatchSpec
+from hpcui.backends.job_paths import CALLS_PACK, pack_calls
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.pbs import PbsScheduler
@@ -395,10 +396,10 @@ def test_script_runs_one_process_per_task_on_every_node(tmp_path: Path):
     """
     folder = tmp_path / "job"
     folder.mkdir()
-    for i in range(2):
-        from submitit.core.utils import DelayedSubmission
+    from submitit.core.utils import DelayedSubmission
 
-        (folder / f"{i}.pkl").write_bytes(cloudpickle.dumps(DelayedSubmission(_probe, i)))
+    calls = [cloudpickle.dumps(DelayedSubmission(_probe, i)) for i in range(2)]
+    (folder / CALLS_PACK).write_bytes(pack_calls(calls))
     s = spec(
         folder=str(folder),
         nodes=2,
@@ -430,7 +431,8 @@ def test_script_runs_one_process_per_task_on_every_node(tmp_path: Path):
     assert {v["world"] for v in values} == {4}
     assert values[0]["hosts"] == ["nodeA", "nodeB"]
     assert values[3]["hpcui_rank"] == "3"
-    assert (folder / "77.srv_1_submitted.pkl").is_symlink()
+    # element 1's call, written from the pack by its first task: one file, not a link
+    assert (folder / "77.srv_1_submitted.pkl").read_bytes() == calls[1]
 
 
 def test_torchrun_on_pbs_one_agent_per_node_ranks_for_submitit(tmp_path: Path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hpcui import result_signing
-from hpcui.backends.job_paths import RESULT_KEY, SIGNATURE_SUFFIX
+from hpcui.backends.job_paths import RESULT_KEY, split_signature
 from hpcui.errors import ResultIntegrityError
 
 
@@ -70,10 +70,15 @@ def test_the_runner_signs_the_result_submitit_wrote(tmp_path: Path):
         timeout=60,
     )
     assert run.returncode == 0, run.stderr
-    data = (folder / "77_0_result.pkl").read_bytes()
-    signature = (folder / f"77_0_result.pkl{SIGNATURE_SUFFIX}").read_text()
+    data, signature = split_signature((folder / "77_0_result.pkl").read_bytes())
+    assert signature is not None  # at the end of the result itself: no second file
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [RESULT_KEY, "77_submitted.pkl", "77_0_result.pkl"]
+    )
     result_signing.check(data, signature, key, what="t", job_id="77")
     assert pickle.loads(data) == ("success", 32)
+    with pytest.raises(ResultIntegrityError):  # one changed byte of the pickle
+        result_signing.check(data[:-1] + b"x", signature, key, what="t", job_id="77")
 
 
 def test_a_result_that_cannot_be_signed_is_removed_and_the_cause_named(
@@ -104,5 +109,5 @@ def test_a_result_that_cannot_be_signed_is_removed_and_the_cause_named(
     monkeypatch.setattr(signed.os, "replace", full)
     with pytest.raises(OSError):
         signed.sign_result(str(folder))
-    assert not result.exists() and list(folder.glob("*.hmac*")) == []
+    assert not result.exists() and list(folder.glob("*.tmp*")) == []
     assert "No space left on device" in capsys.readouterr().err
