@@ -22,7 +22,7 @@ from hpcui.config import CLUSTER_NAME, ClusterConfig, load_config
 from hpcui.errors import UsageError
 
 MARK = "@@hpcui-probe@@"
-PYTHON_MODULES = re.compile(r"^(?:cray-)?python(?:/|$)", re.I)
+PYTHON_MODULES = re.compile(r"^(?:cray-)?python/[A-Za-z0-9._+-]+$", re.I)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -121,15 +121,16 @@ def parse_probe(text: str) -> SiteFacts:
         path, _, version = line.rpartition(" ")
         if path and _VERSION.fullmatch(version):
             pythons.setdefault(path, version)
-    modules = [m for m in sections.get("modules", []) if PYTHON_MODULES.match(m) and "/" in m]
-    modules = [m for m in modules if not m.endswith("/")]
+    # only plain names: what is proposed becomes a setup line of every job
+    modules = [m.split("(")[0] for m in sections.get("modules", [])]
+    modules = [m for m in modules if PYTHON_MODULES.match(m)]
     return SiteFacts(
         hostname=(sections.get("host") or [""])[0],
         scheduler=scheduler,
         partitions=partitions,
         queues=queues,
         pythons=pythons,
-        python_modules=list(dict.fromkeys(m.split("(")[0] for m in modules)),
+        python_modules=list(dict.fromkeys(modules)),
     )
 
 
@@ -194,7 +195,8 @@ def match_python(facts: SiteFacts, want: str | None = None) -> tuple[str, list[s
     for module in facts.python_modules:
         m = _VERSION.search(module.split("/", 1)[1])
         if m and f"{m[1]}.{m[2]}" == want:
-            return "python3", [f"module load {module}"], f"the module {module} is Python {want}"
+            line = f"module load {shlex.quote(module)}"
+            return "python3", [line], f"the module {module} is Python {want}"
     seen = [f"{p} ({v})" for p, v in facts.pythons.items()] + [
         f"module {m}" for m in facts.python_modules
     ]

@@ -80,10 +80,11 @@ class AddClusterModal(ModalScreen[str | None]):
             self._say("A login host (or an alias of your ~/.ssh/config) is needed.")
             return
         self._say(f"connecting to {host}...")
-        self._look(host, self._value("name") or host.split(".")[0])
+        answers = {key: self._value(key) for key, _ in FIELDS}  # read here, on the UI thread
+        self._look(host, self._value("name") or host.split(".")[0], answers)
 
     @work(thread=True, exclusive=True, group="add-cluster", exit_on_error=False)
-    def _look(self, host: str, name: str) -> None:
+    def _look(self, host: str, name: str, answers: dict[str, str | None]) -> None:
         from hpcui import onboarding
         from hpcui.config import ClusterConfig, config_path
         from hpcui.tui.bridge import host_key_bridge, prompt_bridge
@@ -93,14 +94,14 @@ class AddClusterModal(ModalScreen[str | None]):
             base = ClusterConfig(
                 name=name,
                 host=host,
-                user=self._value("user"),
-                identity_file=self._value("key"),
-                proxy_jump=self._value("jump"),
+                user=answers["user"],
+                identity_file=answers["key"],
+                proxy_jump=answers["jump"],
             )
             proposal = onboarding.propose(
                 name,
                 base,
-                account=self._value("account"),
+                account=answers["account"],
                 prompt=prompt_bridge(self.app, name),
                 on_unknown_host=host_key_bridge(self.app, name),
             )
