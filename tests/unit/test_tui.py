@@ -534,3 +534,47 @@ def test_the_status_line_stays_after_a_filter(box, leave):
     assert box_region.y == 1 and box_region.height == 3  # not clipped
     if leave == "enter":
         assert "filter 'abc' · 0/12 shown" in text
+
+
+def test_the_cluster_screen_never_shows_one_clusters_data_under_another(tmp_path, monkeypatch):
+    """Issue 23, defect 4: local's quota, partitions and modules on screen, then a cluster
+    that cannot be reached is picked: its name with its error, and none of local's data."""
+    from textual.widgets import DataTable, Select, Static
+
+    import hpcui.api
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[clusters.local]\nscheduler = "local"\nremote_base = "{tmp_path}/base"\n\n'
+        '[clusters.gone]\nhost = "127.0.0.1"\nport = 1\nprofile = "generic"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 45)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
+            await pilot.press("4")
+            screen = app.screen
+            quota = screen.query_one("#quota", Static)
+            await wait_for(
+                pilot, lambda: "loading" not in str(quota.render()) and str(quota.render())
+            )
+            shown_for_local = str(quota.render())
+            screen.query_one("#cluster-pick", Select).value = "gone"
+            await wait_for(pilot, lambda: app.hub.conns["gone"].status == "error", timeout=30)
+            await pilot.pause(0.2)
+            return (
+                shown_for_local,
+                str(quota.render()),
+                str(screen.query_one("#conn", Static).render()),
+                screen.query_one("#partitions", DataTable).row_count,
+                screen.query_one("#modules", DataTable).row_count,
+            )
+
+    local_quota, quota, conn, partitions, modules = run(go())
+    assert local_quota and local_quota not in quota  # local's quota is gone
+    assert "no data: gone is error" in quota
+    assert "gone" in conn and "error" in conn
+    assert partitions == 0 and modules == 0

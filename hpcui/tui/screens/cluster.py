@@ -109,6 +109,8 @@ class ClusterScreen(Screen[None]):
         conn = self.ctx.hub.conns[self.name_shown]
         if conn.ready and self.loaded_for != self.name_shown and self.is_current:
             self.action_reload()
+        elif not conn.ready and self.loaded_for is None:
+            self._no_data()
 
     @on(Select.Changed, "#cluster-pick")
     def _picked(self, _event: Select.Changed) -> None:
@@ -137,13 +139,29 @@ class ClusterScreen(Screen[None]):
     def action_reload(self) -> None:
         name = self.name_shown
         conn = self.ctx.hub.conns[name]
+        if self.loaded_for != name:  # never one cluster's data under another's name
+            self._clear()
         if not conn.ready:
+            self.loaded_for = None
+            self._no_data()
             if conn.status == "idle":
                 self.ctx.hub.connect(name)
             return
         self.loaded_for = name
         self.query_one("#quota", Static).update("loading…")
         self._load(name)
+
+    def _no_data(self) -> None:
+        conn = self.ctx.hub.conns[self.name_shown]
+        hint = " (press Connect)" if conn.error else ""
+        self.query_one("#quota", Static).update(f"no data: {conn.name} is {conn.status}{hint}")
+
+    def _clear(self) -> None:
+        self.modules = None
+        self.query_one("#quota", Static).update("")
+        self.query_one("#loaded", Static).update("")
+        self.query_one("#partitions", DataTable).clear()
+        self.query_one("#modules", DataTable).clear()
 
     @work(thread=True, exclusive=True, group="cluster-load", exit_on_error=False)
     def _load(self, name: str) -> None:
