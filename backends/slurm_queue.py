@@ -31,8 +31,7 @@ import contextlib
 import functools
 import gc
 import re
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -247,11 +246,6 @@ def _gres_gpus(text: str) -> int:
     return total
 
 
-@functools.lru_cache(maxsize=4096)  # a big queue repeats a few TRES shapes
-def _gpus_of(tres: str, per_job: str, per_node: str, nodes: int) -> int | None:
-    return _gpus(_tres(tres), per_job, per_node, nodes)
-
-
 def _gpus(tres: Mapping[str, str], per_job: str, per_node: str, nodes: int) -> int | None:
     """GPUs of the whole job. TRES first (exact, but only where the site tracks gres/gpu),
     then the request; 0 when TRES is known and shows none, None when nothing is known."""
@@ -277,7 +271,6 @@ def _compose_job_id(v: Mapping[str, str]) -> str:
     return v.get("job", "")
 
 
-@functools.lru_cache(maxsize=1024)
 def _user(text: str) -> str:
     """``alice(1000)`` (scontrol's form) -> ``alice``."""
     if text.endswith(")") and "(" in text:
@@ -393,33 +386,8 @@ def _shape(
         "" if qos in no else qos,
         "" if account in no else account,
         count,
-        _gpus_of(tres, tres_per_job, tres_per_node, count),
+        _gpus(_tres(tres), tres_per_job, tres_per_node, count),
         _seconds(time_limit),
-    )
-
-
-def _accounting(row: Mapping[str, str], steps: Sequence[Mapping[str, str]], into: type[A]) -> A:
-    """One AccountingEntry from the allocation's row and its steps' rows."""
-    v = defaultdict(str, row)
-    code, signal = parse_exit_code(v["exit_code"])
-    tres = _tres(v["tres"])
-    job_cpu = parse_duration(v["cpu_time"])
-    step_cpu = [c for s in steps if (c := parse_duration(s.get("cpu_time", ""))) is not None]
-    rss = [r for s in (row, *steps) if (r := parse_mem(s.get("max_rss", ""))) is not None]
-    return into.from_values(
-        {
-            **_queue_fields(row),
-            "exit_code": code,
-            "signal": signal,
-            "end_time": parse_timestamp(v["end_time"]),
-            "cpus": _leading_int(tres.get("cpu", "")),
-            "mem_bytes": parse_mem(tres.get("mem", "")),
-            # The allocation line may or may not already hold its steps' sum: the larger.
-            "cpu_time_s": None
-            if job_cpu is None and not step_cpu
-            else max(job_cpu or 0, sum(step_cpu)),
-            "max_rss_bytes": max(rss, default=None),
-        }
     )
 
 
@@ -617,30 +585,41 @@ def parse_sacct(
     field order and is the reference both are tested against."""
     if tuple(fields) != SACCT_FIELDS:
         return parse_sacct_general(text, fields, into=into)
-    jobs: dict[str, dict[str, Any]] = {}  # base id -> the allocation's typed values
-    step_cpu: dict[str, float] = {}  # base id -> its steps' TotalCPU, summed
-    step_rss: dict[str, int] = {}  # base id -> its steps' largest MaxRSS
-    with _young_collection_once():
+
+    def lines() -> Iterator[tuple[str, bool, list[str]]]:
         for parts in _split(text, len(fields), suffixed=False):
             base, dot, step = parts[0].partition(".")
             if not (base.isdigit() or _array_element(base)) or (dot and not step.isalnum()):
                 jid = parse_job_id(parts[0])  # other shapes, and refuses what is no id
                 base, dot = jid.base, "." if jid.step is not None else ""
-            if not dot:
-                jobs[base] = _allocation_values(parts)
-                continue
-            # a step: only its usage counts, and its fields are let go at once
-            if (cpu := parse_duration(parts[_CPU_TIME])) is not None:
-                step_cpu[base] = step_cpu.get(base, 0) + cpu
-            if (rss := _mem(parts[_MAX_RSS])) is not None and rss > step_rss.get(base, -1):
-                step_rss[base] = rss
-        make = into.from_values
-        for base, values in jobs.items():
-            if base in step_cpu:  # the allocation line may or may not hold its steps' sum
-                values["cpu_time_s"] = max(values["cpu_time_s"] or 0, step_cpu[base])
-            if base in step_rss and step_rss[base] > (values["max_rss_bytes"] or -1):
-                values["max_rss_bytes"] = step_rss[base]
-        return [make(values) for values in jobs.values()]
+            yield base, bool(dot), parts
+
+    with _young_collection_once():
+        return _fold(lines(), into)
+
+
+def _fold(lines: Iterable[tuple[str, bool, list[str]]], into: type[A]) -> list[A]:
+    """One entry per allocation from (base id, is a step, fields in SACCT_FIELDS' order):
+    a step's TotalCPU is summed and its MaxRSS kept if the largest, and its fields are let
+    go at once; the allocation line may or may not hold its steps' sum: the larger wins."""
+    jobs: dict[str, dict[str, Any]] = {}  # base id -> the allocation's typed values
+    step_cpu: dict[str, float] = {}  # base id -> its steps' TotalCPU, summed
+    step_rss: dict[str, int] = {}  # base id -> its steps' largest MaxRSS
+    for base, is_step, parts in lines:
+        if not is_step:
+            jobs[base] = _allocation_values(parts)
+            continue
+        if (cpu := parse_duration(parts[_CPU_TIME])) is not None:
+            step_cpu[base] = step_cpu.get(base, 0) + cpu
+        if (rss := _mem(parts[_MAX_RSS])) is not None and rss > step_rss.get(base, -1):
+            step_rss[base] = rss
+    make = into.from_values
+    for base, values in jobs.items():
+        if base in step_cpu:
+            values["cpu_time_s"] = max(values["cpu_time_s"] or 0, step_cpu[base])
+        if base in step_rss and step_rss[base] > (values["max_rss_bytes"] or -1):
+            values["max_rss_bytes"] = step_rss[base]
+    return [make(values) for values in jobs.values()]
 
 
 _CPU_TIME, _MAX_RSS = (list(_SACCT.values()).index(key) for key in ("cpu_time", "max_rss"))
@@ -652,8 +631,8 @@ def _array_element(base: str) -> bool:
 
 
 def _allocation_values(parts: list[str]) -> dict[str, Any]:
-    """`_accounting`'s values for a standard allocation line (SACCT_FIELDS' order), before
-    its steps are folded in."""
+    """The typed values of an allocation line (SACCT_FIELDS' order), before its steps are
+    folded in (`_fold`)."""
     (
         job, name, user, account, partition, qos, state, exit_code, elapsed, time_limit,
         submit_time, start_time, end_time, nodes, nodelist, tres, cpu_time, max_rss, comment,
@@ -689,16 +668,16 @@ def parse_sacct_general(
     *,
     into: type[A] = AccountingEntry,  # type: ignore[assignment]
 ) -> list[A]:
-    """`parse_sacct` for any field order (fields it does not know are dropped)."""
-    jobs: dict[str, dict[str, str]] = {}
-    steps: dict[str, list[dict[str, str]]] = defaultdict(list)
-    for row in _rows(text, fields, _SACCT, suffixed=False):
-        jid = parse_job_id(row.get("job", ""))
-        if jid.step is None:
-            jobs[jid.base] = row
-        else:
-            steps[jid.base].append(row)
-    return [_accounting(row, steps[base], into) for base, row in jobs.items()]
+    """`parse_sacct` for any field order (fields it does not know are dropped): each line
+    put in the standard order, its id read by the id parser, then the same fold."""
+    keys = tuple(_SACCT.values())
+
+    def lines() -> Iterator[tuple[str, bool, list[str]]]:
+        for row in _rows(text, fields, _SACCT, suffixed=False):
+            jid = parse_job_id(row.get("job", ""))
+            yield jid.base, jid.step is not None, [row.get(key, "") for key in keys]
+
+    return _fold(lines(), into)
 
 
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][\w:/()-]*)=", re.MULTILINE)
