@@ -319,9 +319,9 @@ def propose(
                     )
         else:
             python_reason = "given"
-    from hpcui.profiles.loading import load_profile
+    from hpcui.profiles.loading import builtin_profiles, load_profile
 
-    chosen = load_profile(profile) if profile in _builtin_names() else None
+    chosen = load_profile(profile) if profile in builtin_profiles() else None
     defaults = dict(base.defaults)
     if chosen is not None and chosen.requires_account and not account and "account" not in defaults:
         account = ask_account(profile) if ask_account else None
@@ -348,12 +348,6 @@ def propose(
         python_reason=python_reason,
         facts=facts,
     )
-
-
-def _builtin_names() -> list[str]:
-    from hpcui.profiles.loading import builtin_profiles
-
-    return builtin_profiles()
 
 
 def add_cluster(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
-from hpcui.cli.common import interactive, terminal_prompt
+from hpcui.cli.common import host_key_decision, interactive, terminal_prompt
 
 
 def _ask(question: str, default: str | None = None) -> str | None:
@@ -54,14 +54,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         ssh_config=args.ssh_config or None,
     )
 
-    def on_unknown_host(host: str, key_type: str, fingerprint: str) -> bool:
-        print(f"{host} offers {key_type} key {fingerprint}")
-        if args.yes:
-            return True
-        if not interactive():
-            return False
-        answer = input("Is this the fingerprint your site publishes? [y/N] ").strip().lower()
-        return answer in ("y", "yes")
+    on_unknown_host = host_key_decision(args.yes)
 
     def ask_account(profile: str) -> str | None:
         if not interactive() or args.yes:

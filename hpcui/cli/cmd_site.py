@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
-from hpcui.cli.common import cluster_name, connect, interactive
+from hpcui.cli.common import cluster_name, connect, host_key_decision
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ClusterCheck
@@ -390,21 +390,8 @@ def cmd_trust(args: argparse.Namespace) -> int:
     """Accept a host key on purpose: the fingerprint is always shown, never added silently."""
     name = args.name or cluster_name(args)
     refused: list[str] = []
-
-    def ask(host: str, key_type: str, fingerprint: str) -> bool:
-        print(f"{host} offers {key_type} key {fingerprint}")
-        if args.yes:
-            return True
-        if not interactive():
-            refused.append(host)
-            return False
-        return input("Is this the fingerprint your site publishes? [y/N] ").strip().lower() in (
-            "y",
-            "yes",
-        )
-
     try:
-        cluster = connect(name, on_unknown_host=ask)
+        cluster = connect(name, on_unknown_host=host_key_decision(args.yes, refused))
         cluster.run("true").check("connection test")
     except Exception as exc:
         if refused:

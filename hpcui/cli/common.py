@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hpcui.cli.parser import RESOURCE_PREFIX
@@ -39,6 +40,26 @@ def ask_host_key(host: str, key_type: str, fingerprint: str) -> bool:
     print(f"{host} offers an unknown {key_type} host key {fingerprint}", file=sys.stderr)
     print("Compare it with the fingerprint your site publishes.", file=sys.stderr)
     return input("Trust it and add it to known_hosts? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def host_key_decision(
+    yes: bool, refused: list[str] | None = None
+) -> Callable[[str, str, str], bool]:
+    """`trust` and `add`: the fingerprint is always printed; `--yes` accepts it, a person
+    at a terminal is asked, anything else refuses (the host noted in `refused`)."""
+
+    def decide(host: str, key_type: str, fingerprint: str) -> bool:
+        print(f"{host} offers {key_type} key {fingerprint}")
+        if yes:
+            return True
+        if not interactive():
+            if refused is not None:
+                refused.append(host)
+            return False
+        answer = input("Is this the fingerprint your site publishes? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return decide
 
 
 def connect(name: str | None, **kwargs: Any) -> Cluster:

@@ -536,20 +536,14 @@ def test_the_status_line_stays_after_a_filter(box, leave):
         assert "filter 'abc' · 0/12 shown" in text
 
 
-def test_the_cluster_screen_never_shows_one_clusters_data_under_another(tmp_path, monkeypatch):
+def test_the_cluster_screen_never_shows_one_clusters_data_under_another(box):
     """Issue 23, defect 4: local's quota, partitions and modules on screen, then a cluster
     that cannot be reached is picked: its name with its error, and none of local's data."""
     from textual.widgets import DataTable, Select, Static
 
-    import hpcui.api
-
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        f'[clusters.local]\nscheduler = "local"\nremote_base = "{tmp_path}/base"\n\n'
-        '[clusters.gone]\nhost = "127.0.0.1"\nport = 1\nprofile = "generic"\n'
+    box.write_text(  # beside `local`: a cluster on a closed loopback port
+        box.read_text() + '\n[clusters.gone]\nhost = "127.0.0.1"\nport = 1\nprofile = "generic"\n'
     )
-    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
 
     async def go():
         app = HpcuiApp()
