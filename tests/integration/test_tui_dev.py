@@ -22,12 +22,19 @@ pytestmark = pytest.mark.devcluster
 SIZE = (160, 45)
 
 
-def chatty(n: int) -> int:
+def chatty(n: int, gate: str = "") -> int:
+    """Print n loss lines, then stay RUNNING until the test removes ~/`gate` (at most
+    120 s): the table is seen to show RUNNING however slow a busy CI makes squeue."""
+    import os
     import time as _t
 
     for i in range(n):
         print(f"step {i} loss {1 / (i + 1):.4f}", flush=True)
-        _t.sleep(0.8)  # RUNNING for ~12 s: the table sees it even when the suite is busy
+        _t.sleep(0.2)
+    held = os.path.expanduser(f"~/{gate}") if gate else ""
+    deadline = _t.monotonic() + 120
+    while held and os.path.exists(held) and _t.monotonic() < deadline:
+        _t.sleep(0.2)
     return 2 * n
 
 
@@ -65,8 +72,9 @@ def cell(table: JobTable, key: str, col: str) -> str | None:
 
 def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name, monkeypatch):
     # the shared dev cluster lists every job of the last 5 min (~1 s per squeue): the
-    # watcher's breathing room (10x the last call) would outlast the 12 s the job runs;
-    # here the table's following is under test, not that room (tests/unit/test_site_queue)
+    # watcher's breathing room (10x the last call) would make the test wait tens of seconds
+    # per state; here the table's following is under test, not that room
+    # (tests/unit/test_site_queue). The job stays RUNNING until the table has shown it.
     import hpcui.sitestate.watcher as watcher
 
     monkeypatch.setattr(watcher, "SLOW_FACTOR", 2.0)
@@ -77,10 +85,12 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
             await wait_for(
                 pilot, lambda: app.hub.conns[site_name].status == "connected", 60, site_name
             )
+            gate = f".tui-gate-{uuid.uuid4().hex[:8]}"
+            app.hub.conns[site_name].cluster.run(["touch", gate]).check()
             await pilot.press("3")
             form = app.screen
             form.query_one("#target").value = "tests.integration.test_tui_dev:chatty"
-            form.query_one("#args").value = "[15]"
+            form.query_one("#args").value = f'[15, "{gate}"]'
             form.query_one("#res-time").value = "5m"
             form.query_one("#res-extra").value = "--begin=now+4"  # PENDING (BeginTime) first
             await wait_for(
@@ -102,6 +112,10 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
                 state = cell(table, key, "state")
                 if state and (not seen or seen[-1] != state):
                     seen.append(state)
+                    if state == "RUNNING":  # seen: let the job finish
+                        await asyncio.to_thread(
+                            app.hub.conns[site_name].cluster.run, ["rm", "-f", gate]
+                        )
                 if state == "COMPLETED":
                     break
                 await pilot.pause(0.1)
@@ -128,7 +142,10 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
             await wait_for(pilot, lambda: app.current_mode == "submit", 30, "the form")
             again = app.screen
             await wait_for(
-                pilot, lambda: again.query_one("#args").value == "[15]", 10, "refilled args"
+                pilot,
+                lambda: again.query_one("#args").value == f'[15, "{gate}"]',
+                10,
+                "refilled args",
             )
             refilled = (again.query_one("#target").value, again.query_one("#res-time").value)
             return preview, seen, metric, str(result.render()), script, spooled, refilled
