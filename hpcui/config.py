@@ -79,6 +79,29 @@ class ClusterConfig(Model):
         return self._user_profiles
 
 
+class AgentConfig(Model):
+    """`[agent]`: how long the per-user agent keeps connections after the last call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: "10m", "90s", seconds; 0: no agent (every call connects by itself)
+    persist: str | int | float = "10m"
+
+    @field_validator("persist")
+    @classmethod
+    def _persist_is_a_duration(cls, value: str | int | float) -> str | int | float:
+        from hpcui.agent.paths import persist_seconds
+
+        persist_seconds(value)  # ValueError with the accepted forms
+        return value
+
+    @property
+    def persist_s(self) -> float:
+        from hpcui.agent.paths import persist_seconds
+
+        return persist_seconds(self.persist)
+
+
 class Config(Model):
     model_config = ConfigDict(extra="forbid")
 
@@ -89,6 +112,7 @@ class Config(Model):
     #: the app's key bindings by binding id, `[keys]` table: `jobs.cancel = "x"` (TOML reads
     #: the dotted id as a nested table; `load_config` flattens it back to "jobs.cancel")
     keys: dict[str, str] = Field(default_factory=dict)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -148,11 +172,11 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{p} is not valid TOML: {exc}. Fix the file.") from exc
     elif path or os.environ.get("HPCUI_CONFIG"):
         raise ConfigError(f"Config file {p} does not exist: check HPCUI_CONFIG or the path given.")
-    unknown = sorted(set(data) - {"default", "clusters", "profiles", "keys"})
+    unknown = sorted(set(data) - {"default", "clusters", "profiles", "keys", "agent"})
     if unknown:
         raise ConfigError(
             f"{p}: unknown top-level key(s) {', '.join(unknown)}; expected default, "
-            "[clusters.NAME], [profiles.NAME] and [keys]. Check the spelling."
+            "[clusters.NAME], [profiles.NAME], [keys] and [agent]. Check the spelling."
         )
     clusters = data.get("clusters", {})
     if not isinstance(clusters, dict):
@@ -173,6 +197,7 @@ def load_config(path: str | Path | None = None) -> Config:
             clusters=clusters,
             profiles=data.get("profiles", {}),
             keys=_flat_keys(data.get("keys", {}), p),
+            agent=data.get("agent", {}),
             path=str(p),
         )
     except ValidationError as exc:

@@ -42,6 +42,7 @@ _COMMANDS = {
     "clean": "hpcui.cli.cmd_site",
     "exec": "hpcui.cli.cmd_site",
     "serve": "hpcui.cli.cmd_serve",
+    "agent": "hpcui.cli.cmd_agent",
     "init": "hpcui.cli.cmd_add",
     "add": "hpcui.cli.cmd_add",
 }
@@ -60,9 +61,9 @@ def exit_code_for(exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hpcui` script; returns the exit code."""
-    from hpcui.cli.parser import build_parser
+    from hpcui.cli.parser import shared_parser
 
-    args = build_parser().parse_args(argv)  # usage errors: message + exit 2 (argparse)
+    args = shared_parser().parse_args(argv)  # usage errors: message + exit 2 (argparse)
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -100,8 +101,8 @@ def _logging(debug: bool) -> None:
     if debug:
         logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
         logging.getLogger("hpcui").setLevel(logging.DEBUG)
-    else:
-        logging.getLogger().addHandler(logging.NullHandler())
+    elif not any(isinstance(h, logging.NullHandler) for h in logging.getLogger().handlers):
+        logging.getLogger().addHandler(logging.NullHandler())  # once (the agent calls often)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

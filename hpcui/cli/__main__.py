@@ -1,7 +1,7 @@
-"""`python -m hpcui.cli`: the same as the `hpcui` script."""
+"""`python -m hpcui.cli`: the same as the `hpcui` script (agent first, see hpcui.agent)."""
 
 import sys
 
-from hpcui.cli import main
+from hpcui.agent.client import main
 
 sys.exit(main())

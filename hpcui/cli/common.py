@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from hpcui.job import Job
 
 _open: list[Cluster] = []
+#: True in the agent (hpcui.agent.server): clusters are shared by every request and stay
+#: open after it; questions go to the terminal of the client being served
+SHARED_BY_AGENT = False
 
 
 def interactive() -> bool:
@@ -26,13 +29,21 @@ def interactive() -> bool:
 
 def terminal_prompt(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
     """Keyboard-interactive (2FA) answers from the terminal; nothing is echoed or kept."""
-    import getpass
-
     if title.strip():
         print(title.strip(), file=sys.stderr)
     if instructions.strip():
         print(instructions.strip(), file=sys.stderr)
-    return [input(q) if echo else getpass.getpass(q) for q, echo in prompts]
+    return [input(q) if echo else read_secret(q) for q, echo in prompts]
+
+
+def read_secret(question: str) -> str:
+    """getpass, or in the agent the client's terminal (with echo off there)."""
+    routed = getattr(sys.stdin, "read_secret", None)
+    if routed is not None:
+        return str(routed(question))
+    import getpass
+
+    return getpass.getpass(question)
 
 
 def ask_host_key(host: str, key_type: str, fingerprint: str) -> bool:
@@ -70,6 +81,12 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
     """
     from hpcui.api import connect as core_connect
 
+    if SHARED_BY_AGENT:  # one Cluster per name for every client; each asks its own terminal
+        from hpcui.agent.routing import RoutedHostKey, RoutedPrompt
+
+        kwargs.setdefault("prompt", RoutedPrompt(terminal_prompt))
+        kwargs.setdefault("on_unknown_host", RoutedHostKey(ask_host_key))
+        return core_connect(name, **kwargs)
     if interactive():
         kwargs.setdefault("prompt", terminal_prompt)
         kwargs.setdefault("on_unknown_host", ask_host_key)

@@ -160,6 +160,30 @@ class ClusterHistoryJob(HistoryJob):
     cluster: str
 
 
+class AgentCluster(Model):
+    name: str
+    transport: str = Field(description="how it is reached, e.g. ssh hpcuser@host:22")
+    connected: bool
+    connects: int = Field(description="logins so far (1 = the first one only)")
+
+
+class AgentStatus(Model):
+    """`hpcui agent status` (running: false and nothing else when none serves this config)."""
+
+    running: bool
+    socket: str
+    pid: int | None = None
+    version: str | None = None
+    persist_s: float | None = None
+    idle_s: float | None = None
+    expires_in_s: float | None = Field(None, description="None: a request is in flight")
+    active: int | None = None
+    served: int | None = None
+    refused: int | None = Field(None, description="connections of other users turned away")
+    config: str | None = None
+    clusters: list[AgentCluster] = Field(default_factory=list)
+
+
 def cluster_row_type(args: argparse.Namespace) -> type[ClusterQueueJob | ClusterHistoryJob]:
     """One row of `hpcui jobs --json` over several clusters."""
     return ClusterHistoryJob if getattr(args, "history", None) else ClusterQueueJob
@@ -200,6 +224,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "partitions": list[PartitionInfo],
         "clusters": list[ClusterRow],
         "script": ScriptOutput,
+        "agent": AgentStatus,
     }[cmd]
 
 

@@ -44,7 +44,7 @@ STATE_COLOURS = {
 def colour_enabled(stream: TextIO | None = None) -> bool:
     """Colour only for a terminal, and never with NO_COLOR set (https://no-color.org)."""
     stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR"):
+    if os.environ.get("NO_COLOR") or getattr(stream, "no_color", False):  # agent: the client's
         return False
     try:
         return stream.isatty()

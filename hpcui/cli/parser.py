@@ -7,8 +7,10 @@ is completed in bash, zsh and fish without further work.
 from __future__ import annotations
 
 import argparse
+import functools
 
 from hpcui.request_fields import REQUEST_FIELDS
+from hpcui.version import __version__
 
 RESOURCE_PREFIX = "res_"
 JSON_COMMANDS = (
@@ -149,6 +151,13 @@ def _new_cluster(p: argparse.ArgumentParser, *, named: bool) -> None:
     _json(p)
 
 
+@functools.cache
+def shared_parser() -> argparse.ArgumentParser:
+    """Built once per process: the agent parses every request with it (parsing does not
+    change a parser)."""
+    return build_parser()
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     p = argparse.ArgumentParser(
@@ -161,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster", "-c", metavar="NAME", help="cluster from the config (default: the default)"
     )
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    p.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, help_: str, **kw: object) -> argparse.ArgumentParser:
@@ -303,6 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("exec", "run a shell command on the login node (formerly `hpcui run`)")
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
+
+    s = add("agent", "the per-user agent that keeps one connection per cluster (docs/cli.md)")
+    s.add_argument("action", choices=("status", "stop"), help="show it, or stop it now")
+    s.add_argument(
+        "--all", action="store_true", help="stop: every agent of yours (any config or version)"
+    )
+    _json(s)
 
     s = add("serve", "serve the app to a web browser on localhost (textual-serve)")
     s.add_argument(

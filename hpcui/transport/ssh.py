@@ -437,7 +437,9 @@ class SshTransport(Transport):
                 fingerprint=fp,
                 key_type=ktype,
             )
-        if self.on_unknown_host is not None and self.on_unknown_host(name, ktype, fp):
+        ask = self.on_unknown_host
+        ask = ask.for_caller() if hasattr(ask, "for_caller") else ask  # type: ignore[union-attr]
+        if ask is not None and ask(name, ktype, fp):
             add_known_host(self.target.known_hosts[0], name, key)
             return
         ca = (
@@ -483,11 +485,12 @@ class SshTransport(Transport):
                     wanted_pub.add(pub)
                 if pub is not None and pub in in_agent:
                     continue  # ssh-agent holds it unlocked: no passphrase to ask
-                if self.prompt is None:
+                prompt = self._prompt_now()
+                if prompt is None:
                     log.info("skipping passphrase-protected key %s (no prompt available)", path)
                     self._locked_keys.append(path)
                     continue
-                key = self._unlock(path)
+                key = self._unlock(path, prompt)
             except (KeyUnreadable, OSError) as exc:
                 log.info("cannot load key %s: %s", path, exc)
                 continue
@@ -498,10 +501,15 @@ class SshTransport(Transport):
                 out.append(("agent", key))
         return out
 
-    def _unlock(self, path: str) -> paramiko.PKey:
+    def _prompt_now(self) -> PromptCallback | None:
+        """Who can answer a question now. A callback with `for_caller()` (the agent's)
+        answers for the thread that is connecting: paramiko asks from its own thread."""
+        bind = getattr(self.prompt, "for_caller", None)
+        return bind() if bind is not None else self.prompt
+
+    def _unlock(self, path: str, prompt: PromptCallback) -> paramiko.PKey:
         """Ask for the key's passphrase (terminal or app dialog); it is never kept."""
-        assert self.prompt is not None
-        answer = self.prompt("Key passphrase", "", [(f"Passphrase for {path}: ", False)])
+        answer = prompt("Key passphrase", "", [(f"Passphrase for {path}: ", False)])
         try:
             return load_private_key(path, (answer[0] if answer else "").encode())
         except (KeyLocked, KeyUnreadable) as exc:
@@ -541,14 +549,15 @@ class SshTransport(Transport):
                 allowed = list(remaining)  # partial success: the server wants a second factor
                 break
         if "keyboard-interactive" in allowed:
-            if self.prompt is None:
+            prompt = self._prompt_now()
+            if prompt is None:
                 raise AuthenticationError(
                     f"{self.target.label} asks for keyboard-interactive login (a password or 2FA "
                     "code) and this session cannot prompt. Run interactively (the app or a terminal) "
                     "to answer it."
                 )
             try:
-                conn.auth_interactive(user, self.prompt)
+                conn.auth_interactive(user, prompt)
             except (paramiko.SSHException, EOFError, OSError) as exc:
                 if not conn.is_active():  # the link died while we answered: not a refusal
                     raise ConnectionLost(

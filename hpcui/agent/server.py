@@ -1,0 +1,262 @@
+"""The agent process: `python -m hpcui.agent.server SOCKET PERSIST_S`.
+
+Started detached by the first `hpcui` call that needs it (hpcui.agent.client). It binds
+its socket first (so the client can connect at once), then serves each connection in a
+thread: a CLI command run in-process on the agent's shared Cluster objects (one SSH
+connection per cluster, 2FA answered once), `status` or `stop`. It exits `persist`
+seconds after the last request ended, when its config file changes, or on `stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import Any
+
+from hpcui.agent import paths, wire
+from hpcui.agent.routing import Client, ClientGone, serving
+
+log = logging.getLogger("hpcui.agent")
+
+#: a first frame must arrive this fast: a silent or garbage-sending peer holds no thread
+FIRST_FRAME_TIMEOUT_S = 10.0
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The connecting process's uid from the kernel (SO_PEERCRED), None where unknown."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:  # pragma: no cover - not Linux: the 0700 directory is the guard
+        return None
+    raw = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return uid
+
+
+def config_stamp() -> tuple[str, float | None]:
+    from hpcui.config import config_path
+
+    p = config_path()
+    try:
+        return str(p), p.stat().st_mtime
+    except OSError:
+        return str(p), None
+
+
+class Agent:
+    def __init__(self, path: str, persist_s: float) -> None:
+        self.path = path
+        self.persist_s = persist_s
+        self.started = time.time()
+        self.last_used = time.monotonic()
+        self.active = 0
+        self.served = 0
+        self.refused = 0
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self._listener: socket.socket | None = None
+        self._inode: int | None = None
+        self._stamp: tuple[str, float | None] | None = None
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def bind(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is born 0600: no window where others may connect
+        try:
+            sock.bind(self.path)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        sock.listen(64)
+        sock.settimeout(0.5)
+        self._listener = sock
+        self._inode = os.stat(self.path).st_ino
+
+    def prepare(self) -> None:
+        """What every request needs, loaded once: the CLI, routed stdio, shared clusters."""
+        from hpcui.agent import routing
+        from hpcui.cli import common
+
+        os.environ.pop("NO_COLOR", None)  # each client says its own
+        routing.install()
+        common.SHARED_BY_AGENT = True
+        self._stamp = config_stamp()
+
+    def serve(self) -> None:
+        assert self._listener is not None
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                with self._lock:
+                    idle = self.active == 0 and time.monotonic() - self.last_used >= self.persist_s
+                if idle:
+                    log.info("idle for %.0f s: exiting", self.persist_s)
+                    break
+                continue
+            except OSError:
+                break
+            with self._lock:
+                self.active += 1
+            threading.Thread(target=self._serve_one, args=(conn,), daemon=True).start()
+        self.shutdown()
+
+    def withdraw(self) -> None:
+        """Stop taking requests: the socket path goes (a new agent may bind it at once)."""
+        self.stopping.set()
+        try:
+            if self._inode is not None and os.stat(self.path).st_ino == self._inode:
+                os.unlink(self.path)
+        except OSError:
+            pass
+        self._inode = None
+
+    def shutdown(self) -> None:
+        self.withdraw()
+        if self._listener is not None:
+            self._listener.close()
+        deadline = time.monotonic() + 30  # requests in flight may finish, boundedly
+        while self.active and time.monotonic() < deadline:
+            time.sleep(0.05)
+        from hpcui import api
+
+        for cluster in list(api._clusters.values()):
+            try:
+                cluster.close()
+            except Exception:  # closing is best effort; the process is ending
+                pass
+
+    # -- one connection ---------------------------------------------------------------------
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
+            uid = peer_uid(conn)
+            if uid is not None and uid != os.getuid():
+                with self._lock:
+                    self.refused += 1
+                log.warning(
+                    "refused a client of uid %d (this agent serves uid %d)", uid, os.getuid()
+                )
+                try:
+                    wire.send(conn, {"error": "refused: this agent serves another user"})
+                except OSError:
+                    pass
+                return
+            conn.settimeout(FIRST_FRAME_TIMEOUT_S)
+            req = wire.recv(conn)
+            conn.settimeout(None)
+            self._dispatch(conn, req)
+        except (wire.WireError, OSError, ClientGone) as exc:
+            log.info("dropped a client: %s", exc)
+        except Exception:  # one request's bug never takes the agent down
+            log.exception("request failed")
+        finally:
+            conn.close()
+            with self._lock:
+                self.active -= 1
+                self.served += 1
+                self.last_used = time.monotonic()
+
+    def _dispatch(self, conn: socket.socket, req: dict[str, Any]) -> None:
+        op = req.get("op")
+        if req.get("v") != paths.version() or self._stale_config():
+            self.withdraw()  # the client starts the agent its version and config need
+            wire.send(conn, {"retry": "agent replaced"})
+            return
+        if op == "status":
+            wire.send(conn, self.status())
+        elif op == "stop":
+            self.withdraw()
+            wire.send(conn, {"ok": True, "pid": os.getpid()})
+        elif op == "cli":
+            self._cli(conn, req)
+        else:
+            wire.send(conn, {"error": f"unknown request {op!r}"})
+
+    def _stale_config(self) -> bool:
+        return self._stamp is not None and config_stamp() != self._stamp
+
+    def _cli(self, conn: socket.socket, req: dict[str, Any]) -> None:
+        argv = req.get("argv")
+        tty, env = req.get("tty"), req.get("env")
+        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+            wire.send(conn, {"error": "argv must be a list of strings"})
+            return
+        client = Client(
+            conn, tty if isinstance(tty, dict) else {}, env if isinstance(env, dict) else {}
+        )
+        client.send({"ack": True})
+        from hpcui.cli import main
+
+        with serving(client):
+            try:
+                code: Any = main(argv)
+            except SystemExit as exc:  # argparse: usage error (2) or --help (0)
+                code = exc.code
+            if not isinstance(code, int):
+                if code is not None:
+                    client.write("err", f"{code}\n")
+                code = 1 if code is not None else 0
+            client.flush()
+        client.send({"exit": code})
+
+    def status(self) -> dict[str, Any]:
+        from hpcui import api
+
+        clusters = []
+        for name, cluster in sorted(api._clusters.items()):
+            t = cluster._transport
+            conn = getattr(t, "_conn", None)
+            clusters.append(
+                {
+                    "name": name,
+                    "transport": getattr(t, "description", "not opened"),
+                    "connected": bool(conn is not None and conn.is_active()),
+                    "connects": getattr(t, "connects", 0),
+                }
+            )
+        with self._lock:
+            others = self.active - 1  # not counting the status request itself
+            idle = 0.0 if others else time.monotonic() - self.last_used
+            return {
+                "pid": os.getpid(),
+                "version": paths.version(),
+                "socket": self.path,
+                "started": self.started,
+                "persist_s": self.persist_s,
+                "idle_s": round(idle, 3),
+                "expires_in_s": None if others else round(max(0.0, self.persist_s - idle), 3),
+                "active": others,
+                "served": self.served,
+                "refused": self.refused,
+                "config": self._stamp[0] if self._stamp else None,
+                "clusters": clusters,
+            }
+
+
+def main(argv: list[str]) -> int:
+    path, persist_s = argv[0], float(argv[1])
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s"
+    )
+    logging.getLogger("paramiko").setLevel(logging.WARNING)
+    agent = Agent(path, persist_s)
+    try:
+        agent.bind()
+    except OSError as exc:  # another agent won the race for this path: it serves
+        log.info("not starting: %s", exc)
+        return 0
+    log.info("agent %d listening on %s (persist %.0f s)", os.getpid(), path, persist_s)
+    agent.prepare()
+    agent.serve()
+    log.info("agent %d exits", os.getpid())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,318 @@
+"""The per-user agent against the dev cluster: one login per cluster for every `hpcui`
+call (2FA answered once), other users refused, a killed agent replaced, 20 clients at
+once, expiry after `persist`, and `persist = 0` as before the agent.
+
+Every test has its own XDG_RUNTIME_DIR (so its own agent) and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DEVCLUSTER, ROOT
+
+pytestmark = pytest.mark.devcluster
+
+
+@pytest.fixture
+def agent_env(devcluster: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """An environment whose agent is this test's own; `persist` set per test."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "XDG_RUNTIME_DIR": str(run),
+        "HPCUI_CONFIG": str(tmp_path / "hpcui.toml"),
+        "HPCUI_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+        "NO_COLOR": "1",
+    }
+    base = (DEVCLUSTER / "hpcui.toml").read_text()
+
+    def configure(persist: str | int) -> dict[str, str]:
+        value = json.dumps(persist)
+        (tmp_path / "hpcui.toml").write_text(f"{base}\n[agent]\npersist = {value}\n")
+        return env
+
+    yield configure
+    subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", "agent", "stop", "--all"],
+        env=env, capture_output=True, timeout=60,
+    )  # fmt: skip
+
+
+def hpcui(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    res = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", *args],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert "Traceback" not in res.stderr, res.stderr
+    return res
+
+
+def status(env: dict[str, str]) -> dict:
+    res = hpcui(env, "agent", "status", "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def logins(env: dict[str, str], cluster: str) -> int:
+    rows = {c["name"]: c for c in status(env)["clusters"]}
+    return rows[cluster]["connects"] if cluster in rows else 0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    return state != "Z"
+
+
+def test_calls_share_one_login_and_status_says_so(agent_env):
+    env = agent_env("5m")
+    assert status(env)["running"] is False
+    first = hpcui(env, "exec", "--", "sh", "-c", "echo $$")
+    second = hpcui(env, "exec", "--", "sh", "-c", "echo $$; echo err >&2; exit 7")
+    assert first.returncode == 0 and first.stdout.strip().isdigit(), first.stderr
+    assert second.returncode == 7 and second.stderr.strip() == "err"  # code and streams kept
+    jobs = hpcui(env, "jobs", "--json")
+    assert jobs.returncode == 0 and isinstance(json.loads(jobs.stdout), list)
+    st = status(env)
+    assert st["running"] and st["served"] >= 3 and st["persist_s"] == 300
+    assert logins(env, "dev") == 1  # three commands, one SSH login
+    sock = Path(st["socket"])
+    assert sock.parent == Path(env["XDG_RUNTIME_DIR"]) / "hpcui"
+    assert (sock.stat().st_mode & 0o777) == 0o600 and (sock.parent.stat().st_mode & 0o777) == 0o700
+    usage = hpcui(env, "exec")  # a usage error comes back as from a direct call
+    assert usage.returncode == 2 and "hpcui exec" in usage.stderr
+
+
+def test_two_calls_on_the_2fa_cluster_answer_one_totp_prompt(agent_env):
+    """On a pseudo-terminal (a person): the first call asks the TOTP code, the second
+    reuses the agent's authenticated connection and asks nothing."""
+    from tests.support.pty_session import run_on_pty
+
+    env = agent_env("5m")
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+    argv = [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "exec", "whoami"]
+    prompts = 0
+
+    def answer(seen: bytes) -> bytes | None:
+        nonlocal prompts
+        if not seen.rstrip().endswith(b":") or seen.count(b":") <= prompts:
+            return None
+        prompts += 1
+        code = subprocess.run(
+            ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        return code.encode()
+
+    code, text = run_on_pty(argv, env, answer, timeout=60)
+    assert code == 0 and prompts == 1, text
+    assert text.rstrip().endswith("hpcuser")
+    code, text = run_on_pty(argv, env, answer, timeout=60)
+    assert code == 0, text
+    assert prompts == 1, f"asked again: {text}"
+    assert text.strip() == "hpcuser"
+    assert logins(env, "dev-2fa") == 1
+    # without a terminal the agent's connection serves too: no prompt needed any more
+    piped = hpcui(env, "-c", "dev-2fa", "exec", "whoami")
+    assert piped.returncode == 0 and piped.stdout.strip() == "hpcuser", piped.stderr
+
+
+def test_no_terminal_and_no_login_yet_is_a_clear_error(agent_env):
+    """The agent asks only a client that has a terminal; without one the call fails at
+    once with the direct path's message (exit 3), and the agent stays up."""
+    env = agent_env("5m")
+    res = hpcui(env, "-c", "dev-2fa", "quota", timeout=60)
+    assert res.returncode == 3 and "cannot prompt" in res.stderr, res.stderr
+    assert status(env)["running"]
+
+
+RAW_CLIENT = """
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as exc:
+    print("CONNECT", type(exc).__name__); sys.exit(0)
+body = json.dumps({"v": "0.1.0", "op": "cli", "argv": ["exec", "id"], "tty": {}}).encode()
+try:
+    s.sendall(struct.pack(">I", len(body)) + body)
+    n = struct.unpack(">I", s.recv(4))[0]
+    print("REPLY", s.recv(n).decode())
+except OSError as exc:
+    print("REPLY-ERROR", type(exc).__name__)
+"""
+
+
+def as_nobody(sock: str) -> str:
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-I", "-c", RAW_CLIENT, sock],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def test_a_client_of_another_uid_is_refused(agent_env, tmp_path):
+    env = agent_env("5m")
+    assert hpcui(env, "exec", "true").returncode == 0
+    sock = status(env)["socket"]
+    # the 0700 directory keeps another user out before the agent is even asked
+    assert as_nobody(sock) == "CONNECT PermissionError"
+    # reachable by mistake (a hard link to the socket in an open folder, mode opened):
+    # the agent itself refuses, by the kernel's word on the peer's uid (SO_PEERCRED)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hpcui-open-") as open_dir:
+        os.chmod(open_dir, 0o755)
+        exposed = os.path.join(open_dir, "agent.sock")
+        os.link(sock, exposed)
+        os.chmod(exposed, 0o777)
+        try:
+            said = as_nobody(exposed)
+        finally:
+            os.chmod(sock, 0o600)
+    assert said.startswith("REPLY") and "refused" in said, said
+    st = status(env)
+    assert st["refused"] == 1 and st["running"]
+    # and a directory others may enter is not used: this call connects by itself
+    (tmp_path / "run" / "hpcui").chmod(0o755)
+    try:
+        res = hpcui(env, "exec", "true")
+    finally:
+        (tmp_path / "run" / "hpcui").chmod(0o700)
+    assert res.returncode == 0 and "not using the agent" in res.stderr and "chmod 700" in res.stderr
+
+
+def test_garbage_on_the_socket_does_not_crash_the_agent(agent_env):
+    import socket
+    import struct
+
+    env = agent_env("5m")
+    assert hpcui(env, "exec", "true").returncode == 0
+    st = status(env)
+    for payload in (
+        b"\x00\x00\x00\x05hello",  # not JSON
+        struct.pack(">I", 2**31) + b"x",  # a frame over the limit
+        b"\x00\x00\x00\x02[]",  # JSON, not an object
+        b'\x00\x00\x00\x0f{"op": "what"}x',  # unknown request
+        b"\x00\x00",  # half a header, then gone
+    ):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(st["socket"])
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        try:
+            s.recv(1024)  # an answer, or the agent hangs up
+        except ConnectionResetError:
+            pass
+        s.close()
+    after = status(env)
+    assert after["pid"] == st["pid"]
+    assert hpcui(env, "exec", "true").returncode == 0 and logins(env, "dev") == 1
+
+
+def test_agent_killed_next_call_works(agent_env):
+    env = agent_env("5m")
+    assert hpcui(env, "exec", "true").returncode == 0
+    st = status(env)
+    os.kill(st["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while alive(st["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert Path(st["socket"]).exists()  # a stale socket: the next call cleans it
+    res = hpcui(env, "jobs", "--json")
+    assert res.returncode == 0, res.stderr
+    new = status(env)
+    assert new["pid"] != st["pid"] and logins(env, "dev") == 1
+
+
+def test_agent_killed_mid_command_says_so_and_never_repeats_it(agent_env, tmp_path):
+    """`exec` changes things: when the agent dies while it runs, the client says the
+    outcome is unknown (exit 3) instead of running it a second time."""
+    env = agent_env("5m")
+    assert hpcui(env, "exec", "true").returncode == 0
+    st = status(env)
+    marker = f"agent-kill-{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcui.cli", "exec", "--", "sh", "-c",
+         f"echo x >> /tmp/{marker}; sleep 4"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    time.sleep(2)
+    os.kill(st["pid"], signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, (out, err)
+    assert "went away" in err and "unknown" in err
+    time.sleep(3)  # the remote command's own 4 s are over
+    res = hpcui(env, "exec", "--", "sh", "-c", f"cat /tmp/{marker}; rm -f /tmp/{marker}")
+    assert res.returncode == 0 and res.stdout.splitlines() == ["x"], res  # ran once
+
+
+def test_twenty_concurrent_clients_one_agent_one_login(agent_env):
+    env = agent_env("5m")
+
+    def call(i: int) -> subprocess.CompletedProcess:
+        return hpcui(env, "exec", "--", "echo", f"client-{i}", timeout=120)
+
+    with ThreadPoolExecutor(max_workers=20) as pool:  # all 20 race to start the agent too
+        results = list(pool.map(call, range(20)))
+    for i, res in enumerate(results):
+        assert res.returncode == 0 and res.stdout.strip() == f"client-{i}", res
+    st = status(env)
+    assert st["served"] >= 20 and logins(env, "dev") == 1
+    agents = list((Path(env["XDG_RUNTIME_DIR"]) / "hpcui").glob("agent-*.sock"))
+    assert len(agents) == 1
+
+
+def test_agent_exits_persist_after_the_last_call(agent_env):
+    env = agent_env("3s")
+    assert hpcui(env, "exec", "true").returncode == 0
+    st = status(env)
+    assert st["persist_s"] == 3
+    time.sleep(1.5)
+    assert hpcui(env, "exec", "true").returncode == 0  # a use restarts the count
+    used = time.monotonic()
+    deadline = used + 20
+    while alive(st["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gone_after = time.monotonic() - used
+    assert not alive(st["pid"]) and 3 <= gone_after < 10, gone_after
+    assert not Path(st["socket"]).exists()
+    assert status(env)["running"] is False
+
+
+def test_config_change_replaces_the_agent(agent_env):
+    env = agent_env("5m")
+    assert hpcui(env, "exec", "true").returncode == 0
+    old = status(env)["pid"]
+    time.sleep(0.01)
+    agent_env("4m")  # the config file is written again
+    assert hpcui(env, "exec", "true").returncode == 0
+    new = status(env)
+    assert new["pid"] != old and new["persist_s"] == 240
+
+
+def test_persist_zero_means_no_agent(agent_env):
+    env = agent_env(0)
+    res = hpcui(env, "exec", "whoami")
+    assert res.returncode == 0 and res.stdout.strip() == "hpcuser"
+    assert status(env)["running"] is False
+    assert not list(Path(env["XDG_RUNTIME_DIR"]).rglob("*.sock"))
+    off = {**agent_env("5m"), "HPCUI_AGENT": "off"}  # per call, for scripts
+    assert hpcui(off, "exec", "true").returncode == 0
+    assert status(env)["running"] is False

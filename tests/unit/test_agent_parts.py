@@ -1,0 +1,145 @@
+"""The agent's pieces that need no cluster: which calls go to it, `persist`, the private
+directory, frames, and the `[agent]` table of the config."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import pytest
+
+from hpcui.agent import client, paths, wire
+from hpcui.config import load_config
+from hpcui.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["jobs", "--json"], "jobs"),
+        (["-c", "dev", "quota"], "quota"),
+        (["--cluster=dev", "exec", "true"], "exec"),
+        (["-cdev", "modules"], "modules"),
+        (["--debug", "jobs"], None),
+        ([], None),
+    ],
+)
+def test_command_of(argv, command):
+    assert client.command_of(argv) == command
+
+
+def test_which_calls_go_to_the_agent(monkeypatch):
+    monkeypatch.delenv("HPCUI_AGENT", raising=False)
+    assert client.wanted(["jobs", "--json"])
+    assert client.wanted(["-c", "dev", "exec", "--", "true"])
+    for argv in (
+        ["submit", "m:f"],  # your module is imported here, not in the agent
+        ["result", "12"],  # unpickled here
+        ["jobs", "--debug"],
+        ["jobs", "--help"],
+        ["jobs", "--json-schema"],
+        ["trust", "dev"],
+        [],  # the app
+    ):
+        assert not client.wanted(argv), argv
+    monkeypatch.setenv("HPCUI_AGENT", "off")
+    assert not client.wanted(["jobs"])
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (0, 0),
+        (90, 90),
+        (1.5, 1.5),
+        ("10m", 600),
+        ("90s", 90),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("45", 45),
+    ],
+)
+def test_persist_seconds(value, seconds):
+    assert paths.persist_seconds(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["ten minutes", "-1", -5, True, [1], "5x"])
+def test_persist_rejects_what_is_not_a_duration(value):
+    with pytest.raises(ValueError, match="persist"):
+        paths.persist_seconds(value)
+
+
+def test_config_agent_table(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[agent]\npersist = "2m"\n')
+    assert load_config(p).agent.persist_s == 120
+    p.write_text("")
+    assert load_config(p).agent.persist_s == 600  # the default
+    p.write_text('[agent]\npersist = "soon"\n')
+    with pytest.raises(ConfigError, match=r"agent\.persist.*10m"):
+        load_config(p)
+    p.write_text("[agent]\npersists = 5\n")
+    with pytest.raises(ConfigError, match="persists"):
+        load_config(p)
+
+
+def test_client_reads_persist_without_pydantic(tmp_path, monkeypatch):
+    p = tmp_path / "c.toml"
+    monkeypatch.setenv("HPCUI_CONFIG", str(p))
+    p.write_text("[agent]\npersist = 0\n")
+    assert client.persist_s() == 0
+    p.write_text('[agent]\npersist = "5m"\n')
+    assert client.persist_s() == 300
+    p.write_text("not toml [")
+    assert client.persist_s() == client.DEFAULT_PERSIST_S  # the direct path reports it
+
+
+def test_private_dir_is_made_0700_and_an_open_one_refused(tmp_path):
+    d = tmp_path / "run"
+    assert paths.private_dir(str(d), create=True)
+    assert (d.stat().st_mode & 0o777) == 0o700
+    d.chmod(0o750)
+    with pytest.raises(paths.UnsafeDirectory, match="chmod 700"):
+        paths.private_dir(str(d), create=False)
+    assert not paths.private_dir(str(tmp_path / "absent"), create=False)
+
+
+def test_one_agent_per_config_data_and_home(tmp_path):
+    base = {"HOME": str(tmp_path), "HPCUI_CONFIG": str(tmp_path / "a.toml")}
+    other = {**base, "HPCUI_CONFIG": str(tmp_path / "b.toml")}
+    assert paths.socket_path(base) != paths.socket_path(other)
+    assert paths.socket_path(base) == paths.socket_path(dict(base))
+    run = tmp_path / "xdg"
+    run.mkdir()
+    assert paths.socket_path({**base, "XDG_RUNTIME_DIR": str(run)}).startswith(str(run / "hpcui"))
+    deep = {**base, "HOME": str(tmp_path / ("d" * 120))}  # over the AF_UNIX limit
+    assert paths.socket_path(deep).startswith(f"/tmp/hpcui-{os.getuid()}/")
+
+
+def test_frames_round_trip_and_garbage_is_refused():
+    a, b = socket.socketpair()
+    wire.send(a, {"op": "status", "x": "é"})
+    assert wire.recv(b) == {"op": "status", "x": "é"}
+    a.sendall(struct.pack(">I", wire.MAX_FRAME + 1))
+    with pytest.raises(wire.WireError, match="limit"):
+        wire.recv(b)
+    a.sendall(b"\x00\x00\x00\x03[1]")
+    with pytest.raises(wire.WireError, match="object"):
+        wire.recv(b)
+    a.close()
+    with pytest.raises(wire.WireError, match="closed"):
+        wire.recv(b)
+
+
+def test_the_thin_client_imports_neither_pydantic_nor_paramiko():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hpcui.agent.client\n"
+        "print(','.join(m for m in ('pydantic', 'paramiko', 'argparse', 'textual') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
