@@ -1,7 +1,9 @@
 """CLI start-up: wall time of `hpcui --help`, `hpcui jobs --help`, `hpcui jobs --json`
-(against the dev cluster) and `import hpcui`, beside `python -c pass` as the floor.
+(against the dev cluster) and `import hpcui`, beside `python -c pass` as the floor; then
+the agent: warm `hpcui jobs --json` and `hpcui exec true` through it beside OpenSSH's
+ControlMaster running the same commands on the same host, and the cold path.
 
-    HPCUI_CONFIG=.devcluster/hpcui.toml python -m benchmarks.cli_bench [--runs N]
+    HPCUI_CONFIG=.devcluster/hpcui.toml python -m benchmarks.cli_bench [--runs N] [--agent-only]
 
 Each figure is the median of N fresh processes (`sys.executable`, so no pyenv/venv shim
 is counted; the installed `hpcui` script is measured too when it is on PATH). Also
@@ -80,13 +82,90 @@ def importtime(module: str, env: dict[str, str], top: int = 8) -> tuple[float, l
     return total, [f"{c / 1000:6.1f} ms  {n}" for c, n in rows[:top]]
 
 
+def hpcui_script() -> list[str]:
+    """The installed `hpcui` script beside this Python (no pyenv shim), else `-m`."""
+    script = Path(sys.executable).parent / "hpcui"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "hpcui.cli"]
+
+
+def agent_section(runs: int, env: dict[str, str]) -> None:
+    """Warm and cold calls through the agent, beside OpenSSH with a ControlMaster socket
+    (`ssh -o ControlPath=...`, the anchor of issue 17) in the same run."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from backends.slurm_queue import squeue_command
+    from hpcui.transport.quoting import quote_argv
+
+    ssh_config = str(ROOT / ".devcluster" / "ssh" / "config")
+    squeue = quote_argv(squeue_command(None, me=True)).decode()
+    hp = hpcui_script()
+    with tempfile.TemporaryDirectory(prefix="hpcui-bench-") as run_dir:
+        os.chmod(run_dir, 0o700)
+        aenv = {**env, "XDG_RUNTIME_DIR": run_dir}
+        aenv.pop("HPCUI_AGENT", None)
+        direct = {**aenv, "HPCUI_AGENT": "off"}
+        control = os.path.join(run_dir, "cm")
+        ssh = ["ssh", "-F", ssh_config, "-o", f"ControlPath={control}"]
+        subprocess.run(
+            [*ssh, "-o", "ControlMaster=yes", "-o", "ControlPersist=120", "-N", "-f", "hpcui-dev"],
+            check=True,
+        )
+        stop = [*hp, "agent", "stop"]
+        try:
+            print(f"\nagent: {' '.join(hp)}; median of {runs} runs (warm: after one call)")
+            print(f"{'command':<58} {'median':>9} {'min':>9}  rc")
+            rows: dict[str, float] = {}
+            cases = [
+                ("OpenSSH ControlMaster: ssh host true", [*ssh, "hpcui-dev", "true"], aenv),
+                ("OpenSSH ControlMaster: ssh host '<hpcui's squeue>'", [*ssh, "hpcui-dev", squeue], aenv),
+                ("hpcui exec true (agent, warm)", [*hp, "exec", "true"], aenv),
+                ("hpcui jobs --json (agent, warm)", [*hp, "jobs", "--json"], aenv),
+            ]  # fmt: skip
+            subprocess.run([*hp, "exec", "true"], env=aenv, check=True, capture_output=True)
+            for label, cmd, e in cases:
+                med, low, rc = wall(cmd, runs, e)
+                rows[label] = med
+                print(f"{label:<58} {med:7.1f}ms {low:7.1f}ms  {rc}")
+            cold_runs = max(3, runs // 3)
+            for label, cmd, e, before in (
+                ("hpcui jobs --json, no agent (HPCUI_AGENT=off: as before)", [*hp, "jobs", "--json"], direct, None),
+                ("hpcui jobs --json, cold (starts the agent)", [*hp, "jobs", "--json"], aenv, stop),
+            ):  # fmt: skip
+                times, rc = [], 0
+                for _ in range(cold_runs):
+                    if before:
+                        subprocess.run(before, env=aenv, capture_output=True, check=True)
+                    med, _low, rc = wall(cmd, 1, e)
+                    times.append(med)
+                rows[label] = statistics.median(times)
+                print(f"{label:<58} {statistics.median(times):7.1f}ms {min(times):7.1f}ms  {rc}")
+            ratio_exec = (
+                rows["hpcui exec true (agent, warm)"] / rows["OpenSSH ControlMaster: ssh host true"]
+            )
+            ratio_jobs = (
+                rows["hpcui jobs --json (agent, warm)"]
+                / rows["OpenSSH ControlMaster: ssh host '<hpcui's squeue>'"]
+            )
+            print(
+                f"warm exec vs ssh true: {ratio_exec:.1f}x; warm jobs vs ssh squeue: {ratio_jobs:.1f}x (goal: within 3x)"
+            )
+        finally:
+            subprocess.run([*hp, "agent", "stop"], env=aenv, capture_output=True)
+            subprocess.run([*ssh, "-O", "exit", "hpcui-dev"], capture_output=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--agent-only", action="store_true", help="only the agent section")
     opts = ap.parse_args()
     env = dict(os.environ)
     env.setdefault("HPCUI_CONFIG", str(ROOT / ".devcluster" / "hpcui.toml"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if opts.agent_only:
+        agent_section(opts.runs, env)
+        return
     py = [sys.executable]
     cases = [
         ("python -c pass (floor)", [*py, "-c", "pass"]),
@@ -119,6 +198,7 @@ def main() -> None:
         total, slow = importtime(module, env)
         print(f"\npython -X importtime -c 'import {module}': {total:.1f} ms cumulative; slowest:")
         print("\n".join("  " + s for s in slow))
+    agent_section(opts.runs, env)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hpcui.version import __version__
+from hpcui.version import __version__ as __version__
 
 _LAZY = {
     "connect": "hpcui.api",
