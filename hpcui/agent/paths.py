@@ -9,8 +9,8 @@ import sys
 
 #: what changes the agent's answers: a client with another value gets another agent
 KEY_VARS = ("HPCUI_CONFIG", "HPCUI_DATA_DIR", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
-#: AF_UNIX paths are limited to 108 bytes on Linux (104 on macOS)
-MAX_SOCKET_PATH = 100
+#: AF_UNIX paths are limited to 108 bytes on Linux, 104 on macOS (with the final NUL)
+MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 
 
 class UnsafeDirectory(Exception):

@@ -8,6 +8,7 @@ agent's own housekeeping) writes to the agent's log and can answer no question.
 
 from __future__ import annotations
 
+import contextvars
 import io
 import socket
 import sys
@@ -16,7 +17,8 @@ from typing import Any
 
 from hpcui.agent import wire
 
-_local = threading.local()
+#: the client this thread (or a worker started with contextvars.copy_context) serves
+_client: contextvars.ContextVar[Client | None] = contextvars.ContextVar("client", default=None)
 
 
 class ClientGone(Exception):
@@ -71,7 +73,7 @@ class Client:
 
 
 def current() -> Client | None:
-    return getattr(_local, "client", None)
+    return _client.get()
 
 
 class serving:
@@ -79,13 +81,15 @@ class serving:
 
     def __init__(self, client: Client) -> None:
         self.client = client
+        self._token: contextvars.Token[Client | None] | None = None
 
     def __enter__(self) -> Client:
-        _local.client = self.client
+        self._token = _client.set(self.client)
         return self.client
 
     def __exit__(self, *exc: object) -> None:
-        _local.client = None
+        if self._token is not None:
+            _client.reset(self._token)
 
 
 class _Routed(io.TextIOBase):

@@ -89,6 +89,7 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
 def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
     """Several clusters at once, asked in parallel; one that fails is reported and the
     others still listed (exit status: the first failure's)."""
+    import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
     from hpcui.cli.models import cluster_row_type
@@ -97,7 +98,8 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
         return _job_rows(args, connect(name), notes=False)
 
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        futures = {name: pool.submit(fetch, name) for name in names}
+        # each worker keeps this call's context (in the agent: whose terminal to ask)
+        futures = {name: pool.submit(contextvars.copy_context().run, fetch, name) for name in names}
     rows: list[tuple[str, Any]] = []
     failed: list[tuple[str, BaseException]] = []
     for name, fut in futures.items():

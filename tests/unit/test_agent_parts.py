@@ -110,9 +110,16 @@ def test_one_agent_per_config_data_and_home(tmp_path):
     other = {**base, "HPCUI_CONFIG": str(tmp_path / "b.toml")}
     assert paths.socket_path(base) != paths.socket_path(other)
     assert paths.socket_path(base) == paths.socket_path(dict(base))
-    run = tmp_path / "xdg"
-    run.mkdir()
-    assert paths.socket_path({**base, "XDG_RUNTIME_DIR": str(run)}).startswith(str(run / "hpcui"))
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    run = Path(tempfile.mkdtemp(prefix="hpx-"))  # short enough for AF_UNIX
+    try:
+        got = paths.socket_path({**base, "XDG_RUNTIME_DIR": str(run)})
+    finally:
+        shutil.rmtree(run)
+    assert got.startswith(str(run / "hpcui"))
     deep = {**base, "HOME": str(tmp_path / ("d" * 120))}  # over the AF_UNIX limit
     assert paths.socket_path(deep).startswith(f"/tmp/hpcui-{os.getuid()}/")
 
