@@ -119,7 +119,6 @@ def connect(path: str) -> socket.socket | None:
 def start(path: str, persist: float) -> socket.socket:
     """Start the agent (one, even when several calls race) and connect to it."""
     import fcntl
-    import subprocess
     import time
 
     folder = os.path.dirname(path)
@@ -140,30 +139,60 @@ def start(path: str, persist: float) -> socket.socket:
         sock = connect(path)
         if sock is not None:
             return sock  # another call started it while we waited
-        env = dict(os.environ)
-        for var in paths.KEY_VARS:  # the agent runs in /: relative paths resolved here
-            if env.get(var):
-                env[var] = os.path.realpath(os.path.expanduser(env[var]))
         logfile = path[: -len(".sock")] + ".log"
-        out = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hpcui.agent.server", path, str(persist)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/", env=env,
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
-        finally:
-            os.close(out)
+        why = spawn(path, persist, logfile, keep_out=fd)
+        if why:
+            raise AgentUnavailable(f"the agent did not start: {why} (see {logfile})")
         while time.monotonic() < deadline:
             sock = connect(path)
             if sock is not None:
                 return sock
-            if proc.poll() is not None:
-                raise AgentUnavailable(f"the agent exited at start (see {logfile})")
             time.sleep(0.005)
         raise AgentUnavailable(f"the agent did not answer within {START_TIMEOUT_S:.0f} s")
     finally:
         os.close(fd)
+
+
+def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
+    """Become the agent in a detached grandchild of this process, as `ssh -M` does: it
+    has hpcui loaded already, so a cold call costs no second interpreter start. Returns
+    '' once the agent listens, else what went wrong."""
+    out = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (covered by the agent tests)
+        code = 1
+        try:
+            os.close(keep_out)  # the start lock stays with the caller
+            os.close(r)
+            os.setsid()  # its own session: the terminal's Ctrl-C and hang-up spare it
+            if os.fork():
+                os._exit(0)  # the grandchild is nobody's child: no zombie
+            for var in paths.KEY_VARS:  # resolved as the caller sees them, before the chdir
+                if os.environ.get(var):
+                    os.environ[var] = os.path.realpath(os.path.expanduser(os.environ[var]))
+            os.chdir("/")
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            from hpcui.agent.server import main as serve
+
+            code = serve([path, str(persist)], ready=w)
+        except BaseException as exc:
+            try:
+                os.write(w, f"{type(exc).__name__}: {exc}".encode()[:500])
+            except OSError:
+                pass
+        os._exit(code)
+    os.close(w)
+    os.close(out)
+    os.waitpid(pid, 0)  # the child exits as soon as the grandchild exists
+    said = b""
+    while chunk := os.read(r, 512):  # until the agent listens (or fails) and closes it
+        said += chunk
+    os.close(r)
+    return "" if said == b"ok" else (said.decode(errors="replace") or "it exited at once")
 
 
 def request(argv: Sequence[str]) -> int:

@@ -239,18 +239,26 @@ class Agent:
             }
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], ready: int | None = None) -> int:
+    """Serve until idle. `ready`: a pipe told "ok" once the socket listens (or why not)."""
     path, persist_s = argv[0], float(argv[1])
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s"
     )
     logging.getLogger("paramiko").setLevel(logging.WARNING)
+    os.environ["HPCUI_AGENT"] = "off"  # what runs here connects by itself
     agent = Agent(path, persist_s)
     try:
         agent.bind()
     except OSError as exc:  # another agent won the race for this path: it serves
         log.info("not starting: %s", exc)
+        if ready is not None:
+            os.write(ready, b"ok")
+            os.close(ready)
         return 0
+    if ready is not None:
+        os.write(ready, b"ok")
+        os.close(ready)
     log.info("agent %d listening on %s (persist %.0f s)", os.getpid(), path, persist_s)
     agent.prepare()
     agent.serve()
