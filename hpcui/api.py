@@ -17,13 +17,25 @@ _lock = threading.Lock()
 def connect(name: str | None = None, **kwargs: Any) -> Cluster:
     """The cluster `name` from the config (default: the configured default, else `local`).
 
-    One Cluster (and so one SSH connection) per name per process; keyword arguments
-    (prompt=, on_unknown_host=) apply when it is first created.
+    One Cluster per name per process; keyword arguments (prompt=, on_unknown_host=) apply
+    when it is first created. Its connection is the hpcui agent's (one per cluster for
+    every hpcui process of this user, docs/cli.md) unless the agent is off.
     """
-    cfg = load_config().cluster(name)
+    config = load_config()
+    cfg = config.cluster(name)
     with _lock:
         cluster = _clusters.get(cfg.name)
         if cluster is None:
+            if "transport" not in kwargs:
+                from hpcui.agent.remote import agent_transport
+
+                kwargs["transport"] = agent_transport(
+                    cfg.name,
+                    is_local=cfg.is_local,
+                    persist_s=config.agent.persist_s,
+                    prompt=kwargs.get("prompt"),
+                    on_unknown_host=kwargs.get("on_unknown_host"),
+                )
             cluster = _clusters[cfg.name] = Cluster(cfg, **kwargs)
         return cluster
 

@@ -28,6 +28,17 @@ def fixture_text(rel: str) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _no_agent_in_process():
+    """In-process API and app tests connect by themselves (`HPCUI_AGENT=off`, the mode
+    `[agent] persist = 0` gives users): fault tests cut, count and restart *their*
+    connection. The agent path has its own tests (test_agent.py), and every subprocess
+    test that builds its environment from scratch (test_cli.py) goes through the agent."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_AGENT", "off")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _session_data_dir(tmp_path_factory: pytest.TempPathFactory):
     """Module- and session-scoped fixtures are set up before the per-test one below: they
     get a registry of their own too, never the user's real one."""

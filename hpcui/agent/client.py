@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from hpcui.agent import paths, wire
+from hpcui.agent.reach import AgentUnavailable, agent_enabled, open_agent
 
 #: run inside the agent: they read no local file and import no user code
 AGENT_COMMANDS = frozenset(
@@ -26,14 +27,8 @@ READ_ONLY = frozenset(
 )
 #: options that make a call run here: tracebacks, help and schemas are local matters
 LOCAL_OPTIONS = frozenset({"--debug", "-h", "--help", "--version", "--json-schema"})
-DEFAULT_PERSIST_S = 600.0
-START_TIMEOUT_S = 20.0
 EXIT_CONNECTION = 3
 EXIT_INTERRUPTED = 130
-
-
-class AgentUnavailable(Exception):
-    """No agent can serve this call; it runs directly (the reason is said with --debug)."""
 
 
 class AgentLost(Exception):
@@ -55,11 +50,6 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def agent_enabled(env: dict[str, str] | None = None) -> bool:
-    env = dict(os.environ) if env is None else env
-    return env.get("HPCUI_AGENT", "").strip().lower() not in ("0", "off", "no", "false")
-
-
 def wanted(argv: Sequence[str]) -> bool:
     return (
         agent_enabled()
@@ -68,144 +58,9 @@ def wanted(argv: Sequence[str]) -> bool:
     )
 
 
-def persist_s() -> float:
-    """`[agent] persist` of the config (0: no agent), read without pydantic."""
-    import tomllib
-
-    path = os.environ.get("HPCUI_CONFIG")
-    if path:
-        path = os.path.expanduser(path)
-    else:
-        home = os.path.expanduser("~")
-        if sys.platform == "darwin":
-            base = os.path.join(home, "Library", "Application Support")
-        else:
-            base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        path = os.path.join(base, "hpcui", "config.toml")
-    try:
-        with open(path, "rb") as fh:
-            table = tomllib.load(fh).get("agent", {})
-    except (OSError, ValueError):
-        return DEFAULT_PERSIST_S  # the direct path reports a bad config, not us
-    value = table.get("persist", DEFAULT_PERSIST_S) if isinstance(table, dict) else None
-    try:
-        return paths.persist_seconds(value)
-    except ValueError:
-        return DEFAULT_PERSIST_S  # the direct path (config validation) says what is wrong
-
-
-# -- reaching the agent ------------------------------------------------------------------
-
-
-def connect(path: str) -> socket.socket | None:
-    """A connection to a live agent; a stale socket (its agent died) is removed."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-        return sock
-    except (FileNotFoundError, ConnectionRefusedError) as exc:
-        sock.close()
-        if isinstance(exc, ConnectionRefusedError):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        return None
-    except OSError as exc:
-        sock.close()
-        raise AgentUnavailable(f"cannot reach {path}: {exc}") from exc
-
-
-def start(path: str, persist: float) -> socket.socket:
-    """Start the agent (one, even when several calls race) and connect to it."""
-    import fcntl
-    import time
-
-    folder = os.path.dirname(path)
-    paths.private_dir(folder, create=True)
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:  # bounded: whoever holds the lock starts the agent within the timeout
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise AgentUnavailable(
-                        "another hpcui call is still starting the agent"
-                    ) from None
-                time.sleep(0.02)
-        sock = connect(path)
-        if sock is not None:
-            return sock  # another call started it while we waited
-        logfile = path[: -len(".sock")] + ".log"
-        why = spawn(path, persist, logfile, keep_out=fd)
-        if why:
-            raise AgentUnavailable(f"the agent did not start: {why} (see {logfile})")
-        while time.monotonic() < deadline:
-            sock = connect(path)
-            if sock is not None:
-                return sock
-            time.sleep(0.005)
-        raise AgentUnavailable(f"the agent did not answer within {START_TIMEOUT_S:.0f} s")
-    finally:
-        os.close(fd)
-
-
-def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
-    """Become the agent in a detached grandchild of this process, as `ssh -M` does: it
-    has hpcui loaded already, so a cold call costs no second interpreter start. Returns
-    '' once the agent listens, else what went wrong."""
-    out = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child (covered by the agent tests)
-        code = 1
-        try:
-            os.close(keep_out)  # the start lock stays with the caller
-            os.close(r)
-            os.setsid()  # its own session: the terminal's Ctrl-C and hang-up spare it
-            if os.fork():
-                os._exit(0)  # the grandchild is nobody's child: no zombie
-            for var in paths.KEY_VARS:  # resolved as the caller sees them, before the chdir
-                if os.environ.get(var):
-                    os.environ[var] = os.path.realpath(os.path.expanduser(os.environ[var]))
-            os.chdir("/")
-            devnull = os.open(os.devnull, os.O_RDWR)
-            os.dup2(devnull, 0)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
-            from hpcui.agent.server import main as serve
-
-            code = serve([path, str(persist)], ready=w)
-        except BaseException as exc:
-            try:
-                os.write(w, f"{type(exc).__name__}: {exc}".encode()[:500])
-            except OSError:
-                pass
-        os._exit(code)
-    os.close(w)
-    os.close(out)
-    os.waitpid(pid, 0)  # the child exits as soon as the grandchild exists
-    said = b""
-    while chunk := os.read(r, 512):  # until the agent listens (or fails) and closes it
-        said += chunk
-    os.close(r)
-    return "" if said == b"ok" else (said.decode(errors="replace") or "it exited at once")
-
-
 def request(argv: Sequence[str]) -> int:
     """Run `hpcui ARGV` in the agent, relaying its output and questions; the exit code."""
-    path = paths.socket_path()
-    paths.private_dir(os.path.dirname(path), create=False)  # others could reach it: no
-    sock = connect(path)
-    if sock is None:
-        persist = persist_s()
-        if persist <= 0:
-            raise AgentUnavailable("[agent] persist = 0")
-        sock = start(path, persist)
-    return relay(sock, argv)
+    return relay(open_agent(), argv)
 
 
 def relay(sock: socket.socket, argv: Sequence[str]) -> int:

@@ -28,10 +28,20 @@ class ClientGone(Exception):
 class Client:
     """One connected face: its terminal flags, and the socket to talk to it."""
 
-    def __init__(self, sock: socket.socket, tty: dict[str, bool], env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        tty: dict[str, bool],
+        env: dict[str, str],
+        *,
+        callbacks: dict[str, bool] | None = None,
+    ) -> None:
         self.sock = sock
         self.tty = {k: bool(tty.get(k)) for k in ("stdin", "stdout", "stderr")}
         self.env = env
+        #: a process with its own prompt/host-key callbacks (AgentTransport): questions go
+        #: to them as such; None: a CLI call, asked on its terminal
+        self.callbacks = callbacks
         self._lock = threading.Lock()
         self._buf: dict[str, list[str]] = {"out": [], "err": []}
 
@@ -70,6 +80,31 @@ class Client:
         if not isinstance(line, str):
             raise ClientGone("the client sent no answer")
         return line
+
+    def _roundtrip(self, question: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            try:
+                wire.send(self.sock, question)
+                return wire.recv(self.sock)
+            except (OSError, wire.WireError) as exc:
+                raise ClientGone(str(exc)) from exc
+
+    def keyboard(self, title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+        """Keyboard-interactive questions for the client's own prompt callback."""
+        reply = self._roundtrip({"kbd": [title, instructions, [list(p) for p in prompts]]})
+        answers = reply.get("answers")
+        if not (isinstance(answers, list) and all(isinstance(a, str) for a in answers)):
+            raise ClientGone("the client sent no answers")
+        return answers
+
+    def host_key(self, host: str, key_type: str, fingerprint: str) -> bool:
+        return self._roundtrip({"hostkey": [host, key_type, fingerprint]}).get("trust") is True
+
+    def can(self, what: str) -> bool:
+        """Someone there can answer `what` ("prompt" or "host_key")."""
+        if self.callbacks is not None:
+            return bool(self.callbacks.get(what))
+        return self.tty["stdin"]
 
 
 def current() -> Client | None:
@@ -168,8 +203,10 @@ class RoutedPrompt:
 
     def for_caller(self) -> Any:
         client = current()
-        if client is None or not client.tty["stdin"]:
+        if client is None or not client.can("prompt"):
             return None  # nobody can answer: SshTransport says so, as without a terminal
+        if client.callbacks is not None:
+            return client.keyboard
 
         def ask(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
             with serving(client):  # paramiko calls this from its own thread
@@ -192,9 +229,9 @@ class RoutedHostKey:
 
     def for_caller(self) -> Any:
         client = current()
-        if client is None or not client.tty["stdin"]:
+        if client is None or not client.can("host_key"):
             return None
-        return self._ask
+        return client.host_key if client.callbacks is not None else self._ask
 
     def __call__(self, host: str, key_type: str, fingerprint: str) -> bool:
         ask = self.for_caller()

@@ -175,6 +175,10 @@ class Agent:
             wire.send(conn, {"ok": True, "pid": os.getpid()})
         elif op == "cli":
             self._cli(conn, req)
+        elif op == "call":
+            from hpcui.agent.calls import serve_call
+
+            serve_call(conn, req)
         else:
             wire.send(conn, {"error": f"unknown request {op!r}"})
 
@@ -266,5 +270,8 @@ def main(argv: list[str], ready: int | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # argv: SOCKET PERSIST_S [READY_FD] [--detach]
+    args = [a for a in sys.argv[1:] if a != "--detach"]
+    if "--detach" in sys.argv and os.fork():
+        os._exit(0)  # the launcher returns at once; the agent carries on, nobody's child
+    sys.exit(main(args[:2], ready=int(args[2]) if len(args) > 2 else None))

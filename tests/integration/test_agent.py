@@ -322,3 +322,180 @@ def test_persist_zero_means_no_agent(agent_env):
     off = {**agent_env("5m"), "HPCUI_AGENT": "off"}  # per call, for scripts
     assert hpcui(off, "exec", "true").returncode == 0
     assert status(env)["running"] is False
+
+
+# -- API scripts and the app's connections: AgentTransport ----------------------------------
+
+
+def add(a: int, b: int) -> int:
+    print(f"adding {a}+{b}", flush=True)
+    return a + b
+
+
+@pytest.fixture
+def api_via_agent(agent_env, monkeypatch):  # type: ignore[no-untyped-def]
+    """This test process as an API script with the agent on (the suite runs without)."""
+    from hpcui import api
+
+    env = agent_env("5m")
+    for key in ("XDG_RUNTIME_DIR", "HPCUI_CONFIG", "HPCUI_DATA_DIR"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.delenv("HPCUI_AGENT", raising=False)
+    monkeypatch.setattr(api, "_clusters", {})
+    yield env
+    for cluster in api._clusters.values():
+        cluster.close()
+
+
+SCRIPT = (
+    "import hpcui\n"
+    "c = hpcui.connect({name!r})\n"
+    "print(type(c.transport).__name__, c.run(['whoami']).check().stdout.strip())\n"
+)
+
+
+def script(env: dict[str, str], name: str) -> str:
+    res = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(name=name)],
+        env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+def test_api_script_submits_through_the_agent_and_others_share_its_login(api_via_agent):
+    import hpcui
+    from hpcui.agent.remote import AgentTransport
+
+    env = api_via_agent
+    cluster = hpcui.connect("dev")
+    assert isinstance(cluster.transport, AgentTransport)
+    job = cluster.submit(add, 20, 22, time="5m", name="agent-api")
+    assert job.result(timeout=180) == 42
+    text = "".join(chunk.text for chunk in cluster.logs(job, "stdout"))
+    assert "adding 20+22" in text
+    assert script(env, "dev") == "AgentTransport hpcuser"  # another process, same login
+    assert hpcui_cli_result(env, job.job_id) == "42"
+    assert logins(env, "dev") == 1
+
+
+def hpcui_cli_result(env: dict[str, str], job_id: str) -> str:
+    res = hpcui(env, "result", job_id)  # runs in its own process, on the agent's login
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+def test_api_2fa_callback_is_asked_once_for_every_process(api_via_agent):
+    import hpcui
+
+    env = api_via_agent
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+    asked: list[str] = []
+
+    def prompt(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+        if not prompts:  # an info request with nothing to ask (servers send them)
+            return []
+        asked.append(prompts[0][0])
+        code = subprocess.run(
+            ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        return [code for _ in prompts]
+
+    cluster = hpcui.connect("dev-2fa", prompt=prompt)
+    assert cluster.run(["whoami"]).check().stdout.strip() == "hpcuser"
+    assert cluster.run(["true"]).ok
+    assert len(asked) == 1, asked
+    assert script(env, "dev-2fa") == "AgentTransport hpcuser"  # no callback there: none needed
+    assert len(asked) == 1 and logins(env, "dev-2fa") == 1
+
+
+def test_api_errors_keep_their_type_through_the_agent(api_via_agent):
+    import hpcui
+    from hpcui.errors import CommandTimeout
+
+    t = hpcui.connect("dev").transport
+    with pytest.raises(FileNotFoundError):
+        t.read_file("/nonexistent/hpcui-agent")
+    assert t.run(["sh", "-c", "echo out; echo err >&2; exit 3"]).exit_status == 3
+    with pytest.raises(CommandTimeout):
+        t.run(["sleep", "5"], timeout=0.5)
+    data = os.urandom(5 * 1024 * 1024 + 7)  # over one chunk, not a multiple of it
+    path = f"/tmp/hpcui-agent-{os.getpid()}.bin"
+    assert t.write_file(path, [data[:1000], data[1000:]]) == len(data)
+    try:
+        assert t.read_file(path) == data
+        assert t.read_file(path, offset=10, length=20) == data[10:30]
+        assert t.stat_size(path) == len(data)
+    finally:
+        t.run(["rm", "-f", path])
+    assert t.home() == "/home/hpcuser"
+
+
+def test_api_call_after_the_agent_was_killed_starts_a_new_one(api_via_agent):
+    import hpcui
+    from hpcui.errors import ConnectionLost
+
+    env = api_via_agent
+    t = hpcui.connect("dev").transport
+    assert t.run(["true"]).ok
+    first = status(env)["pid"]
+    os.kill(first, signal.SIGKILL)
+    assert t.run(["true"]).ok  # transparently: the request had not reached it
+    second = status(env)["pid"]
+    assert second != first
+    # killed while a command runs: it may have run, so it is not run again
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(t.run, ["sleep", "3"])
+        time.sleep(1)
+        os.kill(second, signal.SIGKILL)
+        with pytest.raises(ConnectionLost, match="may or may not"):
+            fut.result(timeout=30)
+    assert t.read_file("/etc/hostname")  # read-only calls are simply asked again
+
+
+def lines(n: int) -> int:
+    import time as _t
+
+    for i in range(n):
+        print(f"line {i}", flush=True)
+        _t.sleep(0.3)
+    return n
+
+
+def test_the_app_through_the_agent_follows_a_log_and_shares_the_login(api_via_agent):
+    """The app's connection is the agent's too: the Job screen follows the log (streamed
+    through the agent), and a CLI call afterwards logs in no more."""
+    import asyncio
+
+    from hpcui.agent.remote import AgentTransport
+    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.widgets import LogPanel
+    from tests.integration.test_tui_dev import wait_for
+
+    env = api_via_agent
+    from hpcui.api import connect
+
+    job = connect("dev").submit(lines, 8, time="5m", name="agent-tui")
+
+    async def go() -> tuple[str, list[str]]:
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            kind = type(app.hub.conns["dev"].cluster.transport).__name__
+            app.open_job("dev", job.job_id)
+            await wait_for(pilot, lambda: bool(app.screen.query(LogPanel)), 30, "the Job screen")
+            panel = app.screen.query_one(LogPanel)
+            await wait_for(
+                pilot,
+                lambda: sum(ln.startswith("line ") for ln in panel.lines) == 8,
+                120,
+                lambda: f"log lines, got {panel.lines}",
+            )
+            return kind, list(panel.lines)
+
+    kind, shown = asyncio.run(go())
+    assert kind == AgentTransport.__name__
+    assert [ln for ln in shown if ln.startswith("line ")] == [f"line {i}" for i in range(8)]
+    assert job.result(timeout=120) == 8
+    assert hpcui(env, "jobs", "--json").returncode == 0
+    assert logins(env, "dev") == 1

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from hpcui.agent import client, paths, wire
+from hpcui.agent import client, paths, reach, wire
 from hpcui.config import load_config
 from hpcui.errors import ConfigError
 
@@ -88,11 +88,11 @@ def test_client_reads_persist_without_pydantic(tmp_path, monkeypatch):
     p = tmp_path / "c.toml"
     monkeypatch.setenv("HPCUI_CONFIG", str(p))
     p.write_text("[agent]\npersist = 0\n")
-    assert client.persist_s() == 0
+    assert reach.persist_s() == 0
     p.write_text('[agent]\npersist = "5m"\n')
-    assert client.persist_s() == 300
+    assert reach.persist_s() == 300
     p.write_text("not toml [")
-    assert client.persist_s() == client.DEFAULT_PERSIST_S  # the direct path reports it
+    assert reach.persist_s() == reach.DEFAULT_PERSIST_S  # the direct path reports it
 
 
 def test_private_dir_is_made_0700_and_an_open_one_refused(tmp_path):

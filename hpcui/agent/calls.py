@@ -1,0 +1,130 @@
+"""The agent's side of AgentTransport: one Transport method per request, run on the
+agent's shared connection to the named cluster."""
+
+from __future__ import annotations
+
+import base64
+import select
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+from hpcui.agent import wire
+from hpcui.agent.routing import Client, ClientGone, serving
+from hpcui.transport.base import CommandResult, Transport
+
+CHUNK = 4 * 1024 * 1024
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _result(r: CommandResult) -> dict[str, Any]:
+    return {"exit": r.exit_status, "out": _b64(r.stdout_bytes), "err": _b64(r.stderr_bytes),
+            "command": r.command}  # fmt: skip
+
+
+def describe(exc: BaseException) -> dict[str, Any]:
+    """An exception as data: its class (rebuilt by the client) and plain attributes."""
+    attrs = {
+        k: v
+        for k, v in vars(exc).items()
+        if isinstance(v, (str, int, float, bool, type(None))) and not k.startswith("_")
+    }
+    return {"module": type(exc).__module__, "type": type(exc).__name__, "message": str(exc),
+            "attrs": attrs}  # fmt: skip
+
+
+def _incoming(conn: socket.socket) -> Iterator[bytes]:
+    """write_file's data, as the client sends it."""
+    while True:
+        msg = wire.recv(conn)
+        if msg.get("end"):
+            return
+        chunk = msg.get("chunk")
+        if not isinstance(chunk, str):
+            raise wire.WireError("write_file expects chunk frames, then end")
+        yield base64.b64decode(chunk)
+
+
+def _stream(client: Client, t: Transport, cmd: bytes) -> None:
+    stream = t.open_stream(cmd)
+    if stream is None:
+        client.send({"result": None})
+        return
+    client.send({"result": "stream"})
+    try:
+        while True:
+            select.select([stream], [], [], 1.0)
+            out, err = stream.read()
+            if out or err:
+                client.send({"o": _b64(out), "e": _b64(err)})
+            if stream.ended:
+                client.send({"end": True})
+                return
+            if select.select([client.sock], [], [], 0)[0]:
+                return  # the client hung up (or spoke out of turn): stop following
+    finally:
+        stream.close()
+
+
+def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
+    name, method, args = req.get("cluster"), req.get("method"), req.get("args")
+    ask = req.get("ask") if isinstance(req.get("ask"), dict) else {}
+    if not (isinstance(name, str) and isinstance(method, str) and isinstance(args, dict)):
+        wire.send(conn, {"error": "a call needs cluster, method and args"})
+        return
+    client = Client(conn, {}, {}, callbacks={k: bool(v) for k, v in ask.items()})
+    client.send({"ack": True})
+    with serving(client):
+        try:
+            from hpcui.cli.common import connect
+
+            t = connect(name).transport
+            if method == "open_stream":
+                _stream(client, t, _bytes(args["cmd"]) or b"")
+                return
+            result = _dispatch(conn, t, method, args)
+        except ClientGone:
+            raise
+        except Exception as exc:  # the client raises it as its own
+            client.send({"error": describe(exc)})
+            return
+    if method == "read_file":
+        for i in range(0, len(result), CHUNK):
+            client.send({"chunk": _b64(result[i : i + CHUNK])})
+        result = None
+    client.send({"result": result})
+
+
+def _dispatch(conn: socket.socket, t: Transport, method: str, a: dict[str, Any]) -> Any:
+    if method == "run":
+        timeout = a.get("timeout")
+        return _result(
+            t.run(_bytes(a["cmd"]) or b"", timeout=timeout, stdin=_bytes(a.get("stdin")))
+        )
+    if method == "put_files":
+        files = {str(k): base64.b64decode(v) for k, v in a["files"].items()}
+        return _result(
+            t.put_files(
+                str(a["directory"]), files, then=_bytes(a.get("then")), first=_bytes(a.get("first"))
+            )
+        )
+    if method == "write_file":
+        return t.write_file(str(a["path"]), _incoming(conn), mode=a.get("mode"))
+    if method == "read_file":
+        return t.read_file(str(a["path"]), offset=int(a.get("offset") or 0), length=a.get("length"))
+    if method == "stat_size":
+        return t.stat_size(str(a["path"]))
+    if method == "free_bytes":
+        return t.free_bytes(str(a["path"]))
+    if method == "home":
+        return t.home()
+    if method == "stalled_s":
+        return t.stalled_s()
+    raise ValueError(f"the agent does not serve {method!r}")

@@ -1,0 +1,302 @@
+"""`AgentTransport`: a Transport whose connection lives in the agent.
+
+What `hpcui.connect(name)` gives API scripts, the app and the CLI's own-process commands
+(submit, run, result) when the agent is on: each call is one request on the agent socket,
+run by the agent on its shared SshTransport for that cluster. Questions (2FA code,
+passphrase, unknown host key) come back to this process's callbacks, so they are asked
+where they always were (terminal or app dialog) and answered once per connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import select
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hpcui.agent import paths, reach, wire
+from hpcui.errors import ClusterConnectionError, ConnectionLost
+from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.quoting import to_command
+
+log = logging.getLogger(__name__)
+
+#: asked again of a new agent when the first went away: they change nothing
+IDEMPOTENT = frozenset({"read_file", "stat_size", "free_bytes", "home", "stalled_s"})
+CHUNK = 4 * 1024 * 1024
+STALL_POLL_S = 2.0
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def rebuild_error(info: dict[str, Any]) -> BaseException:
+    """The agent's exception as this process's own class (hpcui errors and OSErrors keep
+    their type, so retries, exit codes and messages are those of a direct call)."""
+    import builtins
+    import importlib
+
+    module, name, message = info.get("module", ""), info.get("type", ""), info.get("message", "")
+    cls: Any = None
+    if module == "builtins" and isinstance(getattr(builtins, name, None), type):
+        cls = getattr(builtins, name)
+        if not issubclass(cls, (OSError, TimeoutError, ValueError)):
+            cls = None
+    elif module.startswith("hpcui."):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            cls = None
+        from hpcui.errors import HpcuiError
+
+        if not (isinstance(cls, type) and issubclass(cls, HpcuiError)):
+            cls = None
+    if cls is None:
+        return ClusterConnectionError(f"{name}: {message}")
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    for key, value in (info.get("attrs") or {}).items():
+        try:
+            setattr(exc, key, value)
+        except AttributeError:
+            pass
+    return exc
+
+
+class _Stream:
+    """A remote command's output streamed through the agent (RemoteStream)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._ended = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def read(self) -> tuple[bytes, bytes]:
+        out, err = b"", b""
+        while not self._ended and select.select([self.sock], [], [], 0)[0]:
+            try:
+                msg = wire.recv(self.sock)
+            except (wire.WireError, OSError):
+                self._ended = True
+                break
+            out += unb64(msg.get("o", ""))
+            err += unb64(msg.get("e", ""))
+            if msg.get("end"):
+                self._ended = True
+        return out, err
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def close(self) -> None:
+        self._ended = True
+        self.sock.close()
+
+
+class AgentTransport(Transport):
+    def __init__(
+        self,
+        cluster: str,
+        *,
+        persist_s: float,
+        prompt: Callable[..., list[str]] | None = None,
+        on_unknown_host: Callable[[str, str, str], bool] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.persist_s = persist_s
+        self.prompt = prompt
+        self.on_unknown_host = on_unknown_host
+        self.description = f"{cluster} via the hpcui agent"
+        self._listeners: list[Callable[[float | None], None]] = []
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    # -- one request ------------------------------------------------------------------------
+
+    def _call(self, method: str, args: dict[str, Any], chunks: Iterable[bytes] = ()) -> Any:
+        for attempt in range(2):
+            try:
+                return self._once(method, args, chunks)
+            except reach.AgentUnavailable as exc:
+                if attempt:
+                    raise ClusterConnectionError(
+                        f"The hpcui agent could not serve {self.cluster}: {exc}. Run "
+                        "`hpcui agent stop` and try again, or set HPCUI_AGENT=off."
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def _once(self, method: str, args: dict[str, Any], chunks: Iterable[bytes]) -> Any:
+        try:
+            sock = reach.open_agent(self.persist_s)
+        except paths.UnsafeDirectory as exc:
+            raise ClusterConnectionError(f"The hpcui agent's directory is unsafe: {exc}.") from exc
+        acked = False
+        failed: BaseException | None = None  # the agent's answer: raised as ours, below
+        try:
+            wire.send(
+                sock,
+                {
+                    "v": paths.version(), "op": "call", "cluster": self.cluster,
+                    "method": method, "args": args,
+                    "ask": {"prompt": self.prompt is not None,
+                            "host_key": self.on_unknown_host is not None},
+                },
+            )  # fmt: skip
+            for chunk in chunks:  # write_file: the data follows the request
+                for i in range(0, len(chunk), CHUNK):
+                    wire.send(sock, {"chunk": b64(chunk[i : i + CHUNK])})
+            if method == "write_file":
+                wire.send(sock, {"end": True})
+            received = bytearray()
+            while True:
+                msg = wire.recv(sock)
+                if "ack" in msg:
+                    acked = True
+                elif "chunk" in msg:
+                    received += unb64(msg["chunk"])
+                elif "kbd" in msg:
+                    title, instructions, prompts = msg["kbd"]
+                    answers = self._answer(title, instructions, [tuple(p) for p in prompts])
+                    wire.send(sock, {"answers": answers})
+                    del answers
+                elif "hostkey" in msg:
+                    ask = self.on_unknown_host
+                    wire.send(sock, {"trust": bool(ask and ask(*msg["hostkey"]))})
+                elif "error" in msg and isinstance(msg["error"], dict):
+                    failed = rebuild_error(msg["error"])
+                    break
+                elif "result" in msg:
+                    if method == "open_stream" and msg["result"] == "stream":
+                        stream, sock = _Stream(sock), None  # type: ignore[assignment]
+                        return stream
+                    return bytes(received) if method == "read_file" else msg["result"]
+                elif "retry" in msg:
+                    raise reach.AgentUnavailable("replaced")
+                else:
+                    raise reach.AgentUnavailable(str(msg.get("error", msg)))
+        except (wire.WireError, OSError) as exc:
+            if not acked or method in IDEMPOTENT:
+                raise reach.AgentUnavailable(f"the agent went away: {exc}") from exc
+            raise ConnectionLost(
+                f"The hpcui agent went away while it ran {method} on {self.cluster} ({exc}): "
+                "it may or may not have taken effect. The next call starts a new agent."
+            ) from exc
+        finally:
+            if sock is not None:
+                sock.close()
+        assert failed is not None  # the loop ends by returning, raising, or an error answer
+        raise failed
+
+    def _answer(self, title: str, instructions: str, prompts: list[Any]) -> list[str]:
+        if self.prompt is None:
+            return []
+        return list(self.prompt(title, instructions, prompts))
+
+    # -- Transport --------------------------------------------------------------------------
+
+    @staticmethod
+    def _result(r: dict[str, Any]) -> CommandResult:
+        return CommandResult(r["exit"], unb64(r["out"]), unb64(r["err"]), r.get("command", ""))
+
+    def run(
+        self, cmd: Command, *, timeout: float | None = None, stdin: bytes | None = None
+    ) -> CommandResult:
+        args = {"cmd": b64(to_command(cmd)), "timeout": timeout}
+        if stdin is not None:
+            args["stdin"] = b64(stdin)
+        return self._result(self._call("run", args))
+
+    def put_files(
+        self,
+        directory: str,
+        files: dict[str, bytes],
+        *,
+        then: Command | None = None,
+        first: Command | None = None,
+    ) -> CommandResult:
+        args = {
+            "directory": directory,
+            "files": {name: b64(data) for name, data in files.items()},
+            "then": None if then is None else b64(to_command(then)),
+            "first": None if first is None else b64(to_command(first)),
+        }
+        return self._result(self._call("put_files", args))
+
+    def write_file(
+        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+    ) -> int:
+        chunks = [data] if isinstance(data, (bytes, bytearray)) else data
+        return int(self._call("write_file", {"path": path, "mode": mode}, chunks))
+
+    def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        return self._call("read_file", {"path": path, "offset": offset, "length": length})  # type: ignore[no-any-return]
+
+    def stat_size(self, path: str) -> int | None:
+        return self._call("stat_size", {"path": path})  # type: ignore[no-any-return]
+
+    def free_bytes(self, path: str) -> int | None:
+        return self._call("free_bytes", {"path": path})  # type: ignore[no-any-return]
+
+    def open_stream(self, cmd: Command) -> Any:
+        return self._call("open_stream", {"cmd": b64(to_command(cmd))})
+
+    def home(self) -> str:
+        return str(self._call("home", {}))
+
+    def stalled_s(self) -> float:
+        return float(self._call("stalled_s", {}))
+
+    def watch_stall(self, listener: Callable[[float | None], None]) -> None:
+        """The agent's keepalive silence, asked every STALL_POLL_S while someone listens."""
+        self._listeners.append(listener)
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, daemon=True, name="agent-stall")
+            self._watcher.start()
+
+    def _watch(self) -> None:
+        silent = False
+        while not self._closed.wait(STALL_POLL_S):
+            try:
+                seconds = self.stalled_s()
+            except Exception:  # the next look tries again; calls report their own errors
+                continue
+            if seconds > 0 or silent:
+                silent = seconds > 0
+                for listener in list(self._listeners):
+                    listener(seconds if seconds > 0 else None)
+
+    def close(self) -> None:
+        """This process lets go; the agent keeps the connection for the next one."""
+        self._closed.set()
+
+
+def agent_transport(
+    name: str,
+    *,
+    is_local: bool,
+    persist_s: float,
+    prompt: Callable[..., list[str]] | None,
+    on_unknown_host: Callable[[str, str, str], bool] | None,
+) -> AgentTransport | None:
+    """The agent's connection for cluster `name`, or None: this process connects itself
+    (a local cluster, `persist = 0`, HPCUI_AGENT=off, or inside the agent)."""
+    if is_local or persist_s <= 0 or not reach.agent_enabled():
+        return None
+    try:
+        paths.private_dir(os.path.dirname(paths.socket_path()), create=False)
+    except paths.UnsafeDirectory as exc:
+        log.warning("not using the agent: %s", exc)
+        return None
+    return AgentTransport(name, persist_s=persist_s, prompt=prompt, on_unknown_host=on_unknown_host)
