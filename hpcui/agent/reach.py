@@ -153,6 +153,8 @@ def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
             os.dup2(devnull, 0)
             os.dup2(out, 1)
             os.dup2(out, 2)
+            os.closerange(3, w)  # nothing of the caller's stays open (pipes, sockets)
+            os.closerange(w + 1, 1 << 16)
             import runpy
 
             # the agent program, by name, as `python -m hpcui.agent.server` would run it

@@ -156,9 +156,12 @@ except OSError as exc:
 body = json.dumps({"v": "0.1.0", "op": "cli", "argv": ["exec", "id"], "tty": {}}).encode()
 try:
     s.sendall(struct.pack(">I", len(body)) + body)
+except OSError:
+    pass  # the agent may have answered and hung up before we spoke: read its answer
+try:
     n = struct.unpack(">I", s.recv(4))[0]
     print("REPLY", s.recv(n).decode())
-except OSError as exc:
+except (OSError, struct.error) as exc:
     print("REPLY-ERROR", type(exc).__name__)
 """
 
@@ -499,3 +502,43 @@ def test_the_app_through_the_agent_follows_a_log_and_shares_the_login(api_via_ag
     assert job.result(timeout=120) == 8
     assert hpcui(env, "jobs", "--json").returncode == 0
     assert logins(env, "dev") == 1
+
+
+def test_the_agents_connection_reconnects_when_its_link_is_cut(api_via_agent):
+    """The sshd serving the agent's connection is killed: the next call reconnects (as a
+    direct connection would), still through the same agent."""
+    from hpcui.api import connect
+    from tests.conftest import session_sshd_pids
+
+    env = api_via_agent
+    t = connect("dev").transport
+    pids = session_sshd_pids(lambda cmd: t.run(cmd))
+    pid = status(env)["pid"]
+    subprocess.run(["kill", "-9", *map(str, pids)], check=False)
+    deadline = time.monotonic() + 60
+    while True:  # the cut may surface as one lost command; the next one reconnects
+        try:
+            res = t.run(["whoami"])
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    assert res.stdout.strip() == "hpcuser"
+    assert status(env)["pid"] == pid and logins(env, "dev") == 2
+
+
+def test_a_client_of_another_hpcui_version_gets_a_new_agent(agent_env):
+    import socket as _socket
+
+    from hpcui.agent import wire
+
+    env = agent_env("5m")
+    assert hpcui(env, "exec", "true").returncode == 0
+    old = status(env)
+    s = _socket.socket(_socket.AF_UNIX)
+    s.connect(old["socket"])
+    wire.send(s, {"v": "0.0.1", "op": "cli", "argv": ["exec", "true"], "tty": {}})
+    assert wire.recv(s) == {"retry": "agent replaced"}  # it withdraws for the newer one
+    s.close()
+    assert hpcui(env, "exec", "true").returncode == 0
+    assert status(env)["pid"] != old["pid"]
