@@ -542,3 +542,46 @@ def test_a_client_of_another_hpcui_version_gets_a_new_agent(agent_env):
     s.close()
     assert hpcui(env, "exec", "true").returncode == 0
     assert status(env)["pid"] != old["pid"]
+
+
+def test_agent_killed_while_sbatch_runs_gives_one_job(api_via_agent, monkeypatch):
+    """The submit's command dies with the agent (ConnectionLost, as when a link drops):
+    the submission finds its job by its token through a new agent — never two jobs."""
+    import threading
+
+    from hpcui import api
+    from tests.integration import stand_ins
+    from tests.integration.test_submit_faults import (
+        CALLS,
+        _assert_one_known_job,
+        _hold,
+        _name,
+        _release,
+        _wait_reached,
+    )
+    from tests.integration.test_submit_faults import add as plus
+
+    env = api_via_agent
+    with monkeypatch.context() as m:  # the stand-in sbatch and the gates: a direct link
+        m.setenv("HPCUI_AGENT", "off")
+        ctl = stand_ins.install("sbatch")
+    api._clusters.clear()
+    try:
+        ctl.run("mkdir -p ~/faultgates").check()
+        dev = api.connect("dev")  # through the agent, whose login shell sees ~/bin first
+        assert dev.run(["sh", "-c", "command -v sbatch"]).stdout.strip().endswith("bin/sbatch")
+        name = _name()
+        _hold(ctl, name, "sbatch")
+        box: dict = {}
+        t = threading.Thread(target=lambda: box.update(jobs=dev.map(plus, *CALLS, name=name)))
+        t.start()
+        _wait_reached(ctl, name, "sbatch")
+        os.kill(status(env)["pid"], signal.SIGKILL)
+        time.sleep(0.2)
+        _release(ctl, name)
+        t.join(timeout=90)
+        assert not t.is_alive() and "jobs" in box, "the submit did not come back"
+        array = _assert_one_known_job(ctl, name)
+        assert {j.job_id.split("_")[0] for j in box["jobs"]} == {array}
+    finally:
+        ctl.close()
