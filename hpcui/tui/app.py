@@ -175,9 +175,21 @@ class HpcuiApp(App[None]):
         self.notify(f"{name} added to {config_path()}; connecting.", title="cluster added")
 
     def action_help(self) -> None:
-        from hpcui.tui.modals import HelpModal
+        from hpcui.tui.job_table import JobTable
+        from hpcui.tui.modals import ConfirmModal, HelpModal
 
-        self.push_screen(HelpModal())
+        palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "command palette")
+        groups = [
+            ("Everywhere", [*self.BINDINGS, palette]),
+            ("Jobs (1)", [*JobsScreen.BINDINGS, *JobTable.BINDINGS]),
+            ("Job (2)", list(JobScreen.BINDINGS)),
+            ("Submit (3)", list(SubmitScreen.BINDINGS)),
+            ("Cluster (4)", list(ClusterScreen.BINDINGS)),
+            ("Questions", list(ConfirmModal.BINDINGS)),
+        ]
+        self.push_screen(
+            HelpModal([(t, [b for b in bs if isinstance(b, Binding)]) for t, bs in groups])
+        )
 
     def open_job(self, cluster: str, job_id: str) -> None:
         self.ctx.current_job = (cluster, job_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Markdown, Static
 
@@ -134,44 +134,82 @@ class PromptModal(ModalScreen[list[str]]):
         self.dismiss(["" for _ in self.questions])
 
 
-HELP = """\
-# hpcui keys
-
-| key | where | what |
-|---|---|---|
-| `1`-`5` | anywhere | jobs, job, submit, cluster, history |
-| `ctrl+p` | anywhere | command palette |
-| `?` | anywhere | this help |
-| `q` | anywhere | quit |
-| `j`/`k`, arrows | tables | move |
-| `enter` | jobs | open the job |
-| `space` | jobs | select / unselect (multi-select) |
-| `c` | jobs, job | cancel (asks first) |
-| `x` | jobs, job | graceful stop (stop file; the job's code must poll it) |
-| `R` | jobs | resubmit (jobs submitted from this app) |
-| `y` | jobs | copy the job id |
-| `/` | jobs, job, cluster | filter / search |
-| `t` | jobs | cycle the state filter |
-| `s` / `S` | jobs | sort by the next column / reverse |
-| `a` | jobs | hpcui jobs only / all my jobs |
-| `h` | jobs | history (sacct: exit code, efficiency) |
-| `o` / `e` | job | stdout / stderr |
-| `[` / `]` | job | previous / next rank |
-| `f` | job | follow the log |
-| `w` | job | wrap lines |
-| `n` | job | next search match |
-| `p` | job | open the log in `$PAGER` |
-
-Keys can be remapped with Textual keymaps (binding ids such as `jobs.cancel`).
-"""
+#: what a key does, in more words than its footer label (by binding id); a binding without
+#: an entry is described by its label
+HELP_DETAIL = {
+    "app.jobs": "the Jobs screen: every job on every connected cluster",
+    "app.job": "the open job: log, details, result, script, usage",
+    "app.submit": "the Submit form",
+    "app.cluster": "the Cluster screen: quota, partitions, modules",
+    "app.history": "history (sacct: exit code, efficiency)",
+    "app.help": "this help",
+    "jobs.select": "select / unselect (multi-select)",
+    "jobs.cancel": "cancel (asks first)",
+    "jobs.stop": "graceful stop (stop file; the job's code must poll it)",
+    "jobs.resubmit": "resubmit (jobs submitted from this app)",
+    "jobs.copy": "copy the job id",
+    "jobs.filter": "filter (Enter keeps it, Esc clears it)",
+    "jobs.state": "cycle the state filter",
+    "jobs.sort": "sort by the next column",
+    "jobs.sort_reverse": "reverse the sort",
+    "jobs.all": "hpcui jobs only / all my jobs",
+    "jobs.history": "history (sacct: exit code, efficiency)",
+    "job.rank_prev": "previous rank",
+    "job.rank_next": "next rank",
+    "job.follow": "follow the log",
+    "job.wrap": "wrap lines",
+    "job.search": "search the log",
+    "job.next": "next search match",
+    "job.end": "the log's end",
+    "job.pager": "open the log in $PAGER",
+    "job.usage": "GPU/CPU usage now",
+    "job.cancel": "cancel (asks first)",
+    "job.stop": "graceful stop (stop file)",
+    "cluster.reload": "reload quota, partitions and modules",
+    "cluster.connect": "connect (or reconnect) this cluster",
+    "cluster.search": "search modules (spider)",
+    "submit.submit": "submit the form",
+}
 
 
 class HelpModal(ModalScreen[None]):
+    """Every key of every screen, generated from their bindings with the user's keymap
+    applied: a binding added anywhere shows up here. Centred, scrolls; Esc closes."""
+
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, groups: list[tuple[str, list[Binding]]]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.groups = groups
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="help"):
-            yield Markdown(HELP)
+            yield Label("hpcui keys · Esc closes · ↑/↓ scroll", classes="dialog-title")
+            with VerticalScroll(id="help-body"):
+                yield Markdown(self.text())
+
+    def keys(self, binding: Binding) -> str:
+        keymap: dict[str, str] = getattr(self.app, "_keymap", None) or {}
+        keys = keymap.get(binding.id or "", binding.key) if binding.id else binding.key
+        return " ".join(
+            f"`{self.app.get_key_display(Binding(k.strip(), ''))}`"
+            for k in keys.split(",")
+            if k.strip()
+        )
+
+    def text(self) -> str:
+        lines: list[str] = []
+        for title, bindings in self.groups:
+            lines += [f"**{title}**", "", "| key | what |", "|---|---|"]
+            for b in bindings:
+                what = HELP_DETAIL.get(b.id or "", b.description or b.action)
+                lines.append(f"| {self.keys(b)} | {what} |")
+            lines.append("")
+        lines.append(
+            "Keys are remapped in the config's `[keys]` table by binding id "
+            '(e.g. `jobs.cancel = "x"`).'
+        )
+        return "\n".join(lines)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,74 @@
+"""The help screen (issue 23, defect 5): generated from the screens' bindings, centred,
+scrollable at 80x24, Esc closes. Pilot, no cluster (the `local` box)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Markdown
+
+from hpcui.tui.app import HpcuiApp
+from hpcui.tui.modals import HELP_DETAIL, HelpModal
+from hpcui.tui.screens.cluster import ClusterScreen
+from hpcui.tui.screens.job import JobScreen
+from hpcui.tui.screens.jobs import JobsScreen
+
+
+async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await pilot.pause(0.05)
+
+
+def open_help(size: tuple[int, int]):
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
+            modal = app.screen
+            await pilot.pause(0.3)
+            body = modal.query_one("#help-body", VerticalScroll)
+            box = modal.query_one("#help").region
+            before = body.max_scroll_y
+            body.scroll_end(animate=False)
+            await pilot.pause(0.2)
+            scrolled = body.scroll_y
+            text = modal.text()
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpModal))
+            return text, box, before, scrolled
+
+    return asyncio.run(go())
+
+
+def test_help_lists_every_screens_keys_and_scrolls_at_80x24(local_box):
+    text, box, max_scroll, scrolled = open_help((80, 24))
+    for screen in (JobsScreen, JobScreen, ClusterScreen):
+        for b in screen.BINDINGS:
+            assert isinstance(b, Binding)
+            assert f"| {HELP_DETAIL.get(b.id or '', b.description)} |" in text, (screen, b.key)
+    assert "reload quota, partitions and modules" in text  # the Cluster keys
+    assert "the log's end" in text and "next search match" in text  # hidden Job keys too
+    assert "| `^p` | command palette |" in text
+    assert max_scroll > 0 and scrolled == max_scroll  # taller than 24 rows: it scrolls
+    assert abs(box.x - (80 - box.right)) <= 1  # centred
+    assert box.bottom <= 24
+
+
+def test_help_is_generated_from_the_bindings(local_box, monkeypatch):
+    extra = Binding("z", "noop", "Zap the cache", id="cluster.zap")
+    monkeypatch.setattr(ClusterScreen, "BINDINGS", [*ClusterScreen.BINDINGS, extra])
+    text, *_ = open_help((160, 45))
+    assert "| `z` | Zap the cache |" in text
+
+
+def test_help_shows_the_users_keymap(local_box):
+    local_box.write_text(local_box.read_text() + '\n[keys]\njobs.cancel = "ctrl+k"\n')
+    text, *_ = open_help((160, 45))
+    assert "| `^k` | cancel (asks first) |" in text  # jobs.cancel, remapped
+    assert "| `c` | cancel (asks first) |" in text  # job.cancel, as it was
