@@ -40,6 +40,11 @@ class AuthenticationError(ClusterConnectionError):
     """The server refused every credential we offered."""
 
 
+class AnswersRejected(AuthenticationError):
+    """The keyboard-interactive answers (a 2FA code, a password) were wrong: asking again
+    may well succeed (the app offers it)."""
+
+
 class ConnectionLost(ClusterConnectionError):
     """The connection dropped while a command was in flight; it may or may not have run."""
 

@@ -27,10 +27,15 @@ def interactive() -> bool:
         return False
 
 
-def terminal_prompt(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
-    """Keyboard-interactive (2FA) answers from the terminal; nothing is echoed or kept."""
-    if title.strip():
-        print(title.strip(), file=sys.stderr)
+def terminal_prompt(
+    title: str, instructions: str, prompts: list[tuple[str, bool]], *, cluster: str = ""
+) -> list[str]:
+    """Keyboard-interactive (2FA) answers from the terminal; nothing is echoed or kept.
+    The first line names the cluster that asks (several may, in one `jobs -c a,b`)."""
+    if not prompts:  # servers may send an empty round: nothing to ask
+        return []
+    head = title.strip() or "login"
+    print(f"{cluster}: {head}" if cluster else head, file=sys.stderr)
     if instructions.strip():
         print(instructions.strip(), file=sys.stderr)
     return [input(q) if echo else read_secret(q) for q, echo in prompts]
@@ -79,16 +84,20 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
     Without a terminal no callback is passed: the core then fails with an
     AuthenticationError or HostKeyError that says what to do, instead of hanging.
     """
-    from hpcui.api import connect as core_connect
+    from functools import partial
 
+    from hpcui.api import connect as core_connect
+    from hpcui.config import load_config
+
+    asking = partial(terminal_prompt, cluster=load_config().cluster(name).name)
     if SHARED_BY_AGENT:  # one Cluster per name for every client; each asks its own terminal
         from hpcui.agent.routing import RoutedHostKey, RoutedPrompt
 
-        kwargs.setdefault("prompt", RoutedPrompt(terminal_prompt))
+        kwargs.setdefault("prompt", RoutedPrompt(asking))
         kwargs.setdefault("on_unknown_host", RoutedHostKey(ask_host_key))
         return core_connect(name, **kwargs)
     if interactive():
-        kwargs.setdefault("prompt", terminal_prompt)
+        kwargs.setdefault("prompt", asking)
         kwargs.setdefault("on_unknown_host", ask_host_key)
     cluster = core_connect(name, **kwargs)
     _open.append(cluster)

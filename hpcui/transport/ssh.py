@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from hpcui.errors import (
+    AnswersRejected,
     AuthenticationError,
     ClusterConnectionError,
     CommandTimeout,
@@ -566,8 +567,9 @@ class SshTransport(Transport):
                     ) from exc
                 if not isinstance(exc, paramiko.AuthenticationException):
                     raise
-                raise AuthenticationError(
-                    f"{self.target.label} rejected the keyboard-interactive answers: {exc}. "
+                said = str(exc).rstrip(". ") or "refused"
+                raise AnswersRejected(
+                    f"{self.target.label} rejected the keyboard-interactive answers ({said}). "
                     "Check the code (TOTP codes expire every 30 s) and try again."
                 ) from exc
             if conn.is_authenticated():

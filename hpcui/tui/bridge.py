@@ -46,10 +46,13 @@ def prompt_bridge(app: App[Any], cluster: str) -> Callable[..., list[str]]:
     def prompt(title: str, instructions: str, questions: list[tuple[str, bool]]) -> list[str]:
         if not questions:  # servers may send an empty round; answer it without a dialog
             return []
-        return ask_from_thread(
-            app, lambda: PromptModal(cluster, title, instructions, list(questions)), []
+        answers: list[str] | None = ask_from_thread(
+            app, lambda: PromptModal(cluster, title, instructions, list(questions)), None
         )
+        prompt.cancelled = answers is None  # type: ignore[attr-defined]
+        return ["" for _ in questions] if answers is None else answers  # empty: refused
 
+    prompt.cancelled = False  # type: ignore[attr-defined]  # the hub reads it after a refusal
     return prompt
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hpcui.config import Config
-from hpcui.errors import ClusterConnectionError, HpcuiError
+from hpcui.errors import AnswersRejected, ClusterConnectionError, HpcuiError
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -114,14 +114,20 @@ class Hub:
         import hpcui
         from hpcui.tui.bridge import host_key_bridge, prompt_bridge
 
+        prompt: Any = None
         try:
             cluster = hpcui.connect(
                 name,
                 prompt=prompt_bridge(self.app, name),
                 on_unknown_host=host_key_bridge(self.app, name),
             )
+            prompt = getattr(cluster.transport, "prompt", None)  # the one that will ask
             cluster.run(["true"]).check("connecting")
             caps = cluster.capabilities  # PBS: probes its dialect once, here in the worker
+        except AnswersRejected as exc:  # a mistyped code: say so, offer to ask again
+            cancelled = bool(getattr(prompt, "cancelled", False))
+            self.app.call_from_thread(self._rejected, name, str(exc), cancelled)
+            return
         except HpcuiError as exc:
             self.app.call_from_thread(self._set, name, "error", str(exc))
             return
@@ -135,6 +141,27 @@ class Hub:
         cluster.transport.watch_stall(lambda seconds: self._from_watchdog(name, seconds))
         self.app.call_from_thread(self._set, name, "connected")
         self.check_python(name)
+
+    def _rejected(self, name: str, message: str, cancelled: bool) -> None:
+        """UI thread: a refused 2FA answer. Cancelled by the person: just say so; a wrong
+        code: show why and offer another try (a new code, a new connection)."""
+        from hpcui.tui.modals import ConfirmModal
+
+        if cancelled:
+            self._set(name, "error", "login cancelled; press C on the Cluster screen to connect")
+            return
+        self._set(name, "error", message)
+
+        def again(yes: bool | None) -> None:
+            if yes:
+                self.connect(name)
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"{name}: the code was not accepted", f"{message}\n\nTry again?", "Try again"
+            ),
+            callback=again,
+        )
 
     def check_python(self, name: str) -> None:
         """The remote Python check (cloudpickle needs the same minor version)."""

@@ -130,8 +130,7 @@ class PromptModal(ModalScreen[list[str]]):
             self.action_cancel()
 
     def action_cancel(self) -> None:
-        # empty answers: the server refuses them and the core reports a clear auth error
-        self.dismiss(["" for _ in self.questions])
+        self.dismiss(None)  # the bridge answers emptily and remembers the person said no
 
 
 #: what a key does, in more words than its footer label (by binding id); a binding without

@@ -114,7 +114,7 @@ def test_two_calls_on_the_2fa_cluster_answer_one_totp_prompt(agent_env):
 
     def answer(seen: bytes) -> bytes | None:
         nonlocal prompts
-        if not seen.rstrip().endswith(b":") or seen.count(b":") <= prompts:
+        if not seen.rstrip().endswith(b"code:") or seen.count(b"code:") <= prompts:
             return None
         prompts += 1
         code = subprocess.run(
@@ -127,6 +127,7 @@ def test_two_calls_on_the_2fa_cluster_answer_one_totp_prompt(agent_env):
     code, text = run_on_pty(both, env, answer, timeout=60)
     assert code == 0 and prompts == 1, text
     assert "JOBID" in text
+    assert "dev-2fa: login" in text.split("Verification code")[0]  # who asks
     code, text = run_on_pty(argv, env, answer, timeout=60)
     assert code == 0, text
     assert prompts == 1, f"asked again: {text}"

@@ -291,6 +291,67 @@ def test_two_factor_dialog_answers_the_real_sshd(dev_env):
     assert "● dev-2fa" in title
 
 
+def test_a_wrong_2fa_code_says_why_and_offers_another_try(dev_env):
+    """Issue 23, defect 9: a mistyped code used to close the dialog and leave an error
+    line; now the app says the code was not accepted and asks again on `y`. Cancelling the
+    dialog is not a wrong code: no retry offered."""
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+
+    async def go():
+        app = HpcuiApp("dev-2fa", connect=["dev-2fa"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for_prompt(pilot, app, "2FA dialog")
+            await pilot.press(*"000000", "enter")  # wrong
+            await wait_for(
+                pilot, lambda: isinstance(app.screen, ConfirmModal), 30, "the retry question"
+            )
+            asked = str(app.screen.query_one(".dialog-title").render())
+            body = str(app.screen.query_one(".dialog-body").render())
+            await pilot.press("y")
+            await wait_for_prompt(pilot, app, "the dialog again")
+            code = subprocess.run(
+                ["oathtool", "--totp", "-b", seed], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            await pilot.press(*code, "enter")
+            await wait_for(
+                pilot, lambda: app.hub.conns["dev-2fa"].status == "connected", 30, "connected"
+            )
+            return asked, body
+
+    import hpcui.api
+
+    try:
+        asked, body = asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+        hpcui.api._clusters.clear()
+    assert asked == "dev-2fa: the code was not accepted"
+    assert "rejected the keyboard-interactive answers" in body and "Try again?" in body
+
+
+def test_cancelling_the_2fa_dialog_is_not_a_wrong_code(dev_env):
+    async def go():
+        app = HpcuiApp("dev-2fa", connect=["dev-2fa"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for_prompt(pilot, app, "2FA dialog")
+            await pilot.press("escape")
+            conn = app.hub.conns["dev-2fa"]
+            await wait_for(pilot, lambda: conn.status == "error", 30, "the error")
+            await pilot.pause(0.3)
+            return conn.error, type(app.screen).__name__
+
+    import hpcui.api
+
+    try:
+        error, screen = asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+        hpcui.api._clusters.clear()
+    assert "login cancelled" in error and screen != "ConfirmModal"
+
+
 def test_cluster_screen_shows_quota_partitions_modules(dev_env):
     async def go():
         app = HpcuiApp("dev", connect=["dev"])

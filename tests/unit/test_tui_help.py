@@ -8,7 +8,6 @@ import time
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown
 
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.modals import HELP_DETAIL, HelpModal
