@@ -231,11 +231,44 @@ class HpcuiApp(App[None]):
         yield SystemCommand(
             "Cluster", "Quota, modules, partitions (4)", lambda: self.switch_mode("cluster")
         )
+        yield SystemCommand("Help", "Every key of every screen (?)", self.action_help)
+        yield from self._job_commands()
         for name, conn in self.hub.conns.items():
             if conn.status in ("idle", "error"):
                 yield SystemCommand(
                     f"Connect {name}", f"Connect to {conn.host}", lambda n=name: self.hub.connect(n)
                 )
+
+    def _job_commands(self) -> Iterable[SystemCommand]:
+        """The open job's actions in the palette (the keys of the Job screen, by name)."""
+        if self.current_job is None:
+            return
+        cluster, job_id = key = self.current_job
+        ref = f"{cluster}:{job_id}"
+
+        def cancel() -> None:
+            from hpcui.tui.modals import ConfirmModal
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.cancel_jobs([key])
+
+            self.push_screen(
+                ConfirmModal(f"Cancel {ref}?", "The job is killed.", yes="Cancel job"), answered
+            )
+
+        yield SystemCommand(
+            f"Open job {ref}", "Its log, details and result (2)", lambda: self.switch_mode("job")
+        )
+        yield SystemCommand(f"Cancel job {ref}", "scancel/qdel, asks first (c)", cancel)
+        yield SystemCommand(
+            f"Stop job {ref}", "Graceful stop: the stop file (x)", lambda: self.stop_jobs([key])
+        )
+        yield SystemCommand(
+            f"Resubmit job {ref}",
+            "The form, refilled (R)",
+            lambda: self.post_message(Resubmit(cluster, job_id)),
+        )
 
     # -- job actions shared by screens ---------------------------------------------------------
 

@@ -71,3 +71,36 @@ def test_help_shows_the_users_keymap(local_box):
     text, *_ = open_help((160, 45))
     assert "| `^k` | cancel (asks first) |" in text  # jobs.cancel, remapped
     assert "| `c` | cancel (asks first) |" in text  # job.cancel, as it was
+
+
+def test_the_palette_finds_help_and_the_open_jobs_actions(local_box):
+    """Issue 23, defect 11: "help" in the palette found nothing, and it had no job actions."""
+    from hpcui.tui.modals import ConfirmModal
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(120, 40)) as pilot:
+            before = [c.title for c in app.get_system_commands(app.screen)]
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.3)
+            await pilot.press(*"help")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
+            await pilot.press("escape")
+            app.ctx.current_job = ("local", "4242")
+            commands = {c.title: c for c in app.get_system_commands(app.screen)}
+            commands["Cancel job local:4242"].callback()
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, ConfirmModal) and bool(app.screen.query("#no")),
+            )
+            title = str(app.screen.query_one(".dialog-title").render())
+            await pilot.press("escape")  # no: nothing is cancelled
+            return before, set(commands), title
+
+    before, after, title = asyncio.run(go())
+    assert "Help" in before and not any(t.endswith("local:4242") for t in before)
+    assert {"Open job local:4242", "Cancel job local:4242", "Stop job local:4242",
+            "Resubmit job local:4242"} <= after  # fmt: skip
+    assert title == "Cancel local:4242?"
