@@ -159,10 +159,18 @@ def spider_command() -> str:
     return _login_shell('"$LMOD_DIR/spider" -o spider-json "$MODULEPATH"')
 
 
+#: between Lmod's keyword answer and its list of defaults in one search round trip
+DEFAULTS_MARK = "#hpcui-defaults#"
+
+
 def keyword_command(system: ModuleSystem, word: str) -> str:
-    """Search: Lmod ``keyword`` (names, descriptions); Environment Modules name match."""
+    """Search: Lmod ``keyword`` (names, descriptions) then ``-t -d avail`` (keyword marks
+    no default: the defaults come after DEFAULTS_MARK); Environment Modules name match."""
     if system == "lmod":
-        return _module(system, f"keyword {shlex.quote(word)}")
+        return _login_shell(
+            f"module --redirect keyword {shlex.quote(word)} ; echo {shlex.quote(DEFAULTS_MARK)} ; "
+            "module --redirect -t -d avail"
+        )
     return _module(system, f"-j avail --contains {shlex.quote(word)}")
 
 
@@ -324,7 +332,17 @@ def parse_lmod_spider_json(text: str) -> list[Module]:
 
 
 def parse_lmod_keyword(text: str) -> list[Module]:
-    """Lmod ``keyword``: "  cuda: cuda/12.2" lines, each followed by its description."""
+    """Lmod ``keyword``: "  cuda: cuda/12.2" lines, each followed by its description; with
+    `keyword_command`'s list of defaults after DEFAULTS_MARK, those are marked default."""
+    text, _, defaults_text = text.partition(DEFAULTS_MARK)
+    defaults = {m.full_name for m in parse_avail(defaults_text)}
+    return [
+        m.model_copy(update={"default": True}) if m.full_name in defaults else m
+        for m in _keyword_entries(text)
+    ]
+
+
+def _keyword_entries(text: str) -> list[Module]:
     out: list[Module] = []
     names: list[str] = []
     description: list[str] = []

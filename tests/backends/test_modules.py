@@ -147,6 +147,14 @@ def test_lmod_keyword() -> None:
     )
 
 
+def test_lmod_search_marks_the_defaults() -> None:
+    """Issue 23, defect 11: `keyword` marks no default; keyword_command asks Lmod's
+    `-t -d avail` in the same round trip (real output of the dev24 site, Lmod 8.7.60)."""
+    text = (FIXTURES / "lmod-8.7.60-dev24" / "keyword_cuda_with_defaults.stdout").read_text()
+    found = {m.full_name: m.default for m in parse_lmod_keyword(text)}
+    assert found == {"cuda/12.4": True}  # 12.2 is hidden: keyword leaves it out
+
+
 @pytest.mark.parametrize("path", [LMOD / "load_bad.stderr", ENVMOD / "load_bad.stderr"])
 def test_load_error_names_the_unknown_module(path: Path) -> None:
     failure = parse_load_error(path.read_text())
@@ -192,7 +200,7 @@ def test_commands_run_module_in_a_login_shell() -> None:
     assert "spider-json" in spider_command()
     # A search word is quoted, never interpreted by the remote shell.
     inner = shlex.split(keyword_command("lmod", "gpu; rm -rf ~"))[2]
-    assert shlex.split(inner) == ["module", "--redirect", "keyword", "gpu; rm -rf ~"]
+    assert shlex.split(inner)[:5] == ["module", "--redirect", "keyword", "gpu; rm -rf ~", ";"]
 
 
 def test_module_state_marks_loaded_in_available() -> None:
