@@ -312,14 +312,21 @@ class SshTransport(Transport):
                 ]
                 if preferred:
                     opts.key_types = preferred
+            via = f" through ProxyCommand {t.proxy_command!r}" if t.proxy_command else ""
+            wait = deadline.left(t.connect_timeout) or 0.1
             try:
-                conn.start_client(timeout=deadline.left(t.connect_timeout) or 0.1)
+                conn.start_client(timeout=wait)
             except paramiko.SSHException as exc:  # no banner, a proxy that died, ...
-                via = f" through ProxyCommand {t.proxy_command!r}" if t.proxy_command else ""
                 raise ClusterConnectionError(
                     f"No SSH server answered at {t.hostname}:{t.port}{via} ({exc}). Check the "
                     "host and port (and that the proxy command works: run it in a shell)."
                 ) from exc
+            if conn.host_key is None:  # start_client gave up waiting without a word
+                raise ClusterConnectionError(
+                    f"{t.hostname}:{t.port}{via} took the connection but no SSH server greeted "
+                    f"us within {wait:.0f} s: a firewall, a VPN that is down, or a port that is "
+                    "not SSH. Check the host and port, and your VPN."
+                )
             self._verify_host_key(conn, hosts)
             self._authenticate(conn)
         except BaseException:
