@@ -352,6 +352,45 @@ def test_cancelling_the_2fa_dialog_is_not_a_wrong_code(dev_env):
     assert "login cancelled" in error and screen != "ConfirmModal"
 
 
+def test_job_details_follow_the_job_and_show_its_outcome(dev_env):
+    """Issue 23, defect 3: the Details tab was frozen at the moment the job was opened
+    (PENDING, elapsed 0:00:00). Now it follows the job and, once it has ended, shows the
+    exit code, nodes, start/end and efficiency from sacct."""
+    from hpcui.api import connect
+
+    job = connect("dev").submit(nap, 3, name="tui-details", time="5m")
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            app.open_job("dev", job.job_id)
+            await wait_for(pilot, lambda: bool(app.screen.query("#details")), 30, "Job screen")
+            details = app.screen.query_one("#details")
+            first = str(details.render())
+            await wait_for(
+                pilot,
+                lambda: "exit code   0" in str(details.render()),
+                120,
+                lambda: f"the outcome, got {details.render()}",
+            )
+            return first, str(details.render()), str(app.screen.query_one("#job-head").render())
+
+    import hpcui.api
+
+    try:
+        first, last, head = asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+        hpcui.api._clusters.clear()
+    assert "COMPLETED" not in first  # opened while it was still pending or running
+    assert "ended       COMPLETED" in last and "state       COMPLETED" in last
+    assert "nodes       1 node" in last and "efficiency  CPU " in last
+    assert "end         20" in last and "elapsed     0:00:0" in last
+    assert "COMPLETED" in head
+
+
 def test_cluster_screen_shows_quota_partitions_modules(dev_env):
     async def go():
         app = HpcuiApp("dev", connect=["dev"])

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 TAIL_BYTES = 4 << 20  # open a huge log near its end
 USAGE_S = 5.0  # a usage look (one command on the cluster) this often while the screen shows
 SLOW_S = 2.0  # pause before following again after a failed read
+DETAILS_S = 3.0  # the Details follow the queue's (shared, cached) snapshot this often
 
 
 class JobScreen(Screen[None]):
@@ -68,6 +69,7 @@ class JobScreen(Screen[None]):
         self.job: Job | None = None
         self.record: JobRecord | None = None
         self.entry: QueueJob | None = None
+        self.accounting: Any = None  # sacct's row once the job has ended (exit code, ...)
         self.stream = "stdout"
         self.rank = 0
         self.num_tasks = 1
@@ -126,11 +128,13 @@ class JobScreen(Screen[None]):
             self._follow()
         if self.key is not None and wanted == self.key:
             self._watch_usage(*self.key)
+            self._watch_details(*self.key)
 
     def on_screen_suspend(self) -> None:
         self._active = False
         self.workers.cancel_group(self, "job-log")
         self.workers.cancel_group(self, "job-usage")
+        self.workers.cancel_group(self, "job-details")
 
     def on_show_job(self, message: ShowJob) -> None:
         self.show_job(message.cluster, message.job_id)
@@ -139,8 +143,9 @@ class JobScreen(Screen[None]):
         """Switch to another job: forget the old logs, load the new one in a worker."""
         self.workers.cancel_group(self, "job-log")
         self.workers.cancel_group(self, "job-usage")
+        self.workers.cancel_group(self, "job-details")
         self.key = (cluster, job_id)
-        self.job = self.record = self.entry = None
+        self.job = self.record = self.entry = self.accounting = None
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
@@ -196,6 +201,7 @@ class JobScreen(Screen[None]):
             else "No script recorded: only jobs submitted by hpcui keep their batch script."
         )
         self._watch_usage(*key)
+        self._watch_details(*key)
         if job is None:
             self.panel.reset("no logs")
             self.panel.add_lines(
@@ -220,10 +226,13 @@ class JobScreen(Screen[None]):
             head += f" · [red]{problem}[/]"
         self.query_one("#job-head", Static).update(head)
         lines = []
+        # the newest word on the state: sacct's once ended, else the queue's, else ours
+        newest = self.accounting or entry or rec
+        raw = getattr(newest, "state_raw", "") if newest is not None else ""
         if rec is not None:
             lines += [
                 f"name        {rec.name}",
-                f"state       {rec.state.value} ({rec.state_raw or '-'})",
+                f"state       {state.value if state else rec.state.value} ({raw or '-'})",
                 f"tasks       {rec.num_tasks}",
                 f"folder      {rec.folder}",
                 f"token       {rec.token}",
@@ -240,7 +249,64 @@ class JobScreen(Screen[None]):
             ]
             if entry.start_time:
                 lines.append(f"start       {entry.start_time}")
+        acct = self.accounting
+        if acct is not None:  # the job has ended: what sacct says of it
+            when = "%Y-%m-%d %H:%M:%S"
+            lines += [
+                "",
+                f"ended       {acct.state.value} ({acct.state_raw or '-'})",
+                f"exit code   {acct.exit_code if acct.exit_code is not None else '-'}"
+                + (f"  signal {acct.signal}" if acct.signal else ""),
+                f"nodes       {acct.nodes} {acct.nodelist}".rstrip(),
+                f"start       {acct.start_time.strftime(when) if acct.start_time else '-'}",
+                f"end         {acct.end_time.strftime(when) if acct.end_time else '-'}",
+                f"elapsed     {hms(acct.elapsed_s)} of {hms(acct.time_limit_s)}",
+                f"efficiency  {acct.efficiency}",
+            ]
         self.query_one("#details", Static).update("\n".join(lines) or problem or "-")
+
+    # -- details: follow the job until it ends, then its accounting -----------------------------
+
+    @work(thread=True, exclusive=True, group="job-details", exit_on_error=False)
+    def _watch_details(self, cluster_name: str, job_id: str) -> None:
+        """The queue row and the registry record while the job lives (the watcher's cached
+        snapshot: no extra call most of the time), sacct's row once it has ended."""
+        worker = get_current_worker()
+        key = (cluster_name, job_id)
+        while not worker.is_cancelled and self._active and self.key == key:
+            cluster = self.ctx.hub.cluster(cluster_name)
+            if cluster is None:
+                return
+            try:
+                entry = self.entry
+                if self.ctx.hub.conns[cluster_name].has_queue:
+                    entry = next(
+                        (
+                            j
+                            for j in cluster.queue(include_finished=True, max_age_s=DETAILS_S)
+                            if j.job_id == job_id
+                        ),
+                        entry,
+                    )
+                record = self.ctx.registry.get(cluster_name, job_id)
+                state = entry.state if entry else record.state if record else None
+                acct = None
+                if state is not None and state.is_final and cluster.capabilities.history:
+                    acct = next(iter(cluster.history(None, job_ids=[job_id])), None)
+            except HpcuiError:
+                time.sleep(DETAILS_S)
+                continue
+            self.app.call_from_thread(self._details_now, key, entry, record, acct)
+            if acct is not None and acct.state.is_final:
+                return  # what sacct says of an ended job does not change
+            time.sleep(DETAILS_S)
+
+    def _details_now(self, key: tuple[str, str], entry: Any, record: Any, acct: Any) -> None:
+        if key != self.key:
+            return
+        self.entry, self.record = entry or self.entry, record or self.record
+        self.accounting = acct
+        self._details(state=acct.state if acct else None)
 
     # -- usage: looks only while this screen shows the job ------------------------------------
 
