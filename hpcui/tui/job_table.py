@@ -24,7 +24,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from hpcui.tui.rows import JobRow, id_sort_key
+from hpcui.tui.rows import FOLD_MARKS, JobRow, id_sort_key
 
 Cell = str | Text
 PAD = 1  # spaces either side of a cell
@@ -149,9 +149,15 @@ class JobTable(ScrollView, can_focus=True):
         column = self.sort_column
         shown = self.shown
 
+        first = 10**12 if self.sort_reverse else -1  # an array's row heads its elements
+
         def key(k: str) -> Any:
             text = str(shown[k].get(column or "", ""))
-            return id_sort_key(text) if column == "id" else text.lower()
+            if column != "id":
+                return text.lower()
+            if text[:1] in FOLD_MARKS:
+                return (*id_sort_key(text)[:1], first)
+            return id_sort_key(text)
 
         self.keys.sort(key=key, reverse=self.sort_reverse)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -94,6 +94,8 @@ class JobRow:
     state: JobState
     hpcui: bool
     cells: dict[str, str | Text] = field(default_factory=dict)
+    #: an array's one row: the keys of its elements (collapse_arrays)
+    members: tuple[str, ...] = ()
     _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
@@ -219,6 +221,90 @@ def merge_rows(
         row = record_row(rec)
         rows.setdefault(row.key, row)
     return rows
+
+
+#: an array element's id: 3202_7
+_ELEMENT = re.compile(r"^(\d+)_(\d+)$")
+#: what an array's row counts, in this order
+_TALLY = (("done", {JobState.COMPLETED}), ("running", {JobState.RUNNING, JobState.COMPLETING}),
+          ("pending", {JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED}))  # fmt: skip
+
+
+def array_key(cluster: str, array_id: str) -> str:
+    return row_key(cluster, f"{array_id}_*")
+
+
+#: the first character of an array's id cell: folded, unfolded
+FOLD_MARKS = ("▸", "▾")
+#: arrays with fewer elements on screen keep one row each (they fit; a fold hides more)
+FOLD_MIN = 5
+
+
+def collapse_arrays(rows: dict[str, JobRow], expanded: Set[str]) -> dict[str, JobRow]:
+    """One row per job array (`3202_[0-49]  42 done · 8 running · 0 failed`), where the
+    first element stood; an array in `expanded` (by `array_key`) keeps its row, marked
+    ▾, followed by its elements. Arrays under FOLD_MIN elements stay as they are."""
+    groups: dict[str, list[JobRow]] = {}
+    for row in rows.values():
+        m = _ELEMENT.match(row.job_id)
+        if m:
+            groups.setdefault(array_key(row.cluster, m[1]), []).append(row)
+    out: dict[str, JobRow] = {}
+    for key, row in rows.items():
+        m = _ELEMENT.match(row.job_id)
+        group_key = array_key(row.cluster, m[1]) if m else ""
+        members = groups.get(group_key, ())
+        if len(members) < FOLD_MIN:
+            out[key] = row
+            continue
+        if group_key not in out:
+            out[group_key] = _array_row(group_key, m[1], members, group_key in expanded)  # type: ignore[index]
+        if group_key in expanded:
+            out[key] = row
+    return out
+
+
+def _array_row(key: str, array_id: str, members: list[JobRow], expanded: bool) -> JobRow:
+    first = members[0]
+    indices = sorted(int(r.job_id.rpartition("_")[2]) for r in members)
+    states = [r.state for r in members]
+    counts = [(label, sum(s in which for s in states)) for label, which in _TALLY]
+    failed = sum(s in _FAILED for s in states)
+    cancelled = states.count(JobState.CANCELLED)
+    tally = [f"{n} {label}" for label, n in counts if n]  # failures are always said
+    tally.append(f"{failed} failed")
+    if cancelled:
+        tally.append(f"{cancelled} cancelled")
+    if any(s in (JobState.RUNNING, JobState.COMPLETING) for s in states):
+        state = JobState.RUNNING
+    elif any(s in (JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED) for s in states):
+        state = JobState.PENDING
+    elif failed:
+        state = JobState.FAILED
+    elif cancelled == len(states):
+        state = JobState.CANCELLED
+    else:
+        state = JobState.COMPLETED
+    cells = dict(first.cells)
+    cells.update(
+        sel="",
+        id=f"{FOLD_MARKS[expanded]} {array_id}_[{indices[0]}-{indices[-1]}]",
+        state=state_text(state),
+        why=" · ".join(tally),
+        nodes="-",
+        gpus="-",
+        gpu_pct="",
+        time="",
+    )
+    return JobRow(
+        key=key,
+        cluster=first.cluster,
+        job_id=array_id,
+        state=state,
+        hpcui=any(r.hpcui for r in members),
+        cells=cells,
+        members=tuple(r.key for r in members),
+    )
 
 
 STATE_FILTERS: tuple[str, ...] = (

@@ -104,3 +104,79 @@ def test_the_palette_finds_help_and_the_open_jobs_actions(local_box):
     assert {"Open job local:4242", "Cancel job local:4242", "Stop job local:4242",
             "Resubmit job local:4242"} <= after  # fmt: skip
     assert title == "Cancel local:4242?"
+
+
+# -- arrays: one row each, unfolded on Enter (issue 23, defect 8) ---------------------------
+
+
+def array_jobs(n: int = 50, pending: int = 8):
+    from hpcui.backends.slurm_queue import parse_squeue
+    from hpcui.sitestate.jobs import QueueJob
+    from tests.conftest import fixture_text
+
+    line = next(
+        ln for ln in fixture_text("slurm-constructed/squeue_O.txt").splitlines()
+        if ln.startswith("1310|1300|7|")
+    )  # fmt: skip
+    rest = line.split("|")[3:]
+    lines = []
+    for i in range(n):
+        fields = [str(4000 + i), "3202", str(i), *rest]
+        if i >= n - pending:
+            fields[7], fields[8] = "PENDING", "Priority"
+        lines.append("|".join(fields))
+    return [QueueJob.from_entry(e) for e in parse_squeue("\n".join(lines) + "\n")]
+
+
+def test_a_50_element_array_is_one_row_that_unfolds(local_box):
+    from datetime import datetime, timezone
+
+    from hpcui.sitestate import QueueSnapshot
+    from hpcui.tui.job_table import JobTable
+    from hpcui.tui.modals import ConfirmModal
+    from hpcui.tui.screens.jobs import JobsScreen, QueueUpdate
+
+    jobs = array_jobs()
+    snap = QueueSnapshot(
+        jobs=jobs, taken_at=datetime.now(timezone.utc), took_s=0.01, changed=True, next_refresh_s=2
+    )
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(160, 45)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, JobsScreen)
+            screen.hpcui_only = False
+            screen.post_message(QueueUpdate("mn5", snap, None))
+            table = screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: table.row_count == 1)
+            folded = dict(table.shown[table.keys[0]])
+            table.move_cursor(row=0)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: table.row_count == 51)
+            unfolded = [str(table.shown[k]["id"]) for k in table.keys[:3]]
+            table.move_cursor(row=0)
+            await pilot.press("c")  # cancel on the array's row: all its elements
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+            await pilot.pause(0.2)
+            asked = str(app.screen.query_one(".dialog-title").render())
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is screen)
+            table.move_cursor(row=0)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: table.row_count == 1)
+            return folded, unfolded, asked
+
+    folded, unfolded, asked = asyncio.run(go())
+    assert str(folded["id"]) == "▸ 3202_[0-49]"
+    assert str(folded["why"]) == "42 running · 8 pending · 0 failed"
+    assert str(folded["state"]) == "RUNNING"
+    assert unfolded == ["▾ 3202_[0-49]", "3202_49", "3202_48"]  # newest first, under its row
+    assert asked == "Cancel 50 jobs?"
+
+
+def test_small_arrays_and_plain_jobs_stay_as_they_are():
+    from hpcui.tui.rows import FOLD_MIN, collapse_arrays, queue_row
+
+    rows = {r.key: r for r in (queue_row("mn5", j) for j in array_jobs(FOLD_MIN - 1, 0))}
+    assert collapse_arrays(rows, set()) == rows

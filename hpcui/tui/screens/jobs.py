@@ -33,6 +33,7 @@ from hpcui.tui.rows import (
     JOB_COLUMNS,
     STATE_FILTERS,
     JobRow,
+    collapse_arrays,
     history_row,
     matches,
     merge_rows,
@@ -89,6 +90,9 @@ class JobsScreen(Screen[None]):
         self.errors: dict[str, str] = {}
         self.records: list[JobRecord] = []
         self.rows: dict[str, JobRow] = {}
+        #: the live table's rows after the filter, arrays folded (what the keys point at)
+        self.table_rows: dict[str, JobRow] = {}
+        self.expanded: set[str] = set()  # arrays shown element by element (array_key)
         self._row_cache: dict[int, Any] = {}  # merge_rows' reuse between refreshes
         self.history_rows: dict[str, JobRow] = {}
         self.subs: dict[str, Subscription] = {}
@@ -303,9 +307,13 @@ class JobsScreen(Screen[None]):
                     del self.gpu_pct[key]
                     if row is not None:
                         row.cells["gpu_pct"] = ""
+            self.table_rows = collapse_arrays(
+                {k: r for k, r in rows.items() if self.visible(r)}, self.expanded
+            )
+            self.table.apply(self.table_rows)
         else:
             rows = self.history_rows
-        self.table.apply(rows, self.visible)
+            self.table.apply(rows, self.visible)
         self.applied += 1
         self._info(len(rows))
 
@@ -331,14 +339,20 @@ class JobsScreen(Screen[None]):
 
     def _selected(self) -> list[JobRow]:
         table = self.table
-        source = self.rows if self.view == "live" else self.history_rows
+        source = self.table_rows if self.view == "live" else self.history_rows
         keys: Iterable[str]
         if table.marked:  # in the order the table shows them
             keys = list(table.ordered_marked())
         else:
             current = table.current_key()
             keys = [current] if current else []
-        return [source[k] for k in keys if k in source]
+        picked: list[JobRow] = []
+        for row in (source[k] for k in keys if k in source):
+            if row.members:  # an array's row stands for its elements
+                picked += [self.rows[m] for m in row.members if m in self.rows]
+            else:
+                picked.append(row)
+        return list({r.key: r for r in picked}.values())
 
     def action_cursor_down(self) -> None:
         self.table.action_cursor_down()
@@ -347,6 +361,12 @@ class JobsScreen(Screen[None]):
         self.table.action_cursor_up()
 
     def action_open(self) -> None:
+        current = self.table.current_key()
+        folded = self.table_rows.get(current or "") if self.view == "live" else None
+        if folded is not None and folded.members:  # an array's row: fold or unfold it
+            self.expanded ^= {folded.key}
+            self.refresh_table(remerge=False)
+            return
         rows = self._selected()
         if rows:
             self.post_message(OpenJob(rows[0].cluster, rows[0].job_id))
