@@ -31,6 +31,10 @@ PAD = 1  # spaces either side of a cell
 MARK = Text("●", style="bold magenta")
 
 
+#: how wide a column may be when the table is too narrow for everything (then cut "…")
+MAX_WIDTH = {"name": 24, "why": 28, "where": 18, "efficiency": 40}
+
+
 class JobTable(ScrollView, can_focus=True):
     """Rows keyed by ``cluster:job_id``; ``shown`` mirrors what is on screen (key -> cells)."""
 
@@ -87,10 +91,17 @@ class JobTable(ScrollView, can_focus=True):
         def control(self) -> JobTable:
             return self.table
 
-    def __init__(self, columns: Sequence[tuple[str, str]], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str]],
+        priority: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.column_spec = tuple(columns)
         self._cols = [k for k, _ in self.column_spec]
+        #: which columns stay when the table is too narrow for all, most wanted first
+        self.priority = [c for c in priority if c in self._cols] or list(self._cols)
         self._labels = dict(self.column_spec)
         self.shown: dict[str, dict[str, Cell]] = {}
         self.keys: list[str] = []  # display order
@@ -99,6 +110,7 @@ class JobTable(ScrollView, can_focus=True):
         self.marked: set[str] = set()
         self.sort_column: str | None = None
         self.sort_reverse = False
+        self.squeezed = False  # the last fitted(): too narrow for every column at full width
 
     # -- data ------------------------------------------------------------------------------
 
@@ -164,7 +176,7 @@ class JobTable(ScrollView, can_focus=True):
     def _reindex(self, keep: str | None) -> None:
         self._index = {k: i for i, k in enumerate(self.keys)}
         self.marked &= self._index.keys()
-        width = sum(self._widths.values()) + 2 * PAD * len(self._cols)
+        width = sum(self._widths[c] + 2 * PAD for c in self.fitted())
         self.virtual_size = Size(width, len(self.keys) + 1)
         row = self._index.get(keep, self.cursor_row) if keep is not None else self.cursor_row
         self.cursor_row = max(0, min(row, len(self.keys) - 1))
@@ -183,6 +195,26 @@ class JobTable(ScrollView, can_focus=True):
         self.keys = []
         self._widths = self._label_widths()
         self._reindex(None)
+
+    def fitted(self) -> list[str]:
+        """The columns shown: all when they fit the table's width, else the most wanted
+        that fit (in their own order) — at 80 columns the elapsed time beats the reason."""
+        room = self.scrollable_content_region.width or self.size.width
+        self.squeezed = False
+        if not room or sum(self._widths[c] + 2 * PAD for c in self._cols) <= room:
+            return self._cols
+        self.squeezed = True  # long cells give way (MAX_WIDTH), then whole columns
+        need = {c: min(self._widths[c], MAX_WIDTH.get(c, 10**6)) + 2 * PAD for c in self._cols}
+        keep: set[str] = set()
+        used = 0
+        for c in self.priority:
+            if used + need[c] <= room or len(keep) < 3:
+                keep.add(c)
+                used += need[c]
+        return [c for c in self._cols if c in keep]
+
+    def on_resize(self) -> None:
+        self._reindex(self.current_key())
 
     def _label_widths(self) -> dict[str, int]:
         """Each column at least as wide as its label and the sort arrow beside it."""
@@ -275,7 +307,8 @@ class JobTable(ScrollView, can_focus=True):
         scroll_x = round(self.scroll_x)
         if y == 0:
             style = self.get_component_rich_style("job-table--header")
-            cells: Sequence[Cell] = [self.header_label(c) for c in self._cols]
+            cols = self.fitted()
+            cells: Sequence[Cell] = [self.header_label(c) for c in cols]
         else:
             row = round(self.scroll_y) + y - 1
             if row >= len(self.keys):
@@ -288,20 +321,26 @@ class JobTable(ScrollView, can_focus=True):
             else:
                 style = self.rich_style
             values = self.shown[key]
+            cols = self.fitted()
             cells = [
                 (MARK if key in self.marked else "") if c == "sel" else values.get(c, "")
-                for c in self._cols
+                for c in cols
             ]
-        segments = list(self._segments(cells, style))
+        segments = list(self._segments(cols, cells, style))
         strip = Strip(segments).crop(scroll_x, scroll_x + width)
         return strip.extend_cell_length(width, style)
 
-    def _segments(self, cells: Sequence[Cell], style: Style) -> Iterator[Segment]:
+    def _segments(
+        self, cols: Sequence[str], cells: Sequence[Cell], style: Style
+    ) -> Iterator[Segment]:
         console = self.app.console
         pad = " " * PAD
-        for col, value in zip(self._cols, cells, strict=True):
+        for col, value in zip(cols, cells, strict=True):
             text = value.copy() if isinstance(value, Text) else Text(str(value))
-            text.truncate(self._widths[col], overflow="ellipsis", pad=True)
+            width = self._widths[col]
+            if self.squeezed:
+                width = min(width, MAX_WIDTH.get(col, width))
+            text.truncate(width, overflow="ellipsis", pad=True)
             yield Segment(pad, style)
             for seg in text.render(console):
                 yield Segment(seg.text, style + seg.style if seg.style else style)

@@ -35,6 +35,10 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("gpu_pct", "GPU%"),
     ("time", "elapsed/limit"),
 )
+#: what a narrow terminal keeps, most wanted first (80x24: id, what, state, time, GPUs)
+JOB_PRIORITY = ("sel", "id", "name", "state", "time", "gpus", "where", "why", "nodes",
+                "gpu_pct", "cluster")  # fmt: skip
+HISTORY_PRIORITY = ("id", "name", "state", "exit", "time", "efficiency", "cluster")
 HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cluster", "cluster"),
     ("id", "id"),

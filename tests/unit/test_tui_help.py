@@ -180,3 +180,24 @@ def test_small_arrays_and_plain_jobs_stay_as_they_are():
 
     rows = {r.key: r for r in (queue_row("mn5", j) for j in array_jobs(FOLD_MIN - 1, 0))}
     assert collapse_arrays(rows, set()) == rows
+
+
+def test_a_narrow_terminal_keeps_the_columns_that_matter(local_box):
+    """Issue 23, defect 10: at 80x24 the Jobs table lost partition, GPUs and elapsed (the
+    reason column took the width); now it chooses columns by width, most wanted first."""
+    from tests.unit.test_tui import queue_jobs, show_all_jobs
+
+    async def header(size: tuple[int, int]) -> str:
+        app = HpcuiApp()
+        async with app.run_test(size=size) as pilot:
+            table = await show_all_jobs(pilot, queue_jobs())
+            await pilot.pause(0.2)
+            return "".join(seg.text for seg in table.render_line(0))
+
+    narrow = asyncio.run(header((80, 24)))
+    wide = asyncio.run(header((200, 45)))
+    for label in ("id", "name", "state", "elapsed/limit", "GPUs"):
+        assert label in narrow, narrow
+    assert len(narrow.rstrip()) <= 80
+    for label in ("cluster", "reason / start", "partition/qos", "nodes", "GPU%", "elapsed/limit"):
+        assert label in wide, wide

@@ -30,7 +30,9 @@ from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import (
     HISTORY_COLUMNS,
+    HISTORY_PRIORITY,
     JOB_COLUMNS,
+    JOB_PRIORITY,
     STATE_FILTERS,
     JobRow,
     collapse_arrays,
@@ -110,8 +112,8 @@ class JobsScreen(Screen[None]):
             yield Input(placeholder="filter: words that must all appear", id="filter")
             yield Static("", id="jobs-info")
         with ContentSwitcher(initial="live", id="jobs-views"):
-            yield JobTable(JOB_COLUMNS, id="live")
-            yield JobTable(HISTORY_COLUMNS, id="history")
+            yield JobTable(JOB_COLUMNS, JOB_PRIORITY, id="live")
+            yield JobTable(HISTORY_COLUMNS, HISTORY_PRIORITY, id="history")
         yield Footer()
 
     def on_mount(self) -> None:
