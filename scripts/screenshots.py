@@ -2,7 +2,8 @@
 
     HPCUI_CONFIG=.devcluster/hpcui.toml python scripts/screenshots.py
 
-One SVG per screen: jobs.svg (live table), history.svg, job.svg (a training-like job's
+One SVG per screen: jobs.svg (live table; the 20-element sweep folded into one row),
+jobs-80x24.svg (the same at 80x24: columns chosen by width), help.svg, history.svg, job.svg (a training-like job's
 log with its loss plot), job-usage.svg (its Usage tab: 4 GPUs, the dev nodes' stand-in
 nvidia-smi), submit.svg (form with the live batch-script preview), cluster.svg
 (connection, quota, partitions, modules); top.svg is `hpcui top JOB` in a terminal.
@@ -109,6 +110,14 @@ async def shoot(out: Path, train_id: str) -> None:
         await pilot.pause(1.0)
         app.save_screenshot(filename="cluster.svg", path=str(out))
 
+        await pilot.press("question_mark")
+        await pilot.pause(1.0)
+        app.save_screenshot(filename="help.svg", path=str(out))
+        await pilot.press("escape", "1")
+        await pilot.resize_terminal(80, 24)  # a small tmux pane: the columns that matter
+        await pilot.pause(1.5)
+        app.save_screenshot(filename="jobs-80x24.svg", path=str(out))
+
 
 def top_svg(out: Path, job_id: str) -> None:
     """`hpcui top JOB` as a terminal shows it, recorded as an SVG."""
@@ -151,7 +160,7 @@ def main() -> None:
     ok = dev.submit(add, 1, 2, name="add")
     bad = dev.submit(boom, name="boom")
     running = dev.submit(nap, name="nap", time="10m")
-    dev.map(add, range(3), range(3), name="sweep")
+    dev.map(add, range(20), range(20), name="sweep")  # 20 elements: one folded row
     trainer = dev.submit(train, 200, name="train", time="20m", gpus=4)
     ok.wait(120)
     bad.wait(120)
