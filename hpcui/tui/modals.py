@@ -168,6 +168,7 @@ HELP_DETAIL = {
     "cluster.connect": "connect (or reconnect) this cluster",
     "cluster.search": "search modules (spider)",
     "submit.submit": "submit the form",
+    "submit.leave": "leave the field (then 1-5 and ? work)",
 }
 
 

@@ -201,3 +201,39 @@ def test_a_narrow_terminal_keeps_the_columns_that_matter(local_box):
     assert len(narrow.rstrip()) <= 80
     for label in ("cluster", "reason / start", "partition/qos", "nodes", "GPU%", "elapsed/limit"):
         assert label in wide, wide
+
+
+# -- the Submit form (issue 23, defect 6, in part) ------------------------------------------
+
+
+def test_the_form_previews_an_unreachable_cluster_offline_and_esc_leaves_a_field(local_box):
+    """The preview of a cluster that is not connected said "connecting…" forever although
+    `hpcui script` renders offline; Esc did not leave a field, so `1` was typed into it."""
+    from textual.widgets import Input, Select
+
+    local_box.write_text(  # beside `local`: a cluster on a closed loopback port
+        local_box.read_text()
+        + '\n[clusters.gone]\nhost = "127.0.0.1"\nport = 1\nprofile = "generic"\n'
+    )
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.press("3")
+            form = app.screen
+            await wait_for(pilot, lambda: bool(form.query("#target")))
+            form.query_one("#cluster", Select).value = "gone"
+            target = form.query_one("#target", Input)
+            target.focus()
+            await pilot.press(*"train.py")
+            form.query_one("#res-time").value = "10m"
+            await wait_for(pilot, lambda: "--time=" in form.preview_text, 15)
+            plan = form.plan_text
+            await pilot.press("escape", "1")
+            await wait_for(pilot, lambda: app.current_mode == "jobs")
+            return plan, form.preview_text, target.value
+
+    plan, script, typed = asyncio.run(go())
+    assert "gone is" in plan and "previewed offline" in plan
+    assert "#SBATCH --time=00:10:00" in script and "--job-name=train" in script
+    assert typed == "train.py"  # the `1` went to the app, not into the field

@@ -88,7 +88,10 @@ def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
 
 
 class SubmitScreen(Screen[None]):
-    BINDINGS = [Binding("ctrl+s", "submit", "Submit", id="submit.submit")]
+    BINDINGS = [
+        Binding("ctrl+s", "submit", "Submit", id="submit.submit"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="submit.leave"),
+    ]
 
     def __init__(self, ctx: AppContext) -> None:
         super().__init__()
@@ -188,19 +191,32 @@ class SubmitScreen(Screen[None]):
         cluster = self.ctx.hub.cluster(form.cluster)
         plan = self.query_one("#plan", Static)
         script = self.query_one("#script-preview", Static)
-        if cluster is None:
-            plan.update(f"[yellow]{form.cluster}: {self.ctx.hub.conns[form.cluster].status}…[/]")
-            return
+        offline = ""
+        if cluster is None:  # the script needs no connection (as `hpcui script`): show it
+            cfg = self.ctx.hub.config.clusters.get(form.cluster)
+            if cfg is None:
+                plan.update(f"[red]{form.cluster} is not in the config[/]")
+                return
+            from hpcui.cluster import Cluster
+
+            cluster = Cluster(cfg)  # never connected: the preview reads config and profile
+            status = self.ctx.hub.conns[form.cluster].status
+            offline = f"{form.cluster} is {status}: previewed offline\n"
         try:
             summary, text = preview(cluster, form)
         except HpcuiError as exc:
-            plan.update(f"[red]{_esc(str(exc))}[/]")
+            plan.update(f"[red]{_esc(offline + str(exc))}[/]")
             script.update("")
             return
-        self.plan_text, self.preview_text = summary, text
-        style = "yellow" if "advice:" in summary else "green"
-        plan.update(f"[{style}]{_esc(summary)}[/]")
+        self.plan_text, self.preview_text = offline + summary, text
+        style = "yellow" if offline or "advice:" in summary else "green"
+        plan.update(f"[{style}]{_esc(self.plan_text)}[/]")
         script.update(Syntax(text, "bash", line_numbers=False, word_wrap=True))
+
+    def action_leave_field(self) -> None:
+        """Esc leaves the field being typed in, so 1-5 and ? work again (issue 23)."""
+        if isinstance(self.focused, Input):
+            self.query_one("#submit", Button).focus()
 
     # -- submit -------------------------------------------------------------------------------
 
