@@ -223,17 +223,22 @@ def test_the_form_previews_an_unreachable_cluster_offline_and_esc_leaves_a_field
             form = app.screen
             await wait_for(pilot, lambda: bool(form.query("#target")))
             form.query_one("#cluster", Select).value = "gone"
+            await pilot.pause(0.5)
+            after_pick = app.hub.conns["gone"].status  # picking does not connect
             target = form.query_one("#target", Input)
             target.focus()
             await pilot.press(*"train.py")
             form.query_one("#res-time").value = "10m"
             await wait_for(pilot, lambda: "--time=" in form.preview_text, 15)
             plan = form.plan_text
+            await pilot.press("ctrl+s")  # Submit connects first, and says so
+            await wait_for(pilot, lambda: app.hub.conns["gone"].status != "idle")
             await pilot.press("escape", "1")
             await wait_for(pilot, lambda: app.current_mode == "jobs")
-            return plan, form.preview_text, target.value
+            return plan, form.preview_text, target.value, after_pick
 
-    plan, script, typed = asyncio.run(go())
+    plan, script, typed, after_pick = asyncio.run(go())
+    assert after_pick == "idle"
     assert "gone is" in plan and "previewed offline" in plan
     assert "#SBATCH --time=00:10:00" in script and "--job-name=train" in script
     assert typed == "train.py"  # the `1` went to the app, not into the field

@@ -165,8 +165,8 @@ class SubmitScreen(Screen[None]):
         conn = self.ctx.hub.conns.get(name)
         if conn is None:
             return
-        if not conn.ready:
-            self.ctx.hub.connect(name)
+        # picking a cluster does not connect to it (a login may ask for a 2FA code): the
+        # preview works offline, and Submit connects first, saying so
         cfg = self.ctx.hub.config.clusters.get(name)
         defaults = cfg.defaults if cfg else {}
         for f in FORM_FIELDS:
@@ -225,7 +225,14 @@ class SubmitScreen(Screen[None]):
         form = self.form()
         cluster = self.ctx.hub.cluster(form.cluster)
         if cluster is None:
-            self.notify(f"{form.cluster} is not connected yet.", severity="warning")
+            status = self.ctx.hub.conns[form.cluster].status
+            if status != "connecting":
+                self.ctx.hub.connect(form.cluster)
+            self.notify(
+                f"Connecting to {form.cluster} first (it may ask for a code); submit again "
+                "once it is connected.",
+                severity="warning",
+            )
             return
         self.query_one("#submit-status", Static).update("submitting…")
         self._submit(cluster, form)
