@@ -8,6 +8,7 @@ checks against (hpcui/result_signing.py says why results are signed).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import hmac
@@ -79,15 +80,38 @@ def write_call(folder: str) -> None:
     os.replace(tmp, target)  # every task of the element may do this: same bytes
 
 
+class _Exit:
+    #: set once the task returned and its result is signed (and torch.distributed ran)
+    skip_native_teardown = False
+
+
+def _last_exit_handler() -> None:
+    """Registered before the task runs, so it runs after every exit handler the task
+    registered (atexit is last-in, first-out) and after Python joined its threads.
+
+    torch's native teardown (a gloo/c10d thread destroyed while joinable: "terminate called
+    without an active exception") can abort a rank that has finished its work, and Slurm
+    then calls a job with every result signed FAILED. After a successful task that used
+    torch.distributed, the process ends here with 0, before that teardown.
+    """
+    if _Exit.skip_native_teardown:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
+
 def run(folder: str) -> None:
     from submitit.core.submission import process_job
 
+    atexit.register(_last_exit_handler)
     os.environ["SUBMITIT_FOLDER"] = str(folder)  # as process_job sets it: the job's paths
     write_call(folder)
     try:
         process_job(folder)
     finally:
         sign_result(folder)
+    _Exit.skip_native_teardown = "torch.distributed" in sys.modules
 
 
 if __name__ == "__main__":
