@@ -3,7 +3,6 @@ agent's shared connection to the named cluster."""
 
 from __future__ import annotations
 
-import base64
 import select
 import socket
 from collections.abc import Iterator
@@ -11,21 +10,18 @@ from typing import Any
 
 from hpcui.agent import wire
 from hpcui.agent.routing import Client, ClientGone, serving
+from hpcui.agent.wire import b64, unb64
 from hpcui.transport.base import CommandResult, Transport
 
 CHUNK = 4 * 1024 * 1024
 
 
 def _bytes(text: str | None) -> bytes | None:
-    return None if text is None else base64.b64decode(text)
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+    return None if text is None else unb64(text)
 
 
 def _result(r: CommandResult) -> dict[str, Any]:
-    return {"exit": r.exit_status, "out": _b64(r.stdout_bytes), "err": _b64(r.stderr_bytes),
+    return {"exit": r.exit_status, "out": b64(r.stdout_bytes), "err": b64(r.stderr_bytes),
             "command": r.command}  # fmt: skip
 
 
@@ -49,7 +45,7 @@ def _incoming(conn: socket.socket) -> Iterator[bytes]:
         chunk = msg.get("chunk")
         if not isinstance(chunk, str):
             raise wire.WireError("write_file expects chunk frames, then end")
-        yield base64.b64decode(chunk)
+        yield unb64(chunk)
 
 
 def _stream(client: Client, t: Transport, cmd: bytes) -> None:
@@ -63,7 +59,7 @@ def _stream(client: Client, t: Transport, cmd: bytes) -> None:
             select.select([stream], [], [], 1.0)
             out, err = stream.read()
             if out or err:
-                client.send({"o": _b64(out), "e": _b64(err)})
+                client.send({"o": b64(out), "e": b64(err)})
             if stream.ended:
                 client.send({"end": True})
                 return
@@ -97,7 +93,7 @@ def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
             return
     if method == "read_file":
         for i in range(0, len(result), CHUNK):
-            client.send({"chunk": _b64(result[i : i + CHUNK])})
+            client.send({"chunk": b64(result[i : i + CHUNK])})
         result = None
     client.send({"result": result})
 
@@ -109,7 +105,7 @@ def _dispatch(conn: socket.socket, t: Transport, method: str, a: dict[str, Any])
             t.run(_bytes(a["cmd"]) or b"", timeout=timeout, stdin=_bytes(a.get("stdin")))
         )
     if method == "put_files":
-        files = {str(k): base64.b64decode(v) for k, v in a["files"].items()}
+        files = {str(k): unb64(v) for k, v in a["files"].items()}
         return _result(
             t.put_files(
                 str(a["directory"]), files, then=_bytes(a.get("then")), first=_bytes(a.get("first"))

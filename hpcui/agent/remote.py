@@ -9,7 +9,6 @@ where they always were (terminal or app dialog) and answered once per connection
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import select
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hpcui.agent import paths, reach, wire
+from hpcui.agent.wire import b64, unb64
 from hpcui.errors import ClusterConnectionError, ConnectionLost
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.quoting import to_command
@@ -29,14 +29,6 @@ log = logging.getLogger(__name__)
 IDEMPOTENT = frozenset({"read_file", "stat_size", "free_bytes", "home", "stalled_s"})
 CHUNK = 4 * 1024 * 1024
 STALL_POLL_S = 2.0
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def unb64(text: str) -> bytes:
-    return base64.b64decode(text)
 
 
 def rebuild_error(info: dict[str, Any]) -> BaseException:

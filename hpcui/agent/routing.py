@@ -70,13 +70,7 @@ class Client:
     def ask(self, question: str, *, secret: bool) -> str:
         """A line typed at the client's terminal ('' at end of input)."""
         self.flush()
-        with self._lock:
-            try:
-                wire.send(self.sock, {"ask": question, "secret": secret})
-                reply = wire.recv(self.sock)
-            except (OSError, wire.WireError) as exc:
-                raise ClientGone(str(exc)) from exc
-        line = reply.get("line")
+        line = self._roundtrip({"ask": question, "secret": secret}).get("line")
         if not isinstance(line, str):
             raise ClientGone("the client sent no answer")
         return line

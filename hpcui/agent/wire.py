@@ -6,6 +6,7 @@ side that reads it drops the connection (garbage never crashes the agent).
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import struct
@@ -47,3 +48,12 @@ def recv(sock: socket.socket) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise WireError("a frame that is not a JSON object")
     return obj
+
+
+def b64(data: bytes) -> str:
+    """Bytes inside a JSON frame (commands, files, output)."""
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)

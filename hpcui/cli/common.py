@@ -84,12 +84,14 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
     Without a terminal no callback is passed: the core then fails with an
     AuthenticationError or HostKeyError that says what to do, instead of hanging.
     """
-    from functools import partial
-
     from hpcui.api import connect as core_connect
-    from hpcui.config import load_config
 
-    asking = partial(terminal_prompt, cluster=load_config().cluster(name).name)
+    def asking(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+        from hpcui.config import load_config  # the name is looked up only when a prompt comes
+
+        label = name or load_config().cluster(None).name
+        return terminal_prompt(title, instructions, prompts, cluster=label)
+
     if SHARED_BY_AGENT:  # one Cluster per name for every client; each asks its own terminal
         from hpcui.agent.routing import RoutedHostKey, RoutedPrompt
 

@@ -111,6 +111,7 @@ class JobTable(ScrollView, can_focus=True):
         self.sort_column: str | None = None
         self.sort_reverse = False
         self.squeezed = False  # the last fitted(): too narrow for every column at full width
+        self._fitted = self._cols
 
     # -- data ------------------------------------------------------------------------------
 
@@ -176,7 +177,8 @@ class JobTable(ScrollView, can_focus=True):
     def _reindex(self, keep: str | None) -> None:
         self._index = {k: i for i, k in enumerate(self.keys)}
         self.marked &= self._index.keys()
-        width = sum(self._widths[c] + 2 * PAD for c in self.fitted())
+        self._fitted = self.fitted()  # once per change of rows or size, not per line painted
+        width = sum(self._widths[c] + 2 * PAD for c in self._fitted)
         self.virtual_size = Size(width, len(self.keys) + 1)
         row = self._index.get(keep, self.cursor_row) if keep is not None else self.cursor_row
         self.cursor_row = max(0, min(row, len(self.keys) - 1))
@@ -307,7 +309,7 @@ class JobTable(ScrollView, can_focus=True):
         scroll_x = round(self.scroll_x)
         if y == 0:
             style = self.get_component_rich_style("job-table--header")
-            cols = self.fitted()
+            cols = self._fitted
             cells: Sequence[Cell] = [self.header_label(c) for c in cols]
         else:
             row = round(self.scroll_y) + y - 1
@@ -321,7 +323,7 @@ class JobTable(ScrollView, can_focus=True):
             else:
                 style = self.rich_style
             values = self.shown[key]
-            cols = self.fitted()
+            cols = self._fitted
             cells = [
                 (MARK if key in self.marked else "") if c == "sel" else values.get(c, "")
                 for c in cols

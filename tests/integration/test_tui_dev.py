@@ -66,6 +66,18 @@ async def wait_for_prompt(pilot, app, what: str) -> None:
     )
 
 
+def run_closing(go):  # type: ignore[no-untyped-def]
+    """Run the Pilot coroutine, then close and forget the clusters it connected."""
+    import hpcui.api
+
+    try:
+        return asyncio.run(go())
+    finally:
+        for c in hpcui.api._clusters.values():
+            c.close()
+        hpcui.api._clusters.clear()
+
+
 def cell(table: JobTable, key: str, col: str) -> str | None:
     return str(table.shown[key][col]) if key in table.shown else None
 
@@ -281,13 +293,7 @@ def test_two_factor_dialog_answers_the_real_sshd(dev_env):
             )
             return app.sub_title
 
-    import hpcui.api
-
-    try:
-        title = asyncio.run(go())
-    finally:
-        for c in hpcui.api._clusters.values():
-            c.close()
+    title = run_closing(go)
     assert "● dev-2fa" in title
 
 
@@ -318,14 +324,7 @@ def test_a_wrong_2fa_code_says_why_and_offers_another_try(dev_env):
             )
             return asked, body
 
-    import hpcui.api
-
-    try:
-        asked, body = asyncio.run(go())
-    finally:
-        for c in hpcui.api._clusters.values():
-            c.close()
-        hpcui.api._clusters.clear()
+    asked, body = run_closing(go)
     assert asked == "dev-2fa: the code was not accepted"
     assert "rejected the keyboard-interactive answers" in body and "Try again?" in body
 
@@ -341,14 +340,7 @@ def test_cancelling_the_2fa_dialog_is_not_a_wrong_code(dev_env):
             await pilot.pause(0.3)
             return conn.error, type(app.screen).__name__
 
-    import hpcui.api
-
-    try:
-        error, screen = asyncio.run(go())
-    finally:
-        for c in hpcui.api._clusters.values():
-            c.close()
-        hpcui.api._clusters.clear()
+    error, screen = run_closing(go)
     assert "login cancelled" in error and screen != "ConfirmModal"
 
 
@@ -376,14 +368,7 @@ def test_job_details_follow_the_job_and_show_its_outcome(dev_env):
             )
             return first, str(details.render()), str(app.screen.query_one("#job-head").render())
 
-    import hpcui.api
-
-    try:
-        first, last, head = asyncio.run(go())
-    finally:
-        for c in hpcui.api._clusters.values():
-            c.close()
-        hpcui.api._clusters.clear()
+    first, last, head = run_closing(go)
     assert "COMPLETED" not in first  # opened while it was still pending or running
     assert "ended       COMPLETED" in last and "state       COMPLETED" in last
     assert "nodes       1 node" in last and "efficiency  CPU " in last

@@ -44,6 +44,12 @@ SLOW_S = 2.0  # pause before following again after a failed read
 DETAILS_S = 3.0  # the Details follow the queue's (shared, cached) snapshot this often
 
 
+def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob | None:
+    """The job's row of the cluster's queue (its watcher's snapshot when recent enough)."""
+    queue = cluster.queue(include_finished=True, max_age_s=max_age_s)
+    return next((j for j in queue if j.job_id == job_id), None)
+
+
 class JobScreen(Screen[None]):
     BINDINGS = [
         Binding("o", "stream('stdout')", "stdout", id="job.stdout"),
@@ -168,14 +174,7 @@ class JobScreen(Screen[None]):
             try:
                 job = cluster.get_job(job_id) if record is not None else None
                 if self.ctx.hub.conns[cluster_name].has_queue:
-                    entry = next(
-                        (
-                            j
-                            for j in cluster.queue(include_finished=True, max_age_s=30)
-                            if j.job_id == job_id
-                        ),
-                        None,
-                    )
+                    entry = queue_entry(cluster, job_id, max_age_s=30)
             except HpcuiError as exc:
                 problem = str(exc)
         self.app.call_from_thread(self._loaded, (cluster_name, job_id), job, record, entry, problem)
@@ -280,14 +279,7 @@ class JobScreen(Screen[None]):
             try:
                 entry = self.entry
                 if self.ctx.hub.conns[cluster_name].has_queue:
-                    entry = next(
-                        (
-                            j
-                            for j in cluster.queue(include_finished=True, max_age_s=DETAILS_S)
-                            if j.job_id == job_id
-                        ),
-                        entry,
-                    )
+                    entry = queue_entry(cluster, job_id, max_age_s=DETAILS_S) or entry
                 record = self.ctx.registry.get(cluster_name, job_id)
                 state = entry.state if entry else record.state if record else None
                 acct = None

@@ -1,5 +1,6 @@
-"""The help screen (issue 23, defect 5): generated from the screens' bindings, centred,
-scrollable at 80x24, Esc closes. Pilot, no cluster (the `local` box)."""
+"""The app as a daily driver (issue 23), Pilot without a cluster (the `local` box): the
+help screen (generated from the bindings, centred, scrolls at 80x24, Esc closes), the
+palette, folded arrays, columns chosen by width, the Submit form offline."""
 
 from __future__ import annotations
 
