@@ -178,10 +178,10 @@ def stats(values: list[float]) -> str:
 async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
     from hpcui.tui.app import HpcuiApp
     from hpcui.tui.job_table import JobTable
-    from hpcui.tui.rows import merge_rows
+    from hpcui.tui.rows import collapse_arrays, merge_rows
 
     jobs = synthetic_jobs(n)
-    out: dict[str, Any] = {"merge": [], "empty": [], "empty+paint": []}
+    out: dict[str, Any] = {"merge": [], "fold": [], "empty": [], "empty+paint": []}
     fresh_clusters()
     seen = probe.count
     app = HpcuiApp()
@@ -202,10 +202,16 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
             screen.rows = merge_rows(
                 screen.queues, [], hpcui_only=False, now=NOW, reuse=screen._row_cache
             )
+            t_fold = time.perf_counter()
+            # as refresh_table: the filter, then each array folded into one row
+            screen.table_rows = collapse_arrays(
+                {k: r for k, r in screen.rows.items() if screen.visible(r)}, screen.expanded
+            )
             t1 = time.perf_counter()
-            result = table.apply(screen.rows, screen.visible)
+            out["fold"].append(t1 - t_fold)
+            result = table.apply(screen.table_rows)
             t2 = time.perf_counter()
-            return t1 - t0, t2 - t1, t1, result, probe.count
+            return t_fold - t0, t2 - t1, t1, result, probe.count
 
         async def timed(name: str, queue: list[Any], prepare: Callable[[], None] | None) -> None:
             if prepare is not None:
@@ -222,7 +228,10 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
 
         for _ in range(max(1, min(runs, 3))):  # ~seconds each
             await timed("empty", jobs, lambda: (table.forget(), screen._row_cache.clear()))
-        assert table.row_count == n, table.row_count
+        # every job is on screen: as its own row, or inside its array's folded row
+        assert table.row_count == len(screen.table_rows), table.row_count
+        assert sum(len(r.members) or 1 for r in screen.table_rows.values()) == n
+        out["rows_shown"] = table.row_count
         await pilot.pause(0.2)
         gc.collect()
         out["rss_full"] = rss_mb()
@@ -236,7 +245,7 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
         for i in range(runs):
             current = ticked(jobs, i + 1)
             await timed("tick_all", current, None)
-        assert table.row_count == n
+        assert table.row_count == out["rows_shown"]
         # a filter key: the screen's own path (the rows stay; only what is visible changes)
         for _ in range(runs):
             for word in ("running", "", "train", ""):
@@ -291,6 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"{'merge_rows: ' + n + ' QueueJob -> JobRow (all refreshes below)':66} {stats(r['merge'])}"
+    )
+    print(
+        f"{'filter + collapse_arrays (all refreshes below; ' + str(r['rows_shown']) + ' rows)':66} "
+        f"{stats(r['fold'])}"
     )
     rows = [
         ("empty", f"{n} jobs onto an empty table"),
