@@ -28,6 +28,7 @@ class BatchSpec:
     array_size: int | None = None  # None: a single job; N: array 0..N-1
     array_parallelism: int | None = None
     extra: tuple[str, ...] = ()
+    after_ok: tuple[str, ...] = ()  # start once these jobs completed successfully
     python: str = "python3"
     setup: tuple[str, ...] = ()
     pythonpath: tuple[str, ...] = ()  # e.g. the runtime bundle zip

@@ -42,6 +42,9 @@ class PbsJob(Model):
     mtime: datetime | None = None  # last modified
     comment: str | None = None
     array_index: int | None = None  # set for a subjob ``1234[7].server``
+    output_path: str | None = None  # Output_Path without its ``host:`` part
+    error_path: str | None = None
+    work_dir: str | None = None  # PBS_O_WORKDIR of Variable_List
 
 
 def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> PbsJob:
@@ -80,6 +83,9 @@ def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> P
         walltime_used_s=spent,
         comment=_str(attrs.get("comment")),
         array_index=array_index(job_id),
+        output_path=_path(attrs.get("Output_Path")),
+        error_path=_path(attrs.get("Error_Path")),
+        work_dir=_workdir(attrs.get("Variable_List")),
         **when,
     )
 
@@ -145,3 +151,19 @@ def _int(value: Any) -> int | None:
         return int(str(value).strip())
     except ValueError:
         return None
+
+
+def _path(value: Any) -> str | None:
+    """``login1.cluster:/home/u/job.o123`` -> the path (PBS prefixes the submit host)."""
+    text = _str(value)
+    if not text:
+        return None
+    _host, sep, path = text.partition(":")
+    return path if sep and path.startswith("/") else text
+
+
+def _workdir(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return _str(value.get("PBS_O_WORKDIR"))
+    match = re.search(r"(?:^|,)PBS_O_WORKDIR=([^,]*)", _str(value) or "")
+    return match.group(1) if match else None

@@ -144,6 +144,8 @@ def directives(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> list[str]:
         d.append(f"-q {spec.partition}")
     if dialect == "torque" and spec.exclusive:
         d.append("-n")
+    if spec.after_ok:
+        d.append(f"-W depend=afterok:{':'.join(to_pbs_id(j) for j in spec.after_ok)}")
     if is_array:
         d.extend(_array_directives(spec, dialect))
     # Only what the shell prints before the script's own redirection lands here; PBS Pro
@@ -237,6 +239,8 @@ def wrapper_directives(spec: BatchSpec) -> list[str]:
         d.append(f"-A {spec.account}")
     if spec.partition:
         d.append(f"-q {spec.partition}")
+    if spec.after_ok:  # sbatch's PBS reader takes depend= as Slurm's --dependency
+        d.append(f"-W depend=afterok:{':'.join(spec.after_ok)}")
     return d + _extra(spec)
 
 
@@ -466,6 +470,25 @@ def parse_find_token(text: str, token: str, dialect: PbsDialect = "pbspro") -> s
         if isinstance(variables, dict) and str(variables.get(TOKEN_VAR)) == token:
             return base_id(job_id)
     return None
+
+
+def control_command(verb: str, job_ids: Sequence[str]) -> list[str]:
+    """``qhold``/``qrls``/``qrerun`` with PBS's ids (verb: hold, release, requeue)."""
+    tool = {"hold": "qhold", "release": "qrls", "requeue": "qrerun"}[verb]
+    if not job_ids:
+        raise ValueError("no job id given")
+    return [tool, *(checked_pbs_id(j) for j in job_ids)]
+
+
+def walltime_command(job_id: str, seconds: int) -> list[str]:
+    return ["qalter", "-l", f"walltime={format_walltime(seconds)}", checked_pbs_id(job_id)]
+
+
+def checked_pbs_id(job_id: str) -> str:
+    """PBS's id for an hpcui id; ValueError (naming it) for anything that is not one."""
+    pbs_id = to_pbs_id(job_id)
+    parse_pbs_id(pbs_id)
+    return pbs_id
 
 
 def qdel_command(job_ids: Sequence[str]) -> list[str]:

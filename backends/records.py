@@ -114,6 +114,32 @@ class AccountingEntry(QueueEntry):
         return self.max_rss_bytes / (self.mem_bytes / max(self.nodes, 1))
 
 
+class JobDetails(Model):
+    """Any job of the user as the scheduler describes it (``scontrol show job``, PBS's
+    ``qstat -f``): where its logs go and what it runs, for jobs hpcui did not submit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    name: str = ""
+    user: str = ""
+    state: JobState
+    state_raw: str = ""
+    reason: str = ""
+    partition: str = ""
+    work_dir: str = ""
+    command: str = ""  # the batch script's path as submitted ("" for srun/salloc jobs)
+    stdout: str = ""  # absolute path on the cluster, patterns expanded; "" if unknown
+    stderr: str = ""
+    batch_host: str = ""  # the node running the batch script
+    nodelist: str = ""
+    time_limit_s: int | None = None
+    dependency: str = ""
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    batch: bool = True  # a batch job (sbatch/qsub), not an interactive allocation
+
+
 class PartitionInfo(Model):
     """One ``sinfo`` line: a partition, or the part of one whose nodes look alike."""
 

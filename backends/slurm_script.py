@@ -61,6 +61,8 @@ def directives(spec: BatchSpec) -> list[str]:
             d.append(f"--{flag}={value}")
     if spec.exclusive:
         d.append("--exclusive")
+    if spec.after_ok:
+        d.append(f"--dependency=afterok:{':'.join(spec.after_ok)}")
     if is_array:
         limit = f"%{spec.array_parallelism}" if spec.array_parallelism else ""
         d.append(f"--array=0-{spec.array_size - 1}{limit}")

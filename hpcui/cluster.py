@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcui import (
+    any_job,
     housekeeping,
     local_machine,
     log_push,
@@ -26,6 +27,7 @@ from hpcui import (
 )
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
+from hpcui.backends.records import JobDetails
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
     CommandTimeout,
@@ -597,6 +599,53 @@ class Cluster:
         self.status.track(job_ids)  # fast polling again until they are final
         self._queue_changed()
 
+    # -- any job of the user (hpcui.any_job): details, script, control ---------------------
+
+    def job_details(self, job_id: str) -> JobDetails:
+        """What the scheduler knows of any job of the user (hpcui's or not): log paths,
+        working directory, script, nodes. UsageError when it does not know the id."""
+        return self.scheduler.job_details(str(job_id))
+
+    def batch_script(self, job_id: str) -> str:
+        """The batch script a job was submitted with (Slurm keeps it while it knows the job)."""
+        return self.scheduler.batch_script(str(job_id))
+
+    def hold(self, job_ids: list[str]) -> None:
+        """Keep pending jobs from starting until `release`."""
+        self._control(self.scheduler.hold, job_ids)
+
+    def release(self, job_ids: list[str]) -> None:
+        self._control(self.scheduler.release, job_ids)
+
+    def requeue(self, job_ids: list[str]) -> None:
+        """Back to pending: a running job is killed and starts again later (same id)."""
+        self._control(self.scheduler.requeue, job_ids)
+
+    def set_time_limit(self, job_id: str, time: str | int) -> None:
+        """A new time limit (`"2:00:00"`, `"90m"`, seconds); Slurm lets users only lower
+        it unless the site allows more, and says so."""
+        try:
+            seconds = parse_time(time)
+        except ValueError:
+            seconds = None
+        if not seconds:
+            raise UsageError(f"Not a time limit: {time!r} (e.g. 2:00:00, 90m, 1-12:00:00).")
+        self._control(lambda ids: self.scheduler.set_time_limit(ids[0], seconds), [job_id])
+
+    def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
+        """Submit an (edited) batch script from `work_dir`; returns the new job id."""
+        job_id = any_job.resubmit(self, script, work_dir=work_dir, name=name)
+        self._queue_changed()
+        return job_id
+
+    def _control(self, verb: Callable[[list[str]], None], job_ids: list[str]) -> None:
+        ids = [str(j) for j in job_ids]
+        if not ids:
+            raise UsageError("No job given: name at least one job id.")
+        verb(ids)
+        self.status.track(ids)  # its state changes: fast polling again
+        self._queue_changed()
+
     # -- what running jobs use (hpcui.usage) --------------------------------------------------
 
     def usage_store(self, job_id: str) -> usage.UsageStore:
@@ -742,10 +791,24 @@ class Cluster:
         `until` replaces "the job has ended" as the end of following (the app stops when
         its screen is hidden, and watches the state on the way).
         """
+        spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
         if isinstance(job, str):
+            if self.registry.get(self.name, job) is None and self.capabilities.control:
+                # not hpcui's (or not in this registry): the files its script names
+                if rank not in (None, 0):
+                    raise UsageError(f"Job {job} is not an hpcui job: it has no ranks.")
+                return any_job.follow_logs(
+                    self,
+                    job,
+                    stream,
+                    follow=follow,
+                    tail_bytes=tail_bytes,
+                    timeout=timeout,
+                    spool_dir=spool_dir,
+                    until=until,
+                )
             job = self.get_job(job)
         tasks = range(job.num_tasks) if rank is None else [rank]
-        spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
         followers = _logs.followers_for(
             self.transport,
             job.folder,

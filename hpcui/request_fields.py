@@ -49,6 +49,14 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     ),
     RequestField("max_restarts", int, "N", "torchrun --max-restarts"),
     RequestField(
+        "after_ok",
+        str,
+        "JOB",
+        "start only after this job completed successfully (repeatable; Slurm afterok)",
+        "after jobs (ok)",
+        repeatable=True,
+    ),
+    RequestField(
         "extra",
         str,
         "DIRECTIVE",

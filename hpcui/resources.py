@@ -37,6 +37,8 @@ __all__ = [
 
 _WORD = re.compile(r"[A-Za-z0-9._+:@,/%=-]{1,200}")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9._+:@,/%=&|()\[\]*!-]{1,500}")
+#: a job id a dependency may name: Slurm `1234`, `1234_5`; PBS `1234.server`, `1234.server_5`
+_DEPENDENCY_ID = re.compile(r"[0-9]{1,18}(?:\.[A-Za-z0-9-]{1,63}){0,6}(?:_[0-9]{1,9})?")
 _DIRECTIVE = re.compile(r"[A-Za-z0-9-][!-~]{0,499}")  # printable ASCII, no space
 _DIRECTIVE_BAD = re.compile(r"[#'\"\\]")
 
@@ -62,6 +64,8 @@ class Resources(Model):
     launcher: Literal["submitit", "torchrun"] = "submitit"
     max_restarts: int = Field(0, ge=0, description="torchrun --max-restarts (launcher='torchrun')")
     extra: tuple[str, ...] = ()
+    #: start only after these jobs completed successfully (Job objects or ids)
+    after_ok: tuple[str, ...] = ()
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Resources:
@@ -105,6 +109,20 @@ class Resources(Model):
     @classmethod
     def _mem(cls, v: Any) -> int | None:
         return None if v is None else parse_mem_mb(v)
+
+    @field_validator("after_ok", mode="before")
+    @classmethod
+    def _after_ok(cls, v: Any) -> tuple[str, ...]:
+        items = (v,) if isinstance(v, str) or hasattr(v, "job_id") else tuple(v)
+        ids = []
+        for item in items:
+            job_id = str(getattr(item, "job_id", item)).strip()
+            if not _DEPENDENCY_ID.fullmatch(job_id):
+                raise ValueError(
+                    f"{job_id!r} is not a job id to wait for (e.g. 1234, 1234_5, 1234.pbs01)"
+                )
+            ids.append(job_id)
+        return tuple(ids)
 
     @field_validator("extra", mode="before")
     @classmethod
@@ -182,6 +200,7 @@ class Allocation(Model):
     name: str
     extra: tuple[str, ...]
     gpu_directive: str
+    after_ok: tuple[str, ...] = ()
     gpu_type: str | None
     profile: str = ""
     scheduler: str = "slurm"
@@ -566,6 +585,7 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         exclusive=req.exclusive,
         name=req.name or default_name,
         extra=(*profile.extra_directives, *req.extra),
+        after_ok=req.after_ok,
         gpu_directive=profile.gpu_directive,
         gpu_type=profile.gpu_type,
         profile=profile.name,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
-from hpcui.cli.common import cluster_name, connect, get_job, several_clusters
+from hpcui.cli.common import cluster_name, connect, foreign_job, get_job, several_clusters
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ResultOutput
@@ -197,6 +197,9 @@ def _registry_jobs(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from hpcui.cli.models import ShowOutput
 
+    foreign = foreign_job(args, args.job)
+    if foreign is not None:
+        return _show_foreign(args, *foreign)
     job = get_job(args, args.job)
     cluster = job.cluster
     rec = cluster.registry.get(cluster.name, job.job_id)
@@ -266,9 +269,71 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _show_foreign(args: argparse.Namespace, cluster: Any, job_id: str) -> int:
+    """A job hpcui did not submit: what the scheduler says of it."""
+    from hpcui.cli.models import ShowOutput
+
+    d = cluster.job_details(job_id)
+    info = ShowOutput(
+        cluster=cluster.name,
+        job_id=d.job_id,
+        name=d.name,
+        state=d.state,
+        state_raw=d.state_raw,
+        reason=d.reason,
+        folder="",
+        num_tasks=1,
+        submitted_at=d.submit_time,
+        hpcui_job=False,
+        details=d,
+    )
+    if args.json:
+        out.emit_json(ShowOutput, info)
+        return EXIT_OK
+    out.key_values(
+        [
+            ("job", f"{d.job_id} on {cluster.name} (not submitted by hpcui)"),
+            ("name", d.name),
+            ("user", d.user),
+            (
+                "state",
+                out.state(d.state.value)
+                + (f" ({d.state_raw})" if d.state_raw != d.state.value else ""),
+            ),
+            ("reason", d.reason or None),
+            ("partition", d.partition),
+            ("nodes", d.nodelist or None),
+            ("time limit", out.duration(d.time_limit_s) if d.time_limit_s else None),
+            ("dependency", d.dependency or None),
+            ("submitted", out.when(d.submit_time) if d.submit_time else None),
+            ("started", out.when(d.start_time) if d.start_time else None),
+            ("script", d.command or None),
+            ("work dir", d.work_dir or None),
+            ("stdout", d.stdout or None),
+            ("stderr", d.stderr if d.stderr and d.stderr != d.stdout else None),
+        ]
+    )
+    return EXIT_OK
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     from hpcui.logs import LogChunk
 
+    foreign = foreign_job(args, args.job)
+    if foreign is not None:
+        cluster, job_id = foreign
+        if args.rank not in (None, 0):
+            from hpcui.errors import UsageError
+
+            raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")
+        chunks = cluster.logs(job_id, "stderr" if args.stderr else "stdout", follow=args.follow)
+        for chunk in chunks:
+            if args.json:
+                out.emit_json_line(LogChunk, chunk)
+            else:
+                sys.stdout.write(chunk.text)
+                sys.stdout.flush()
+        return EXIT_OK
     job = get_job(args, args.job, refresh=False)
     stream = "stderr" if args.stderr else "stdout"
     if args.rank is not None and not 0 <= args.rank < job.num_tasks:
@@ -374,6 +439,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     code = EXIT_OK
     for ref in args.jobs:
         try:
+            foreign = foreign_job(args, ref)
+            if foreign is not None:  # any job of the user, as scancel/qdel would
+                foreign[0].cancel([foreign[1]])
+                results.append(
+                    ActionOutput(
+                        cluster=foreign[0].name, job_id=foreign[1], ok=True, message="cancelled"
+                    )
+                )
+                if not args.json:
+                    print(f"cancelled {foreign[1]} on {foreign[0].name}")
+                continue
             job = get_job(args, ref, refresh=False)
             job.cancel()
         except HpcuiError as exc:

@@ -146,6 +146,21 @@ def get_job(args: argparse.Namespace, ref: str, *, refresh: bool = True) -> Job:
     return job
 
 
+def foreign_job(args: argparse.Namespace, ref: str) -> tuple[Cluster, str] | None:
+    """(cluster, id) when `ref` names a job this registry does not know but the scheduler
+    can describe (any job of the user: `hpcui logs 1234` for a plain sbatch job); None
+    for hpcui's own jobs, which take the registry's path."""
+    name, job_id = split_job_ref(ref, cluster_name(args))
+    cluster = connect(name)
+    if not cluster.capabilities.control or cluster.registry.get(cluster.name, job_id):
+        return None
+    if cluster.registry.unfinished_submissions(cluster.name):
+        cluster.reconcile_submissions(force=True)  # it may be a cut-off submit's job
+        if cluster.registry.get(cluster.name, job_id):
+            return None
+    return cluster, job_id
+
+
 def resource_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The resource options given on the command line, as `Cluster.submit` keywords."""
     out: dict[str, Any] = {}

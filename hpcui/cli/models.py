@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter
 
 from hpcui.backends.model import Model
 from hpcui.backends.modules import Module
-from hpcui.backends.records import PartitionInfo
+from hpcui.backends.records import JobDetails, PartitionInfo
 from hpcui.backends.states import JobState
 from hpcui.housekeeping import CleanReport
 from hpcui.logs import LogChunk
@@ -132,6 +132,12 @@ class ShowOutput(Model):
         default_factory=list,
         description="mean/peak GPU use per GPU over the looks kept while it ran (hpcui usage)",
     )
+    hpcui_job: bool = Field(True, description="submitted by hpcui (else folder is empty)")
+    details: JobDetails | None = Field(
+        None,
+        description="the scheduler's description (scontrol show job, qstat -f): log paths, "
+        "working directory, script; set for jobs hpcui did not submit",
+    )
 
 
 class ActionOutput(Model):
@@ -217,6 +223,11 @@ def output_type(args: argparse.Namespace) -> Any:
         "logs": LogChunk,
         "result": ResultOutput,
         "cancel": list[ActionOutput],
+        "hold": list[ActionOutput],
+        "release": list[ActionOutput],
+        "requeue": list[ActionOutput],
+        "update": ActionOutput,
+        "resubmit": ActionOutput,
         "stop": ActionOutput,
         "quota": QuotaReport,
         "clean": CleanReport,

@@ -21,6 +21,11 @@ JSON_COMMANDS = (
     "logs",
     "result",
     "cancel",
+    "hold",
+    "release",
+    "requeue",
+    "update",
+    "resubmit",
     "stop",
     "usage",
     "quota",
@@ -232,6 +237,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("cancel", "cancel jobs (scancel/qdel)")
     s.add_argument("jobs", nargs="+", metavar="JOB")
+    _json(s)
+
+    for verb, text in (
+        ("hold", "keep pending jobs from starting (until `hpcui release`)"),
+        ("release", "let held jobs start"),
+        ("requeue", "put running or ended batch jobs back in the queue (same id)"),
+    ):
+        s = add(verb, f"{text}; any job of yours, not only hpcui's")
+        s.add_argument("jobs", nargs="+", metavar="JOB")
+        _json(s)
+
+    s = add("update", "change a job's time limit (scontrol update / qalter)")
+    s.add_argument("job", metavar="JOB")
+    s.add_argument(
+        "--time", required=True, metavar="TIME", help="new limit: 2:00:00, 90m, 1-12:00:00"
+    )
+    _json(s)
+
+    s = add(
+        "resubmit",
+        "submit any job's batch script again, from its working directory (--edit: change it "
+        "in $EDITOR first)",
+    )
+    s.add_argument("job", metavar="JOB")
+    s.add_argument("--edit", action="store_true", help="open the script in $VISUAL/$EDITOR")
+    s.add_argument("--print", action="store_true", help="print the script; submit nothing")
     _json(s)
 
     s = add("stop", "ask a running job to stop gracefully (hpcui.distributed.stop_requested)")

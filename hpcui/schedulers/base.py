@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.backends.usage import UsageReading
 from hpcui.errors import UsageError
@@ -39,6 +39,8 @@ class Capabilities:
     partitions: bool = True
     #: `map()` as ONE job array
     arrays: bool = True
+    #: any job's details/script and hold, release, requeue, time limit (scontrol, qalter)
+    control: bool = True
 
 
 class Scheduler(abc.ABC):
@@ -112,3 +114,30 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def partitions(self) -> list[PartitionInfo]:
         """Partitions (queues) with node and GPU counts: ONE call."""
+
+    # -- any job of the user, and control over it (Capabilities.control) ---------------------
+
+    def _no_control(self, what: str) -> UsageError:
+        return UsageError(
+            f"{what} is not available on a {self.name} cluster (Slurm and PBS have it)."
+        )
+
+    def job_details(self, job_id: str) -> JobDetails:
+        """What the scheduler knows of any job of the user (not only hpcui's): ONE call.
+        Raises UsageError when it does not know the id."""
+        raise self._no_control("Details of other jobs")
+
+    def batch_script(self, job_id: str) -> str:
+        raise self._no_control("A job's batch script")
+
+    def hold(self, job_ids: Sequence[str]) -> None:
+        raise self._no_control("Holding jobs")
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        raise self._no_control("Releasing jobs")
+
+    def requeue(self, job_ids: Sequence[str]) -> None:
+        raise self._no_control("Requeueing jobs")
+
+    def set_time_limit(self, job_id: str, seconds: int) -> None:
+        raise self._no_control("Changing a time limit")

@@ -79,7 +79,9 @@ class LocalScheduler(Scheduler):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(queue=False, history=False, partitions=False, arrays=True)
+        return Capabilities(
+            queue=False, history=False, partitions=False, arrays=True, control=False
+        )
 
     def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
         raise UsageError(

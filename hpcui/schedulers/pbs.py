@@ -21,7 +21,7 @@ from hpcui.backends import pbs, pbs_queues, pbs_script, usage
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.pbs_dialect import PbsDialect
 from hpcui.backends.pbs_job import PbsJob
-from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.profiles.model import DEFAULT_NODE_SHELL
@@ -197,6 +197,56 @@ class PbsScheduler(Scheduler):
         if not res.ok and not pbs_script.only_benign_errors(res.stderr):
             _checked(res, "qdel")
 
+    # -- any job of the user, and control over it: Slurm itself under the wrapper -----------
+
+    def job_details(self, job_id: str) -> JobDetails:
+        if self.dialect == WRAPPER:
+            return self._slurm.job_details(job_id)
+        _valid_id(job_id)
+        jobs = [
+            j
+            for j in self._qstat([job_id])
+            if pbs_script.id_key(j.job_id) == pbs_script.id_key(job_id)
+        ]
+        if not jobs:
+            raise UsageError(
+                f"PBS does not know job {job_id} (wrong id, or its history is gone). "
+                "`hpcui jobs --all` lists your jobs."
+            )
+        return _details(job_id, jobs[0])
+
+    def batch_script(self, job_id: str) -> str:
+        if self.dialect == WRAPPER:
+            return self._slurm.batch_script(job_id)
+        raise UsageError(
+            "PBS shows a job's script only to administrators (printjob); hpcui keeps the "
+            "scripts of its own jobs: open the job's folder (`hpcui files JOB`)."
+        )
+
+    def hold(self, job_ids: Sequence[str]) -> None:
+        self._control("hold", job_ids)
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        self._control("release", job_ids)
+
+    def requeue(self, job_ids: Sequence[str]) -> None:
+        self._control("requeue", job_ids)
+
+    def set_time_limit(self, job_id: str, seconds: int) -> None:
+        if self.dialect == WRAPPER:
+            return self._slurm.set_time_limit(job_id, seconds)
+        _valid_id(job_id)
+        res = self.transport.run(pbs_script.walltime_command(job_id, seconds))
+        _control_checked(res, "qalter -l walltime", [job_id])
+
+    def _control(self, verb: str, job_ids: Sequence[str]) -> None:
+        if self.dialect == WRAPPER:
+            return getattr(self._slurm, verb)(job_ids)
+        for jid in job_ids:
+            _valid_id(jid)
+        cmd = pbs_script.control_command(verb, job_ids)
+        _control_checked(self.transport.run(cmd), cmd[0], job_ids)
+
     # -- site state --------------------------------------------------------------------------
 
     def _user_jobs(self, history: bool) -> list[PbsJob]:
@@ -318,3 +368,42 @@ def _read(text: str, dialect: str) -> list[PbsJob]:
         return pbs.parse_qstat_json(text)
     except pbs.PbsParseError as exc:
         raise SchedulerError(str(exc)) from None
+
+
+def _valid_id(job_id: str) -> None:
+    try:
+        pbs_script.checked_pbs_id(job_id)
+    except ValueError as exc:
+        raise UsageError(f"{exc}. Give a job id as `hpcui jobs` shows it.") from None
+
+
+def _control_checked(res: CommandResult, tool: str, job_ids: Sequence[str]) -> None:
+    """qhold/qrls/qrerun/qalter refusals (state, permissions) as what to do next."""
+    if res.ok:
+        return
+    said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-500:] or "(no output)"
+    raise UsageError(
+        f"PBS refused `{tool}` for job {', '.join(job_ids)}: {said}. Check the job's state "
+        "with `hpcui show` (hold/release need a queued job, qrerun a running one; a "
+        "walltime may only be lowered, or only by administrators, at some sites)."
+    )
+
+
+def _details(job_id: str, job: PbsJob) -> JobDetails:
+    return JobDetails(
+        job_id=job_id,
+        name=job.name or "",
+        user=job.owner or "",
+        state=job.state,
+        state_raw=job.state_raw,
+        reason=job.comment or "",
+        partition=job.queue or "",
+        work_dir=job.work_dir or "",
+        stdout=job.output_path or "",
+        stderr=job.error_path or "",
+        batch_host=job.nodes[0] if job.nodes else "",
+        nodelist=",".join(job.nodes),
+        time_limit_s=job.walltime_limit_s,
+        submit_time=job.ctime,
+        start_time=job.stime,
+    )

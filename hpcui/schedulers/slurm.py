@@ -7,9 +7,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from hpcui.backends import slurm_jobids, slurm_queue, slurm_script, usage
-from hpcui.backends.batch import BatchSpec
-from hpcui.backends.records import AccountingEntry, QueueEntry
+from hpcui.backends import slurm_control, slurm_jobids, slurm_queue, slurm_script, usage
+from hpcui.backends.batch import BatchSpec, format_duration
+from hpcui.backends.records import AccountingEntry, JobDetails, QueueEntry
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, CommandResult
@@ -123,6 +123,91 @@ class SlurmScheduler(Scheduler):
         self.calls += 1
         res = self.transport.run(slurm_queue.sinfo_command())
         return slurm_queue.parse_sinfo(_checked(res, "sinfo").stdout)
+
+    # -- any job of the user, and control over it ---------------------------------------------
+
+    def job_details(self, job_id: str) -> JobDetails:
+        self.calls += 1
+        res = self.transport.run(_argv(slurm_control.show_job_command, job_id))
+        _control_checked(res, "show job", [job_id])
+        rows = slurm_control.parse_show_job(res.stdout)
+        exact = [r for r in rows if r.job_id == job_id]
+        if not (exact or rows):
+            raise UsageError(f"Slurm printed nothing for job {job_id}; check the id.")
+        return (exact or rows)[0]
+
+    def batch_script(self, job_id: str) -> str:
+        res = self.transport.run(_argv(slurm_control.batch_script_command, job_id))
+        _control_checked(res, "write batch_script", [job_id])
+        return res.stdout
+
+    def hold(self, job_ids: Sequence[str]) -> None:
+        self._control(slurm_control.hold_command, "hold", job_ids)
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        self._control(slurm_control.release_command, "release", job_ids)
+
+    def requeue(self, job_ids: Sequence[str]) -> None:
+        self._control(slurm_control.requeue_command, "requeue", job_ids)
+
+    def set_time_limit(self, job_id: str, seconds: int) -> None:
+        limit = format_duration(seconds)
+        res = self.transport.run(_argv(slurm_control.time_limit_command, job_id, limit))
+        _control_checked(res, f"update TimeLimit={limit}", [job_id])
+
+    def _control(self, build, verb: str, job_ids: Sequence[str]) -> None:  # type: ignore[no-untyped-def]
+        res = self.transport.run(_argv(build, list(job_ids)))
+        _control_checked(res, verb, job_ids)
+
+
+def _argv(build, *args):  # type: ignore[no-untyped-def]
+    """A dialect command; a malformed id or value is the user's error, said as such."""
+    try:
+        return build(*args)
+    except ValueError as exc:
+        raise UsageError(f"{exc}. Give a job id as `hpcui jobs` shows it.") from None
+
+
+#: scontrol's words for a request Slurm refuses because of the job or the user, not itself
+_REFUSALS = (
+    "invalid job id",
+    "pending execution",
+    "already",
+    "access/permission denied",
+    "not presently supported",
+    "job has already finished",
+    "requested operation",
+    "invalid time limit",
+    "not permitted",
+    "only batch jobs",
+    "job is no longer pending",
+    "job is not pending",
+    "disabled",
+)
+
+
+def _control_checked(res: CommandResult, verb: str, job_ids: Sequence[str]) -> None:
+    """scontrol's refusals as UsageErrors that say why and what to do next."""
+    if res.ok:
+        return
+    said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-500:] or "(no output)"
+    ids = ", ".join(job_ids)
+    low = said.lower()
+    if "invalid job id" in low:
+        raise UsageError(
+            f"Slurm does not know job {ids} (wrong id, or it ended longer ago than the "
+            "controller remembers: MinJobAge). `hpcui jobs --all` lists your jobs."
+        )
+    if any(word in low for word in _REFUSALS):
+        raise UsageError(
+            f"Slurm refused `scontrol {verb}` for job {ids}: {said}. Check the job's state "
+            "with `hpcui show` (hold/release need a pending job, requeue a running or ended "
+            "batch job; raising a time limit may be reserved to administrators)."
+        )
+    raise SchedulerError(
+        f"scontrol {verb} failed for job {ids} (exit status {res.exit_status}): {said}. "
+        "The controller may be busy or down; try again, or run scontrol on the login node."
+    )
 
 
 def sacct_statuses(text: str) -> dict[str, JobStatus]:

@@ -157,6 +157,11 @@ def _minimal(command: str) -> list[str]:
         "cancel": ["1"],
         "stop": ["1"],
         "usage": ["1"],
+        "hold": ["1"],
+        "release": ["1"],
+        "requeue": ["1"],
+        "update": ["1", "--time", "1h"],
+        "resubmit": ["1"],
     }
     return [command, *positional.get(command, [])]
 

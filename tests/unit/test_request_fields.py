@@ -28,6 +28,8 @@ def test_every_option_is_accepted_by_resources_from_kwargs():
             value = "10m"
         elif f.keyword == "mem":
             value = "4G"
+        elif f.keyword == "after_ok":
+            value = ["1234"]
         Resources.from_kwargs(**{f.keyword: value})  # raises on an unknown keyword
 
 

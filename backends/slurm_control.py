@@ -1,0 +1,138 @@
+"""Any job of the user, not only hpcui's: ``scontrol show job`` read into ``JobDetails``
+(its log paths with Slurm's filename patterns expanded), its batch script, and the
+control verbs (hold, release, requeue, time limit) as argv lists.
+
+Every command here is an argv list: job ids are checked by ``slurm_jobids`` first and
+values by the callers of ``time_limit_command``, so nothing reaches a remote shell
+unquoted (the transport quotes argv)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .records import JobDetails
+from .slurm_jobids import parse_job_id
+from .slurm_queue import _seconds, _user, parse_timestamp, slurm_state
+
+# `Key=value` pairs of `scontrol show job --oneliner`. A value may hold spaces (Comment,
+# Command with arguments): a pair starts only where a known-looking key follows a space.
+_PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9:/_]*)=")
+
+
+def show_job_command(job_id: str) -> list[str]:
+    """One line per job (per array element) with every field scontrol knows."""
+    return ["scontrol", "show", "job", "--oneliner", _checked_id(job_id)]
+
+
+def batch_script_command(job_id: str) -> list[str]:
+    """The job's batch script on stdout (Slurm keeps it while the job is known)."""
+    return ["scontrol", "write", "batch_script", _checked_id(job_id), "-"]
+
+
+def hold_command(job_ids: Sequence[str]) -> list[str]:
+    return ["scontrol", "hold", _id_list(job_ids)]
+
+
+def release_command(job_ids: Sequence[str]) -> list[str]:
+    return ["scontrol", "release", _id_list(job_ids)]
+
+
+def requeue_command(job_ids: Sequence[str], *, hold: bool = False) -> list[str]:
+    """Back to PENDING (a running, completed or failed batch job); ``hold``: held there."""
+    return ["scontrol", "requeuehold" if hold else "requeue", _id_list(job_ids)]
+
+
+def time_limit_command(job_id: str, limit: str) -> list[str]:
+    """``limit`` in Slurm's time syntax (checked by hpcui.resources' parser first)."""
+    if not re.fullmatch(r"[0-9:+-]+|UNLIMITED", limit):
+        raise ValueError(f"not a Slurm time limit: {limit!r}")
+    return ["scontrol", "update", f"JobId={_checked_id(job_id)}", f"TimeLimit={limit}"]
+
+
+def parse_show_job(text: str) -> list[JobDetails]:
+    """``show_job_command`` output: one record per line."""
+    return [_details(_pairs(line)) for line in text.splitlines() if line.strip()]
+
+
+def _pairs(line: str) -> dict[str, str]:
+    marks = list(_PAIR.finditer(line))
+    out: dict[str, str] = {}
+    for mark, after in zip(marks, [*marks[1:], None], strict=True):
+        end = after.start() if after is not None else len(line)
+        out[mark.group(1)] = line[mark.end() : end].strip()
+    return out
+
+
+def _none(value: str) -> str:
+    return "" if value in ("(null)", "None", "N/A", "Unknown") else value
+
+
+def _details(v: dict[str, str]) -> JobDetails:
+    if "JobId" not in v:
+        raise ValueError(f"not a `scontrol show job --oneliner` line: {str(v)[:200]!r}")
+    job = v["JobId"]
+    array_job, array_task = _none(v.get("ArrayJobId", "")), _none(v.get("ArrayTaskId", ""))
+    if array_job and array_task:
+        job = f"{array_job}_{array_task}" if array_task.isdigit() else f"{array_job}_[{array_task}]"
+    fields = {
+        "A": array_job or v["JobId"],
+        "a": array_task if array_task.isdigit() else "0",
+        "j": v["JobId"],
+        "J": v["JobId"],
+        "u": _user(v.get("UserId", "")),
+        "x": v.get("JobName", ""),
+        "N": _none(v.get("BatchHost", "")),
+    }
+    state_raw = v.get("JobState", "")
+    return JobDetails(
+        job_id=job,
+        name=v.get("JobName", ""),
+        user=fields["u"],
+        state=slurm_state(state_raw),
+        state_raw=state_raw,
+        reason=_none(v.get("Reason", "")),
+        partition=v.get("Partition", ""),
+        work_dir=v.get("WorkDir", ""),
+        command=_none(v.get("Command", "")),
+        stdout=expand_pattern(_none(v.get("StdOut", "")), fields),
+        stderr=expand_pattern(_none(v.get("StdErr", "")), fields),
+        batch_host=fields["N"],
+        nodelist=_none(v.get("NodeList", "")),
+        time_limit_s=_seconds(v.get("TimeLimit", "")),
+        dependency=_none(v.get("Dependency", "")),
+        submit_time=parse_timestamp(v.get("SubmitTime", "")),
+        start_time=parse_timestamp(v.get("StartTime", "")),
+        batch=v.get("BatchFlag", "1") == "1",
+    )
+
+
+_PATTERN = re.compile(r"%(%|\d*[AajJuxNst])")
+
+
+def expand_pattern(path: str, fields: dict[str, str]) -> str:
+    """Slurm's filename patterns (sbatch(1) "filename pattern"): ``%j``, ``%x``, ``%A``,
+    ``%a``, ``%u``, ``%N``, zero padding (``%4a``), ``%%``. Slurm 20.11+ prints StdOut
+    already expanded; older ones print the pattern, and this expands it the same way.
+    Step/task patterns (``%s``, ``%t``) name per-step files; the batch step's are 0."""
+
+    def one(m: re.Match[str]) -> str:
+        spec = m.group(1)
+        if spec == "%":
+            return "%"
+        width, letter = spec[:-1], spec[-1]
+        value = "0" if letter in "st" else fields.get(letter, "")
+        return value.zfill(int(width)) if width and value.isdigit() else value
+
+    return _PATTERN.sub(one, path)
+
+
+def _checked_id(job_id: str) -> str:
+    parse_job_id(job_id)  # raises ValueError that names the id
+    return job_id
+
+
+def _id_list(job_ids: Sequence[str]) -> str:
+    if not job_ids:
+        raise ValueError("no job id given")
+    return ",".join(_checked_id(j) for j in job_ids)

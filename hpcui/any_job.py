@@ -1,0 +1,122 @@
+"""Any job of the user, hpcui's or not (turm's whole point): its logs followed from the
+paths the scheduler reports, and its batch script edited and submitted again.
+
+hpcui's own jobs keep their logs in their job folder (``hpcui.logs``); every other job's
+logs are wherever its script said (``#SBATCH -o``), which only the scheduler knows while it
+remembers the job (``Scheduler.job_details``)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from hpcui import logs as _logs
+from hpcui.backends.records import JobDetails
+from hpcui.cluster_parts import ClusterParts
+from hpcui.errors import UsageError
+from hpcui.submission import base_word
+from hpcui.transport.quoting import quote_argv, quote_bytes
+
+if TYPE_CHECKING:
+    from hpcui.config import ClusterConfig
+
+
+class Cluster(ClusterParts, Protocol):
+    """What this module needs of `hpcui.cluster.Cluster` (which imports it)."""
+
+    config: ClusterConfig
+
+    def job_details(self, job_id: str) -> JobDetails: ...
+
+
+#: how often following asks the scheduler whether the job ended (one squeue/sacct)
+STATE_POLL_S = 5.0
+
+
+def log_path(details: JobDetails, stream: _logs.Stream) -> str:
+    """The file the job writes `stream` to; a clear error for a job that has none."""
+    path = details.stdout if stream == "stdout" else details.stderr
+    if not path:
+        raise UsageError(
+            f"Job {details.job_id} has no {stream} file the scheduler knows of"
+            + (
+                " (an interactive srun/salloc job writes to its terminal)."
+                if not details.batch
+                else "."
+            )
+        )
+    if not path.startswith("/"):
+        path = f"{details.work_dir.rstrip('/')}/{path}"
+    return path
+
+
+def follow_logs(
+    cluster: Cluster,
+    job_id: str,
+    stream: _logs.Stream = "stdout",
+    *,
+    follow: bool = False,
+    tail_bytes: int | None = None,
+    timeout: float | None = None,
+    spool_dir: Path | None = None,
+    until: Callable[[], bool] | None = None,
+) -> Iterator[_logs.LogChunk]:
+    """A job's log as it appears, like `Cluster.logs` for hpcui's own jobs (one rank: the
+    batch script's output; srun steps write where their own ``-o`` says)."""
+    details = cluster.job_details(job_id)
+    path = log_path(details, stream)
+    spool = None if spool_dir is None else _logs.spool_path(spool_dir, path)
+    follower = _logs.LogFollower(cluster.transport, path, tail_bytes=tail_bytes, spool=spool)
+    done = (until or _ended(cluster, details.job_id)) if follow else None
+    return _logs.follow_many({0: follower}, done, stream=stream, timeout=timeout)
+
+
+def _ended(cluster: Cluster, job_id: str) -> Callable[[], bool]:
+    """True once the scheduler calls the job final or forgets it; asked every STATE_POLL_S."""
+    last = {"at": 0.0, "ended": False}
+
+    def ended() -> bool:
+        now = time.monotonic()
+        if not last["ended"] and now - last["at"] >= STATE_POLL_S:
+            last["at"] = now
+            status = cluster.scheduler.status([job_id]).get(job_id)
+            last["ended"] = status is None or status.state.is_final
+        return bool(last["ended"])
+
+    return ended
+
+
+def resubmit(cluster: Cluster, script: str, *, work_dir: str, name: str = "job") -> str:
+    """Submit `script` (an edited batch script) from `work_dir`, as the user would with
+    sbatch/qsub there. The script is kept in ``<remote_base>/resubmitted/`` (it must outlive
+    the job: Slurm reads it at submit, PBS copies it). Returns the new job id."""
+    if not script.startswith("#!"):
+        raise UsageError(
+            "A batch script must start with an interpreter line such as `#!/bin/bash`: "
+            "add it and submit again."
+        )
+    if not work_dir.startswith("/"):
+        raise UsageError(f"The working directory must be an absolute path, got {work_dir!r}.")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "job"
+    file_name = f"{stamp}-{safe}-{secrets.token_hex(3)}.sh"
+    store = (
+        f'd={base_word(cluster.config.remote_base)}/resubmitted && mkdir -p "$d" && cd "$d" && '
+        f"umask 077 && cat > {quote_bytes(file_name).decode()} && pwd"
+    )
+    res = cluster.transport.run(store, stdin=script.encode()).check("storing the script")
+    path = f"{res.stdout.strip()}/{file_name}"
+    submit = cluster.scheduler.submit_command(path)
+    submit_line = submit if isinstance(submit, str) else quote_argv(submit).decode()
+    res = cluster.transport.run(f"cd {quote_bytes(work_dir).decode()} && {submit_line}")
+    if not res.ok:
+        said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-600:]
+        raise UsageError(
+            f"The scheduler refused the edited script: {said or '(no output)'}. Fix it and "
+            f"submit again (it is kept at {path} on {cluster.name})."
+        )
+    return cluster.scheduler.parse_submit(res.stdout)
