@@ -165,3 +165,110 @@ class PartitionInfo(Model):
     jobs_queued: int | None = None
     jobs_running: int | None = None
     kind: str | None = None  # PBS: "exec" runs jobs, "route" forwards them to other queues
+
+
+class NodeInfo(Model):
+    """One node in one partition (``sinfo --Node``): what is in use of it now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    partition: str
+    is_default: bool = False
+    state: str  # sinfo's long word without flags: idle, mixed, allocated, drained, down...
+    responding: bool = True
+    cpus_alloc: int
+    cpus_idle: int
+    cpus_total: int
+    gpus_total: int = 0
+    gpus_used: int = 0
+    mem_mb: int | None = None
+    mem_alloc_mb: int | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usable(self) -> bool:
+        """Takes new jobs: up and responding, not drained, down or reserved."""
+        return self.responding and self.state in (
+            "idle",
+            "mixed",
+            "allocated",
+            "completing",
+            "planned",
+        )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpus_free(self) -> int:
+        return max(self.gpus_total - self.gpus_used, 0) if self.usable else 0
+
+
+class PartitionFree(Model):
+    """A partition's free capacity now, summed over its nodes that take jobs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    partition: str
+    is_default: bool = False
+    nodes_total: int
+    nodes_idle: int
+    nodes_mixed: int
+    nodes_allocated: int
+    nodes_unavailable: int  # down, drained, not responding, reserved
+    cpus_free: int
+    gpus_free: int
+    gpus_total: int
+    #: the most GPUs one node has free: the largest single-node GPU job that starts now
+    max_gpus_one_node: int
+
+
+class FairShare(Model):
+    """The user's fair share in one account (``sshare``): 1.0 best, 0.0 used up."""
+
+    model_config = ConfigDict(frozen=True)
+
+    account: str
+    user: str
+    raw_shares: int | None = None
+    norm_shares: float | None = None
+    raw_usage: int | None = None
+    effective_usage: float | None = None
+    fair_share: float | None = None
+
+
+class JobPriority(Model):
+    """A pending job's priority and its weighted factors (``sprio``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    user: str = ""
+    partition: str = ""
+    priority: float | None = None
+    age: float | None = None
+    fair_share: float | None = None
+    job_size: float | None = None
+    partition_factor: float | None = None
+    qos: float | None = None
+
+
+class AllocationEntry(Model):
+    """One project's allocation of one resource (CPU core-hours, GPU hours, TB-hours)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project: str
+    resource: str  # cpu, gpu, storage, qpu
+    used: float
+    allocated: float
+    unit: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def left(self) -> float:
+        return self.allocated - self.used
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def used_fraction(self) -> float | None:
+        return self.used / self.allocated if self.allocated else None

@@ -732,6 +732,20 @@ class Cluster:
     def partitions(self) -> list[sitestate.PartitionInfo]:
         return self.scheduler.partitions()
 
+    def free(self) -> sitestate.FreeReport:
+        """Free CPUs and GPUs per partition now, and each node's state (one sinfo)."""
+        return sitestate.FreeReport.of(self.scheduler.nodes())
+
+    def standing(self) -> sitestate.Standing:
+        """Fair share, pending jobs' priority factors (one round trip) and the project's
+        allocation from the site's tool where the profile names one (a second)."""
+        shares, pending, note = self.scheduler.standing()
+        tool = self.profile.allocation_command
+        allocation = sitestate.fetch_allocation(self.transport, tool) if tool else None
+        return sitestate.Standing(
+            fair_share=shares, pending=pending, note=note, allocation=allocation
+        )
+
     def quota_report(self) -> sitestate.QuotaReport:
         """Quota with the tool that answered and the ones tried before it (one round trip),
         and what hpcui's own folders take of it (a second one)."""

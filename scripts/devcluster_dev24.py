@@ -419,6 +419,13 @@ SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,default_queue_depth=2000,bf_interval=1,bf_continue,bf_max_job_test=2000,max_rpc_cnt=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+# fair share and priority factors, as at every centre (sprio/sshare show them)
+PriorityType=priority/multifactor
+PriorityWeightFairshare=10000
+PriorityWeightAge=1000
+PriorityWeightJobSize=100
+PriorityWeightPartition=1000
+PriorityWeightQOS=1000
 DefMemPerCPU=500
 EnforcePartLimits=ALL
 GresTypes=gpu

@@ -19,11 +19,23 @@ from hpcui.agent.reach import AgentUnavailable, agent_enabled, open_agent
 #: run inside the agent: they read no local file and import no user code
 AGENT_COMMANDS = frozenset(
     {"jobs", "show", "logs", "cancel", "stop", "quota", "modules", "partitions", "clusters",
-     "profiles", "exec", "clean", "usage", "hold", "release", "requeue", "update"}
+     "profiles", "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget"}
 )  # fmt: skip
 #: safe to send again to a new agent when the first died before printing anything
 READ_ONLY = frozenset(
-    {"jobs", "show", "logs", "quota", "modules", "partitions", "clusters", "profiles", "usage"}
+    {
+        "jobs",
+        "show",
+        "logs",
+        "quota",
+        "modules",
+        "partitions",
+        "clusters",
+        "profiles",
+        "usage",
+        "free",
+        "budget",
+    }
 )
 #: options that make a call run here: tracebacks, help and schemas are local matters
 LOCAL_OPTIONS = frozenset({"--debug", "-h", "--help", "--version", "--json-schema"})

@@ -41,6 +41,8 @@ _COMMANDS = {
     "quota": "hpcui.cli.cmd_site",
     "modules": "hpcui.cli.cmd_site",
     "partitions": "hpcui.cli.cmd_site",
+    "free": "hpcui.cli.cmd_standing",
+    "budget": "hpcui.cli.cmd_standing",
     "clusters": "hpcui.cli.cmd_site",
     "profiles": "hpcui.cli.cmd_site",
     "trust": "hpcui.cli.cmd_site",

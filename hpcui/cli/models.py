@@ -24,7 +24,7 @@ from hpcui.housekeeping import CleanReport
 from hpcui.logs import LogChunk
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation
-from hpcui.sitestate import HistoryJob, QueueJob, QuotaReport
+from hpcui.sitestate import FreeReport, HistoryJob, QueueJob, QuotaReport, Standing
 from hpcui.usage import GpuSummary
 
 
@@ -229,6 +229,8 @@ def output_type(args: argparse.Namespace) -> Any:
         "update": ActionOutput,
         "resubmit": ActionOutput,
         "stop": ActionOutput,
+        "free": FreeReport,
+        "budget": Standing,
         "quota": QuotaReport,
         "clean": CleanReport,
         "modules": list[Module],

@@ -31,6 +31,8 @@ JSON_COMMANDS = (
     "quota",
     "modules",
     "partitions",
+    "free",
+    "budget",
     "clusters",
     "profiles",
     "script",
@@ -295,6 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
     _json(s)
 
     s = add("partitions", "partitions with free nodes and GPUs")
+    _json(s)
+
+    s = add("free", "free CPUs and GPUs per partition now (--nodes: per node), from sinfo")
+    s.add_argument("--nodes", action="store_true", help="one line per node and partition")
+    _json(s)
+
+    s = add(
+        "budget",
+        "your fair share, your pending jobs' priority (sshare, sprio) and the project's "
+        "allocation left (the site's tool)",
+    )
     _json(s)
 
     s = add("clusters", "configured clusters (--check: connection and remote Python)")

@@ -182,6 +182,8 @@ class Profile(Model):
 
     #: the site's quota tool (a key of backends.quota.QUOTA_COMMANDS); None: try them in order
     quota_command: str | None = None
+    #: the site's allocation tool (a key of backends.allocations.ALLOCATION_COMMANDS)
+    allocation_command: str | None = None
     module_system: Literal["lmod", "envmodules"] | None = None
     notes: list[str] = Field(default_factory=list)
     #: dotted paths of values SITES.md marks [?]: correct them with profile_overrides

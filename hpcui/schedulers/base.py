@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
+from hpcui.backends.records import (
+    AccountingEntry,
+    FairShare,
+    JobDetails,
+    JobPriority,
+    NodeInfo,
+    PartitionInfo,
+    QueueEntry,
+)
 from hpcui.backends.states import JobState
 from hpcui.backends.usage import UsageReading
 from hpcui.errors import UsageError
@@ -141,3 +149,17 @@ class Scheduler(abc.ABC):
 
     def set_time_limit(self, job_id: str, seconds: int) -> None:
         raise self._no_control("Changing a time limit")
+
+    # -- what is free now, and where the user stands ------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node per partition with what is in use of it: ONE call."""
+        raise UsageError(
+            f"Free nodes and GPUs per node are not available on a {self.name} cluster; "
+            "`hpcui partitions` shows the queues."
+        )
+
+    def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
+        """The user's fair share and pending jobs' priority factors (ONE call), and a note
+        where the site runs no fair-share priority ("" otherwise)."""
+        raise UsageError(f"Fair share and job priority are not available on a {self.name} cluster.")

@@ -21,7 +21,15 @@ from hpcui.backends import pbs, pbs_queues, pbs_script, usage
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.pbs_dialect import PbsDialect
 from hpcui.backends.pbs_job import PbsJob
-from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
+from hpcui.backends.records import (
+    AccountingEntry,
+    FairShare,
+    JobDetails,
+    JobPriority,
+    NodeInfo,
+    PartitionInfo,
+    QueueEntry,
+)
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.profiles.model import DEFAULT_NODE_SHELL
@@ -214,6 +222,16 @@ class PbsScheduler(Scheduler):
                 "`hpcui jobs --all` lists your jobs."
             )
         return _details(job_id, jobs[0])
+
+    def nodes(self) -> list[NodeInfo]:
+        if self.dialect == WRAPPER:  # the nodes are Slurm's
+            return self._slurm.nodes()
+        return super().nodes()
+
+    def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
+        if self.dialect == WRAPPER:
+            return self._slurm.standing()
+        return super().standing()
 
     def batch_script(self, job_id: str) -> str:
         if self.dialect == WRAPPER:

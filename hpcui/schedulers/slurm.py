@@ -7,9 +7,23 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from hpcui.backends import slurm_control, slurm_jobids, slurm_queue, slurm_script, usage
+from hpcui.backends import (
+    slurm_control,
+    slurm_free,
+    slurm_jobids,
+    slurm_queue,
+    slurm_script,
+    usage,
+)
 from hpcui.backends.batch import BatchSpec, format_duration
-from hpcui.backends.records import AccountingEntry, JobDetails, QueueEntry
+from hpcui.backends.records import (
+    AccountingEntry,
+    FairShare,
+    JobDetails,
+    JobPriority,
+    NodeInfo,
+    QueueEntry,
+)
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.base import H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, CommandResult
@@ -123,6 +137,34 @@ class SlurmScheduler(Scheduler):
         self.calls += 1
         res = self.transport.run(slurm_queue.sinfo_command())
         return slurm_queue.parse_sinfo(_checked(res, "sinfo").stdout)
+
+    # -- what is free now, and where the user stands ------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        self.calls += 1
+        res = self.transport.run(slurm_free.sinfo_nodes_command())
+        try:
+            return slurm_free.parse_sinfo_nodes(_checked(res, "sinfo").stdout)
+        except ValueError as exc:
+            raise SchedulerError(f"sinfo printed something hpcui cannot read: {exc}") from None
+
+    def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
+        """sshare and sprio in one round trip, split by a marker line."""
+        self.calls += 1
+        mark = "--hpcui-sprio--"
+        cmd = (
+            f"{' '.join(slurm_free.sshare_command())} 2>&1; echo {mark}; "
+            f"{slurm_free.sprio_command()} 2>&1"
+        )
+        res = self.transport.run(cmd)
+        shares, _, prios = res.stdout.partition(mark + "\n")
+        note = ""
+        if slurm_free.NO_PRIORITY.search(prios) or slurm_free.NO_PRIORITY.search(shares):
+            note = (
+                "this site runs no fair-share priority (priority/basic): jobs start in "
+                "submission order as resources allow"
+            )
+        return slurm_free.parse_sshare(shares), slurm_free.parse_sprio(prios), note
 
     # -- any job of the user, and control over it ---------------------------------------------
 

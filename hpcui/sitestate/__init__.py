@@ -21,9 +21,17 @@ from hpcui.sitestate.modules import (
 )
 from hpcui.sitestate.own_usage import OwnUsage, fetch_own_usage
 from hpcui.sitestate.quota import QuotaError, QuotaReport, QuotaTry, fetch_quota
+from hpcui.sitestate.standing import (
+    AllocationReport,
+    FreeReport,
+    Standing,
+    fetch_allocation,
+)
 from hpcui.sitestate.watcher import QueueSnapshot, QueueWatcher, Subscription, is_rate_limited
 
 __all__ = [
+    "AllocationReport",
+    "FreeReport",
     "HistoryJob",
     "Module",
     "ModuleError",
@@ -39,9 +47,11 @@ __all__ = [
     "QuotaParseError",
     "QuotaReport",
     "QuotaTry",
+    "Standing",
     "Subscription",
     "detect_system",
     "efficiency_line",
+    "fetch_allocation",
     "fetch_modules",
     "fetch_own_usage",
     "fetch_quota",
