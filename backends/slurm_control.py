@@ -58,6 +58,8 @@ def parse_show_job(text: str) -> list[JobDetails]:
 def _pairs(line: str) -> dict[str, str]:
     marks = list(_PAIR.finditer(line))
     out: dict[str, str] = {}
+    if not marks:
+        return out
     for mark, after in zip(marks, [*marks[1:], None], strict=True):
         end = after.start() if after is not None else len(line)
         out[mark.group(1)] = line[mark.end() : end].strip()

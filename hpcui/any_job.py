@@ -83,8 +83,10 @@ def _ended(cluster: Cluster, job_id: str) -> Callable[[], bool]:
         now = time.monotonic()
         if not last["ended"] and now - last["at"] >= STATE_POLL_S:
             last["at"] = now
-            status = cluster.scheduler.status([job_id]).get(job_id)
-            last["ended"] = status is None or status.state.is_final
+            try:  # scontrol knows a job from submit on; sacct may not list it yet
+                last["ended"] = cluster.job_details(job_id).state.is_final
+            except UsageError:  # forgotten by the controller: long over
+                last["ended"] = True
         return bool(last["ended"])
 
     return ended

@@ -1,0 +1,191 @@
+"""Any job of the user on both dev sites: a plain sbatch job's logs followed, hold / release
+/ time limit / requeue, edit-and-resubmit, afterok dependencies, free GPUs and fair share.
+
+Other tests share the cluster: every assertion is about jobs these tests submitted, and
+free-capacity checks are about the node their own job holds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hpcui.backends.states import JobState
+from hpcui.errors import UsageError
+from tests.integration.test_cli import hpcui, ok_json, work  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.devcluster
+
+PLAIN = """#!/bin/bash
+#SBATCH --job-name=plain-{tag}
+#SBATCH --output=logs-%x/out-%j.txt
+#SBATCH --error=logs-%x/err-%j.txt
+#SBATCH --time=5
+for i in 1 2 3 4 5; do echo "line $i"; sleep 1; done
+echo "on stderr" >&2
+"""
+
+
+def sbatch_script(cluster, script: str, *args: str) -> str:
+    """Submit a job as a user would with sbatch in ~ (not through hpcui)."""
+    cluster.run("mkdir -p ~/anyjob && cd ~/anyjob && mkdir -p logs-plain-a logs-plain-b")
+    res = cluster.transport.run(
+        f"cd ~/anyjob && sbatch --parsable {' '.join(args)}", stdin=script.encode()
+    ).check("sbatch")
+    return res.stdout.strip().split(";")[0]
+
+
+def wait_state(cluster, job_id: str, want: set[JobState], timeout: float = 90) -> JobState:
+    deadline = time.monotonic() + timeout
+    while True:
+        state = cluster.job_details(job_id).state
+        if state in want:
+            return state
+        assert time.monotonic() < deadline, f"job {job_id} still {state}, wanted {want}"
+        time.sleep(0.5)
+
+
+def test_a_plain_sbatch_jobs_logs_are_followed_from_its_own_paths(site):
+    job_id = sbatch_script(site, PLAIN.format(tag="a"))
+    details = site.job_details(job_id)
+    home = site.transport.home()
+    # %x and %j expanded, relative to the working directory
+    assert details.stdout == f"{home}/anyjob/logs-plain-a/out-{job_id}.txt"
+    assert details.stderr == f"{home}/anyjob/logs-plain-a/err-{job_id}.txt"
+    assert details.work_dir == f"{home}/anyjob" and details.name == "plain-a"
+    text = "".join(c.text for c in site.logs(job_id, follow=True, timeout=120))
+    assert [line for line in text.splitlines() if line] == [f"line {i}" for i in range(1, 6)]
+    err = "".join(c.text for c in site.logs(job_id, "stderr"))
+    assert err == "on stderr\n"
+    with pytest.raises(UsageError, match="no ranks"):
+        site.logs(job_id, rank=1)
+
+
+def test_hold_update_release_a_pending_job_then_requeue_it_running(site):
+    job_id = sbatch_script(site, PLAIN.format(tag="b"), "--hold")
+    try:
+        d = site.job_details(job_id)
+        assert d.state is JobState.PENDING and d.reason == "JobHeldUser"
+        site.release([job_id])
+        site.hold([job_id])
+        assert site.job_details(job_id).reason == "JobHeldUser"
+        site.set_time_limit(job_id, "3m")
+        assert site.job_details(job_id).time_limit_s == 180
+        with pytest.raises(UsageError, match="Not a time limit"):
+            site.set_time_limit(job_id, "soon")
+        site.release([job_id])
+        wait_state(site, job_id, {JobState.RUNNING, JobState.COMPLETED})
+        site.requeue([job_id])
+        # back in the queue (a requeued job waits its BeginTime, then runs again)
+        wait_state(site, job_id, {JobState.PENDING, JobState.REQUEUED})
+    finally:
+        site.cancel([job_id])
+    with pytest.raises(UsageError, match="does not know job"):
+        site.hold(["99999999"])
+    with pytest.raises(UsageError, match="not a Slurm job id"):
+        site.hold(["1;touch /tmp/x"])
+
+
+def test_edit_and_resubmit_a_jobs_own_script(site):
+    job_id = sbatch_script(site, PLAIN.format(tag="a"), "--hold")
+    try:
+        script = site.batch_script(job_id)
+        assert script.startswith("#!/bin/bash") and "line $i" in script
+        edited = script.replace('echo "line $i"', 'echo "edited $i"')
+        new_id = site.resubmit(edited, work_dir=site.job_details(job_id).work_dir, name="plain")
+        assert new_id != job_id
+        text = "".join(c.text for c in site.logs(new_id, follow=True, timeout=120))
+        assert "edited 5" in text and "line 1" not in text
+        with pytest.raises(UsageError, match="interpreter line"):
+            site.resubmit("echo no shebang\n", work_dir="/tmp")
+        with pytest.raises(UsageError, match="refused the edited script"):
+            site.resubmit("#!/bin/bash\n#SBATCH --partition=nope\ntrue\n", work_dir="/tmp")
+    finally:
+        site.cancel([job_id])
+
+
+def add(a, b):
+    return a + b
+
+
+def test_after_ok_waits_for_the_first_job(site):
+    first = sbatch_script(site, PLAIN.format(tag="a"), "--hold")
+    try:
+        second = site.submit(add, 1, 2, time="5m", after_ok=[first])
+        d = site.job_details(second.job_id)
+        assert f"afterok:{first}" in d.dependency and d.reason == "Dependency"
+        site.release([first])
+        assert second.result(timeout=180) == 3
+    finally:
+        site.cancel([first])
+
+
+def test_free_gpus_drop_on_the_node_a_two_gpu_job_holds(site):
+    job_id = sbatch_script(
+        site, "#!/bin/bash\nsleep 60\n", "--partition=gpu", "--gres=gpu:2", "--time=3"
+    )
+    try:
+        wait_state(site, job_id, {JobState.RUNNING})
+        node = site.job_details(job_id).batch_host
+        report = site.free()
+        rows = [n for n in report.nodes if n.node == node and n.partition == "gpu"]
+        assert len(rows) == 1 and rows[0].gpus_total == 4
+        assert rows[0].gpus_used >= 2 and rows[0].gpus_free <= 2
+        assert rows[0].state in ("mixed", "allocated")
+        gpu = next(p for p in report.partitions if p.partition == "gpu")
+        nodes = [n for n in report.nodes if n.partition == "gpu"]
+        assert gpu.gpus_free == sum(n.gpus_free for n in nodes)
+        assert gpu.nodes_total == len(nodes)
+    finally:
+        site.cancel([job_id])
+
+
+def test_fair_share_and_a_pending_jobs_priority(site):
+    blocker = sbatch_script(site, "#!/bin/bash\nsleep 30\n", "--nodes=2", "--exclusive", "--time=2")
+    waiting = sbatch_script(site, "#!/bin/bash\ntrue\n", "--nodes=2", "--exclusive", "--time=2")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            st = site.standing()
+            if any(p.job_id == waiting for p in st.pending) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert st.note == ""
+        mine = [f for f in st.fair_share if f.user == "hpcuser"]
+        assert mine and mine[0].account == "hpcacct" and 0 <= mine[0].fair_share <= 1
+        row = next(p for p in st.pending if p.job_id == waiting)
+        assert row.priority and row.priority > 0 and row.fair_share is not None
+        assert st.allocation is None  # the dev profile names no allocation tool
+    finally:
+        site.cancel([blocker, waiting])
+
+
+def test_cli_show_logs_hold_release_update_free_budget(work):  # noqa: F811
+    res = hpcui(work, "exec", "--", "sh", "-c", "mkdir -p ~/anyjob")
+    script = PLAIN.format(tag="b").replace("logs-%x/", "")
+    res = hpcui(
+        work,
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        f"cd ~/anyjob && printf '%s' '{script}' | sbatch --parsable --hold",
+    )
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.strip()
+    shown = ok_json(hpcui(work, "show", job_id, "--json"))
+    assert shown["hpcui_job"] is False and shown["details"]["reason"] == "JobHeldUser"
+    assert shown["details"]["stdout"].endswith(f"/anyjob/out-{job_id}.txt")
+    assert "not submitted by hpcui" in hpcui(work, "show", job_id).stdout
+    updated = ok_json(hpcui(work, "update", job_id, "--time", "4m", "--json"))
+    assert updated["message"] == "time limit now 00:04:00"
+    assert ok_json(hpcui(work, "release", job_id, "--json"))[0]["ok"] is True
+    logs = hpcui(work, "logs", job_id, "--follow")
+    assert logs.returncode == 0 and "line 5" in logs.stdout
+    missing = hpcui(work, "hold", "99999999")
+    assert missing.returncode == 2 and "does not know job 99999999" in missing.stderr
+    free = ok_json(hpcui(work, "free", "--json"))
+    assert {p["partition"] for p in free["partitions"]} >= {"cpu", "gpu"}
+    budget = ok_json(hpcui(work, "budget", "--json"))
+    assert any(f["account"] == "hpcacct" for f in budget["fair_share"])
+    assert "fair share" in hpcui(work, "budget").stdout.lower()
