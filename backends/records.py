@@ -272,3 +272,15 @@ class AllocationEntry(Model):
     @property
     def used_fraction(self) -> float | None:
         return self.used / self.allocated if self.allocated else None
+
+
+class RemoteFile(Model):
+    """One entry of a remote folder."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    path: str
+    is_dir: bool
+    size: int
+    modified: datetime | None = None

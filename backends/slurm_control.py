@@ -50,6 +50,18 @@ def time_limit_command(job_id: str, limit: str) -> list[str]:
     return ["scontrol", "update", f"JobId={_checked_id(job_id)}", f"TimeLimit={limit}"]
 
 
+def shell_script(job_id: str, node: str | None = None) -> str:
+    """Shell code: an interactive login shell inside the job's allocation (on `node`, else
+    its first node), sharing its resources (``--overlap``, Slurm 20.11+)."""
+    from .shell import quote
+
+    where = f" --nodelist={quote(node)}" if node else ""
+    return (
+        f"exec srun --jobid={quote(_checked_id(job_id))} --overlap --pty --nodes=1 --ntasks=1"
+        f'{where} "${{SHELL:-/bin/bash}}" -l'
+    )
+
+
 def parse_show_job(text: str) -> list[JobDetails]:
     """``show_job_command`` output: one record per line."""
     return [_details(_pairs(line)) for line in text.splitlines() if line.strip()]

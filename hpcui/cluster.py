@@ -18,6 +18,7 @@ from typing import Any
 from hpcui import (
     any_job,
     housekeeping,
+    job_files,
     local_machine,
     log_push,
     sitestate,
@@ -27,7 +28,9 @@ from hpcui import (
 )
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
-from hpcui.backends.records import JobDetails
+from hpcui.backends.nodelist import expand_nodelist
+from hpcui.backends.records import JobDetails, RemoteFile
+from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
     CommandTimeout,
@@ -50,7 +53,7 @@ from hpcui.result_signing import job_key
 from hpcui.runtime_bundle import build_bundle
 from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.status import StatusService
-from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.base import Command, CommandResult, TerminalChannel, Transport
 
 log = logging.getLogger(__name__)
 
@@ -631,6 +634,52 @@ class Cluster:
         if not seconds:
             raise UsageError(f"Not a time limit: {time!r} (e.g. 2:00:00, 90m, 1-12:00:00).")
         self._control(lambda ids: self.scheduler.set_time_limit(ids[0], seconds), [job_id])
+
+    def open_shell(
+        self,
+        job_id: str,
+        *,
+        node: str | None = None,
+        term: str = "xterm-256color",
+        cols: int = 80,
+        rows: int = 24,
+    ) -> TerminalChannel:
+        """An interactive shell inside a running job (srun --overlap --pty): the channel
+        the caller bridges to its terminal. UsageError while the job does not run."""
+        details = self.job_details(str(job_id))
+        if details.state is not JobState.RUNNING:
+            raise UsageError(
+                f"Job {job_id} is {details.state.value}: a shell needs a running job"
+                + (" (wait for it to start)." if not details.state.is_final else ".")
+            )
+        if node and details.nodelist and node not in expand_nodelist(details.nodelist):
+            raise UsageError(
+                f"Job {job_id} does not run on {node} (its nodes: {details.nodelist})."
+            )
+        script = self.scheduler.shell_script(str(job_id), node)
+        return self.transport.open_terminal(script, term=term, cols=cols, rows=rows)
+
+    def job_folder(self, job_id: str) -> str:
+        """Where a job's files are: hpcui's job folder, else the job's working directory."""
+        rec = self.registry.get(self.name, str(job_id))
+        if rec is not None:
+            return rec.folder
+        return self.job_details(str(job_id)).work_dir
+
+    def list_files(self, path: str) -> list[RemoteFile]:
+        """A remote folder's entries, folders first (one round trip)."""
+        return job_files.list_folder(self.transport, path)
+
+    def read_text(self, path: str, limit: int = job_files.VIEW_BYTES) -> tuple[str, int]:
+        """The start of a remote file as text, and its size."""
+        return job_files.read_text(self.transport, path, limit)
+
+    def download(
+        self, remote: str, local: str | Path, *, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[int, Path]:
+        """Copy a remote file here, resuming a partial copy (`<name>.part`): bytes moved
+        now, and where the file is."""
+        return job_files.download(self.transport, remote, Path(local), progress=progress)
 
     def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
         """Submit an (edited) batch script from `work_dir`; returns the new job id."""

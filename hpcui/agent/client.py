@@ -19,7 +19,7 @@ from hpcui.agent.reach import AgentUnavailable, agent_enabled, open_agent
 #: run inside the agent: they read no local file and import no user code
 AGENT_COMMANDS = frozenset(
     {"jobs", "show", "logs", "cancel", "stop", "quota", "modules", "partitions", "clusters",
-     "profiles", "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget"}
+     "profiles", "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files"}
 )  # fmt: skip
 #: safe to send again to a new agent when the first died before printing anything
 READ_ONLY = frozenset(

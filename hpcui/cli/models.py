@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter
 
 from hpcui.backends.model import Model
 from hpcui.backends.modules import Module
-from hpcui.backends.records import JobDetails, PartitionInfo
+from hpcui.backends.records import JobDetails, PartitionInfo, RemoteFile
 from hpcui.backends.states import JobState
 from hpcui.housekeeping import CleanReport
 from hpcui.logs import LogChunk
@@ -230,6 +230,8 @@ def output_type(args: argparse.Namespace) -> Any:
         "resubmit": ActionOutput,
         "stop": ActionOutput,
         "free": FreeReport,
+        "files": list[RemoteFile],
+        "download": ActionOutput,
         "budget": Standing,
         "quota": QuotaReport,
         "clean": CleanReport,

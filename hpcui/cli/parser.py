@@ -26,6 +26,8 @@ JSON_COMMANDS = (
     "requeue",
     "update",
     "resubmit",
+    "files",
+    "download",
     "stop",
     "usage",
     "quota",
@@ -265,6 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("job", metavar="JOB")
     s.add_argument("--edit", action="store_true", help="open the script in $VISUAL/$EDITOR")
     s.add_argument("--print", action="store_true", help="print the script; submit nothing")
+    _json(s)
+
+    s = add("shell", "an interactive shell inside a running job (srun --overlap --pty)")
+    s.add_argument("job", metavar="JOB")
+    s.add_argument("--node", metavar="NODE", help="this node of the job (default: its first)")
+
+    s = add(
+        "files",
+        "a job's folder (hpcui's job folder, else its working directory): list it, or show a file",
+    )
+    s.add_argument("job", metavar="JOB")
+    s.add_argument("path", nargs="?", metavar="PATH", help="inside the folder")
+    _json(s)
+
+    s = add("download", "copy a file of a job's folder here (resumes a cut-off download)")
+    s.add_argument("job", metavar="JOB")
+    s.add_argument("path", metavar="PATH", help="inside the job's folder")
+    s.add_argument("dest", nargs="?", metavar="DEST", help="file or folder (default: .)")
     _json(s)
 
     s = add("stop", "ask a running job to stop gracefully (hpcui.distributed.stop_requested)")

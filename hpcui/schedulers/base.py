@@ -163,3 +163,10 @@ class Scheduler(abc.ABC):
         """The user's fair share and pending jobs' priority factors (ONE call), and a note
         where the site runs no fair-share priority ("" otherwise)."""
         raise UsageError(f"Fair share and job priority are not available on a {self.name} cluster.")
+
+    def shell_script(self, job_id: str, node: str | None = None) -> str:
+        """Shell code that opens an interactive shell inside a running job's allocation."""
+        raise UsageError(
+            f"A shell inside a job is not available on a {self.name} cluster (Slurm has it: "
+            "srun --overlap); log in to the job's node with ssh if the site allows it."
+        )

@@ -233,6 +233,11 @@ class PbsScheduler(Scheduler):
             return self._slurm.standing()
         return super().standing()
 
+    def shell_script(self, job_id: str, node: str | None = None) -> str:
+        if self.dialect == WRAPPER:
+            return self._slurm.shell_script(job_id, node)
+        return super().shell_script(job_id, node)
+
     def batch_script(self, job_id: str) -> str:
         if self.dialect == WRAPPER:
             return self._slurm.batch_script(job_id)

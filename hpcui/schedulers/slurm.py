@@ -178,6 +178,9 @@ class SlurmScheduler(Scheduler):
             raise UsageError(f"Slurm printed nothing for job {job_id}; check the id.")
         return (exact or rows)[0]
 
+    def shell_script(self, job_id: str, node: str | None = None) -> str:
+        return _argv(slurm_control.shell_script, job_id, node)
+
     def batch_script(self, job_id: str) -> str:
         res = self.transport.run(_argv(slurm_control.batch_script_command, job_id))
         _control_checked(res, "write batch_script", [job_id])

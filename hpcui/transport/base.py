@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from hpcui.errors import RemoteCommandError
+from hpcui.errors import RemoteCommandError, UsageError
 from hpcui.transport.quoting import Arg
 
 Command = str | bytes | Iterable[Arg]
@@ -64,6 +64,18 @@ class RemoteStream(Protocol):
         """The command exited or the link dropped, and everything was read."""
         ...
 
+    def close(self) -> None: ...
+
+
+class TerminalChannel(Protocol):
+    """An interactive session on a pseudo-terminal (paramiko's Channel has these)."""
+
+    def fileno(self) -> int: ...
+    def recv(self, nbytes: int) -> bytes: ...
+    def sendall(self, data: bytes) -> None: ...
+    def resize_pty(self, width: int, height: int) -> None: ...
+    def exit_status_ready(self) -> bool: ...
+    def recv_exit_status(self) -> int: ...
     def close(self) -> None: ...
 
 
@@ -130,6 +142,13 @@ class Transport(abc.ABC):
         """Start `cmd` with its output streamed back (None: this transport cannot; the
         caller polls instead)."""
         return None
+
+    def open_terminal(self, script: str, *, term: str, cols: int, rows: int) -> TerminalChannel:
+        """`script` (shell code) in a login shell on a pseudo-terminal: an interactive
+        session the caller bridges to its own terminal (`hpcui shell`)."""
+        raise UsageError(
+            f"An interactive terminal is not available over {self.description or 'this transport'}."
+        )
 
     def stalled_s(self) -> float:
         """Seconds the link has not answered its keepalives (0: fine, or no link at all)."""

@@ -32,7 +32,7 @@ from hpcui.transport import deadline
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.keys import KeyLocked, KeyUnreadable, load_private_key
 from hpcui.transport.known_hosts import KnownHosts, read_known_hosts
-from hpcui.transport.quoting import quote_bytes, to_command
+from hpcui.transport.quoting import quote_argv, quote_bytes, to_command
 from hpcui.transport.ssh_config import SshTarget, parse_jump, resolve
 from hpcui.transport.watchdog import Watchdog
 
@@ -749,6 +749,21 @@ class SshTransport(Transport):
                 f"Connection to {self.target.label} dropped while starting a log reader."
             ) from exc
         return _ChannelStream(chan)
+
+    def open_terminal(self, script: str, *, term: str, cols: int, rows: int) -> paramiko.Channel:
+        """A pty channel running `script` in the login shell (srun is on PATH there at
+        sites that set it up in /etc/profile)."""
+        conn = self.connect()
+        login = 'if command -v bash >/dev/null 2>&1; then exec bash --login -c "$0"; else exec sh -l -c "$0"; fi'
+        try:
+            chan = conn.open_session()
+            chan.get_pty(term=term, width=cols, height=rows)
+            chan.exec_command(quote_argv(["/bin/sh", "-c", login, script]).decode())
+        except Exception as exc:
+            raise ConnectionLost(
+                f"Connection to {self.target.label} dropped while opening a terminal."
+            ) from exc
+        return chan
 
     def home(self) -> str:
         if self._home is None:

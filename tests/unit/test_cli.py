@@ -162,6 +162,8 @@ def _minimal(command: str) -> list[str]:
         "requeue": ["1"],
         "update": ["1", "--time", "1h"],
         "resubmit": ["1"],
+        "files": ["1"],
+        "download": ["1", "x"],
     }
     return [command, *positional.get(command, [])]
 

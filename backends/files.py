@@ -1,0 +1,45 @@
+"""A remote folder listed as files (GNU find's -printf, one round trip). Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from .records import RemoteFile
+from .shell import quote
+
+#: type, size, mtime (epoch), name; NUL-free because names end the line (-printf escapes
+#: nothing, so a name with a newline is dropped rather than misread)
+_FORMAT = r"%y\t%s\t%T@\t%f\n"
+
+
+def list_command(path: str) -> str:
+    """Shell code: the entries of `path` (not recursive), or an error line if it is a file."""
+    q = quote(path)
+    return (
+        f"if [ -d {q} ]; then find {q} -mindepth 1 -maxdepth 1 -printf '{_FORMAT}'; "
+        f"elif [ -e {q} ]; then echo 'hpcui: not a folder' >&2; exit 3; "
+        f"else echo 'hpcui: no such folder' >&2; exit 2; fi"
+    )
+
+
+def parse_listing(text: str, folder: str) -> list[RemoteFile]:
+    out = []
+    for line in text.splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) != 4 or not parts[1].isdigit():
+            continue
+        kind, size, mtime, name = parts
+        try:
+            when = datetime.fromtimestamp(float(mtime), tz=UTC)
+        except ValueError:
+            when = None
+        out.append(
+            RemoteFile(
+                name=name,
+                path=f"{folder.rstrip('/')}/{name}",
+                is_dir=kind == "d",
+                size=int(size),
+                modified=when,
+            )
+        )
+    return sorted(out, key=lambda f: (not f.is_dir, f.name))

@@ -1,0 +1,139 @@
+"""shell, files, download: into a running job, and its folder as files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from hpcui.cli import EXIT_OK
+from hpcui.cli import output as out
+from hpcui.cli.common import (
+    ask_host_key,
+    cluster_name,
+    connect,
+    interactive,
+    split_job_ref,
+    terminal_prompt,
+)
+from hpcui.formatting import printable, size
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    """A login shell inside the job (srun --overlap --pty) on its own direct connection: a
+    terminal session cannot travel through the agent's request frames."""
+    from hpcui.cli.terminal_bridge import bridge, window
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+    from hpcui.errors import UsageError
+
+    if not sys.stdin.isatty():
+        raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")
+    name, job_id = split_job_ref(args.job, cluster_name(args))
+    cfg = load_config().cluster(name)
+    cols, rows = window()
+
+    def asking(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+        return terminal_prompt(title, instructions, prompts, cluster=cfg.name)
+
+    with Cluster(cfg, prompt=asking, on_unknown_host=ask_host_key) as cluster:
+        chan = cluster.open_shell(job_id, node=args.node, cols=cols, rows=rows)
+        out.note(f"shell in job {job_id} on {cluster.name}: exit (or Ctrl-D) to leave")
+        status = bridge(chan)
+    out.note(f"left job {job_id} (shell exit status {status})")
+    return EXIT_OK
+
+
+def _folder(args: argparse.Namespace) -> tuple[object, str]:
+    name, job_id = split_job_ref(args.job, cluster_name(args))
+    cluster = connect(name)
+    base = cluster.job_folder(job_id)
+    sub = (getattr(args, "path", None) or "").strip("/")
+    if ".." in Path(sub).parts:
+        from hpcui.errors import UsageError
+
+        raise UsageError(f"Give a path inside the job's folder, not {sub!r}.")
+    return cluster, f"{base.rstrip('/')}/{sub}" if sub else base
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    from hpcui.backends.records import RemoteFile
+    from hpcui.errors import UsageError
+
+    cluster, path = _folder(args)
+    try:
+        entries = cluster.list_files(path)  # type: ignore[attr-defined]
+    except UsageError as exc:
+        if "is a file" not in str(exc) or args.json:
+            raise
+        text, total = cluster.read_text(path)  # type: ignore[attr-defined]
+        for line in text.splitlines():
+            print(printable(line))
+        if total > len(text.encode()):
+            out.note(f"(first {len(text.encode())} of {total} bytes: `hpcui download` for all)")
+        return EXIT_OK
+    if args.json:
+        out.emit_json(list[RemoteFile], entries)
+        return EXIT_OK
+    out.note(path)
+    out.table(
+        ["NAME", "SIZE", "MODIFIED"],
+        [
+            (
+                e.name + ("/" if e.is_dir else ""),
+                "-" if e.is_dir else size(e.size),
+                e.modified.astimezone().strftime("%Y-%m-%d %H:%M") if e.modified else "",
+            )
+            for e in entries
+        ],
+        right=(1,),
+    )
+    return EXIT_OK
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from hpcui.cli.models import ActionOutput
+
+    cluster, path = _folder(args)
+    dest = Path(args.dest or ".")
+    if (args.dest or "").endswith("/"):
+        dest.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    bar = _Bar(Path(path).name) if interactive() and not args.json else None
+    moved, local = cluster.download(path, dest, progress=bar)  # type: ignore[attr-defined]
+    if bar:
+        bar.finish()
+    secs = max(time.monotonic() - started, 1e-6)
+    msg = f"{local} ({moved} bytes now, {moved / secs / 1e6:.1f} MB/s)"
+    if args.json:
+        out.emit_json(
+            ActionOutput, ActionOutput(cluster=cluster.name, job_id=args.job, ok=True, message=msg)
+        )  # type: ignore[attr-defined]
+    else:
+        print(f"downloaded {msg}")
+    return EXIT_OK
+
+
+class _Bar:
+    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label[:30]
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.1 and done < total:
+            return
+        self.last = now
+        frac = done / total if total else 1.0
+        filled = int(frac * 30)
+        sys.stderr.write(
+            f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {frac:5.1%} "
+            f"{size(done)}/{size(total)}"
+        )
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        sys.stderr.write("\n")

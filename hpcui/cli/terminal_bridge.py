@@ -1,0 +1,72 @@
+"""This terminal wired to a remote pseudo-terminal: raw mode, both directions, window size
+changes forwarded, the terminal restored whatever happens (`hpcui shell`, the app's shell
+key through App.suspend)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import signal
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+from typing import Any
+
+
+def window() -> tuple[int, int]:
+    size = shutil.get_terminal_size((80, 24))
+    return size.columns, size.lines
+
+
+@contextlib.contextmanager
+def raw_terminal(fd: int) -> Iterator[None]:
+    """Raw mode while inside; the old settings come back on any exit."""
+    if not os.isatty(fd):
+        yield
+        return
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setraw(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
+    """`chan`: the core's TerminalChannel (`Cluster.open_shell`).
+    Copy keys to `chan` and its output here until the remote side ends; returns its exit
+    status. Ctrl-C, Ctrl-Z and Ctrl-D go to the remote shell, as in ssh."""
+    in_fd = (stdin or sys.stdin).fileno()
+    out_fd = (stdout or sys.stdout).fileno()
+
+    def resized(*_: object) -> None:
+        cols, rows = window()
+        with contextlib.suppress(Exception):
+            chan.resize_pty(width=cols, height=rows)
+
+    old = signal.signal(signal.SIGWINCH, resized) if hasattr(signal, "SIGWINCH") else None
+    try:
+        with raw_terminal(in_fd):
+            while True:
+                ready, _, _ = select.select([chan, in_fd], [], [], 1.0)
+                if chan in ready:
+                    data = chan.recv(65536)
+                    if not data:
+                        break
+                    os.write(out_fd, data)
+                if in_fd in ready:
+                    keys = os.read(in_fd, 4096)
+                    if not keys:  # our stdin closed: end the session
+                        break
+                    chan.sendall(keys)
+                if not ready and chan.exit_status_ready():
+                    break
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGWINCH, old)
+    status = chan.recv_exit_status() if chan.exit_status_ready() else 0
+    chan.close()
+    return status
