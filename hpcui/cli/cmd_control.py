@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
@@ -93,6 +88,8 @@ def cmd_resubmit(args: argparse.Namespace) -> int:
         sys.stdout.write(script)
         return EXIT_OK
     if args.edit:
+        from hpcui.terminal import edit_text
+
         script = edit_text(script, suffix=".sh")
         if not script.strip():
             raise UsageError("The edited script is empty: nothing was submitted.")
@@ -105,27 +102,3 @@ def cmd_resubmit(args: argparse.Namespace) -> int:
     else:
         print(f"{job_id} on {cluster.name}: {msg}")
     return EXIT_OK
-
-
-def edit_text(text: str, *, suffix: str) -> str:
-    """`text` after the user's editor ($VISUAL, $EDITOR, else vi) saved it; a private
-    temporary file, removed afterwards. An editor that fails leaves nothing submitted."""
-    from hpcui.errors import UsageError
-
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    fd, name = tempfile.mkstemp(prefix="hpcui-", suffix=suffix)
-    path = Path(name)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        try:
-            rc = subprocess.call([*shlex.split(editor), str(path)])
-        except OSError as exc:
-            raise UsageError(
-                f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. nano)."
-            ) from None
-        if rc != 0:
-            raise UsageError(f"The editor exited with status {rc}: nothing was submitted.")
-        return path.read_text()
-    finally:
-        path.unlink(missing_ok=True)

@@ -23,10 +23,10 @@ from hpcui.formatting import printable, size
 def cmd_shell(args: argparse.Namespace) -> int:
     """A login shell inside the job (srun --overlap --pty) on its own direct connection: a
     terminal session cannot travel through the agent's request frames."""
-    from hpcui.cli.terminal_bridge import bridge, window
     from hpcui.cluster import Cluster
     from hpcui.config import load_config
     from hpcui.errors import UsageError
+    from hpcui.terminal import bridge, window
 
     if not sys.stdin.isatty():
         raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")

@@ -169,6 +169,13 @@ HELP_DETAIL = {
     "cluster.search": "search modules (spider)",
     "submit.submit": "submit the form",
     "submit.leave": "leave the field (then 1-5 and ? work)",
+    "job.hold": "hold: keep a pending job from starting",
+    "job.release": "release a held job",
+    "job.requeue": "requeue: back to pending (a running job restarts)",
+    "job.time": "change the time limit",
+    "job.shell": "a shell inside the running job (srun --overlap --pty)",
+    "job.files": "the job's folder: browse, view, download (d)",
+    "job.edit": "edit the job's batch script in $EDITOR and submit it again",
 }
 
 

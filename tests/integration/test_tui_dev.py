@@ -11,6 +11,7 @@ import uuid
 import pytest
 from textual.widgets import Input
 
+from hpcui.backends.states import JobState
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
@@ -473,3 +474,68 @@ def test_a_failed_job_opens_on_its_traceback_and_a_one_task_job_has_no_rank_coun
     active, result, head = asyncio.run(go())
     assert active == "tab-result" and "ValueError: bad batch at step 3" in result
     assert "FAILED" in head and "rank" not in head
+
+
+def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
+    """Issue 23, features 1, 3 and 4 in the app: a plain sbatch job (not hpcui's) opens
+    with its own log followed, H holds and L releases it, F lists its folder."""
+    from tests.integration.test_any_job import sbatch_script, wait_state
+
+    tag = uuid.uuid4().hex[:6]
+    script = (
+        f"#!/bin/bash\n#SBATCH --output=tui-{tag}-%j.out\n"
+        'for i in 1 2 3; do echo "plain line $i"; sleep 0.5; done\n'
+    )
+    job_id = sbatch_script(dev, script, "--hold")
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            app.open_job("dev", job_id)
+            await wait_for(pilot, lambda: bool(app.screen.query("#details")), 30, "Job screen")
+            details = app.screen.query_one("#details")
+            await wait_for(
+                pilot, lambda: "not submitted by hpcui" in str(details.render()), 30, "details"
+            )
+            shown = str(details.render())
+            await pilot.press("H")
+            await wait_for(pilot, lambda: dev.job_details(job_id).reason == "JobHeldUser", 30)
+            await pilot.press("L")
+            await wait_for(
+                pilot,
+                lambda: dev.job_details(job_id).reason != "JobHeldUser",
+                30,
+                "released",
+            )
+            panel = app.screen.query_one(LogPanel)
+            await wait_for(
+                pilot,
+                lambda: "plain line 3" in "\n".join(panel.lines),
+                120,
+                lambda: f"the log, got {panel.lines[-5:]}",
+            )
+            await pilot.press("F")
+            await wait_for(pilot, lambda: bool(app.screen.query("#files-table")), 30, "files")
+            table = app.screen.query_one("#files-table")
+            name = f"tui-{tag}-{job_id}.out"
+            await wait_for(
+                pilot,
+                lambda: any(str(table.get_row_at(i)[0]) == name for i in range(table.row_count)),
+                30,
+                "the log in the folder",
+            )
+            await pilot.press("escape")
+            return shown, list(panel.lines)
+
+    try:
+        shown, lines = run_closing(go)
+    finally:
+        dev.cancel([job_id])
+    assert f"/tui-{tag}-{job_id}.out" in shown and "work dir" in shown
+    assert [line for line in lines if line.startswith("plain line")] == [
+        "plain line 1",
+        "plain line 2",
+        "plain line 3",
+    ]
+    wait_state(dev, job_id, {JobState.COMPLETED})

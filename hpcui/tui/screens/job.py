@@ -8,6 +8,7 @@ hidden; coming back replays the spool from local disk and reads on from its offs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -26,12 +27,14 @@ from textual.worker import get_current_worker
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError
+from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlMixin
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import hms, state_text
 from hpcui.tui.widgets import DEFAULT_METRIC, LogPanel, MetricPlot
 
 if TYPE_CHECKING:
+    from hpcui.backends.records import JobDetails
     from hpcui.cluster import Cluster
     from hpcui.job import Job
     from hpcui.registry import JobRecord
@@ -50,7 +53,7 @@ def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob 
     return next((j for j in queue if j.job_id == job_id), None)
 
 
-class JobScreen(Screen[None]):
+class JobScreen(JobControlMixin, Screen[None]):
     BINDINGS = [
         Binding("o", "stream('stdout')", "stdout", id="job.stdout"),
         Binding("e", "stream('stderr')", "stderr", id="job.stderr"),
@@ -66,6 +69,7 @@ class JobScreen(Screen[None]):
         Binding("c", "cancel", "Cancel", id="job.cancel"),
         Binding("x", "stop", "Stop", id="job.stop"),
         Binding("escape", "back", "Back", id="job.back"),
+        *CONTROL_BINDINGS,
     ]
 
     def __init__(self, ctx: AppContext) -> None:
@@ -151,7 +155,7 @@ class JobScreen(Screen[None]):
         self.workers.cancel_group(self, "job-usage")
         self.workers.cancel_group(self, "job-details")
         self.key = (cluster, job_id)
-        self.job = self.record = self.entry = self.accounting = None
+        self.job = self.record = self.entry = self.accounting = self.foreign = None
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
@@ -167,6 +171,8 @@ class JobScreen(Screen[None]):
         record = self.ctx.registry.get(cluster_name, job_id)
         entry = None
         job = None
+        foreign: JobDetails | None = None
+        foreign_script = ""
         problem = ""
         if cluster is None:
             problem = f"{cluster_name} is not connected (Cluster screen: 4)."
@@ -175,9 +181,22 @@ class JobScreen(Screen[None]):
                 job = cluster.get_job(job_id) if record is not None else None
                 if self.ctx.hub.conns[cluster_name].has_queue:
                     entry = queue_entry(cluster, job_id, max_age_s=30)
+                if record is None and cluster.capabilities.control:
+                    foreign = cluster.job_details(job_id)  # not hpcui's: the scheduler's word
+                    with contextlib.suppress(HpcuiError):
+                        foreign_script = cluster.batch_script(job_id)
             except HpcuiError as exc:
                 problem = str(exc)
-        self.app.call_from_thread(self._loaded, (cluster_name, job_id), job, record, entry, problem)
+        self.app.call_from_thread(
+            self._loaded,
+            (cluster_name, job_id),
+            job,
+            record,
+            entry,
+            problem,
+            foreign,
+            foreign_script,
+        )
 
     def _loaded(
         self,
@@ -186,13 +205,15 @@ class JobScreen(Screen[None]):
         record: JobRecord | None,
         entry: QueueJob | None,
         problem: str,
+        foreign: JobDetails | None = None,
+        foreign_script: str = "",
     ) -> None:
         if key != self.key:
             return  # the user opened another job meanwhile
-        self.job, self.record, self.entry = job, record, entry
+        self.job, self.record, self.entry, self.foreign = job, record, entry, foreign
         self.num_tasks = record.num_tasks if record else 1
         self._details(problem)
-        script = (record.meta.get("script") if record else None) or ""
+        script = (record.meta.get("script") if record else None) or foreign_script
         self.script_text = script
         self.query_one("#script", Static).update(
             Syntax(script, "bash", line_numbers=True, word_wrap=False)
@@ -201,7 +222,7 @@ class JobScreen(Screen[None]):
         )
         self._watch_usage(*key)
         self._watch_details(*key)
-        if job is None:
+        if job is None and foreign is None:
             self.panel.reset("no logs")
             self.panel.add_lines(
                 [problem or "Not an hpcui job: hpcui knows its state but not where its logs are."]
@@ -237,6 +258,19 @@ class JobScreen(Screen[None]):
                 f"token       {rec.token}",
                 f"submitted   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(rec.submitted_at))}",
             ]
+        foreign = getattr(self, "foreign", None)
+        if rec is None and foreign is not None:
+            lines += [
+                "not submitted by hpcui: logs from the paths its script names",
+                f"user        {foreign.user}",
+                f"work dir    {foreign.work_dir or '-'}",
+                f"script      {foreign.command or '-'}",
+                f"stdout      {foreign.stdout or '-'}",
+                f"stderr      {foreign.stderr or '-'}",
+                f"time limit  {hms(foreign.time_limit_s)}",
+            ]
+            if foreign.dependency:
+                lines.append(f"dependency  {foreign.dependency}")
         if entry is not None:
             lines += [
                 f"scheduler   {entry.state_raw} {entry.reason}".rstrip(),
@@ -341,14 +375,30 @@ class JobScreen(Screen[None]):
 
     def _follow(self) -> None:
         job = self.job
-        if job is None or not self._active:
+        if not self._active or self.key is None or (job is None and self.foreign is None):
             return
-        cluster = self.ctx.hub.cluster(job.cluster.name)
+        cluster = self.ctx.hub.cluster(self.key[0])
         if cluster is None:
             return
         self._reset_panel()
         self._generation += 1  # text a cancelled follower still sends is dropped
+        if job is None:  # any other job: the files its script names (hpcui.any_job)
+            self._read_foreign_log(cluster, self.key[1], (self.stream, 0, self._generation))
+            return
         self._read_log(cluster, job, (self.stream, self.rank, self._generation))
+
+    @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
+    def _read_foreign_log(self, cluster: Cluster, job_id: str, key: tuple[str, int, int]) -> None:
+        worker = get_current_worker()
+        try:
+            for chunk in cluster.logs(
+                job_id, key[0], follow=True, tail_bytes=TAIL_BYTES, until=None
+            ):
+                self.app.call_from_thread(self._got_text, key, chunk.text)
+                if worker.is_cancelled:
+                    return
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.panel.add_lines, [f"[{exc}]"])
 
     def _reset_panel(self) -> None:
         job_id = self.key[1] if self.key else ""

@@ -1,18 +1,22 @@
-"""This terminal wired to a remote pseudo-terminal: raw mode, both directions, window size
-changes forwarded, the terminal restored whatever happens (`hpcui shell`, the app's shell
-key through App.suspend)."""
+"""This terminal for the faces: wired to a remote pseudo-terminal ( raw mode, both directions, window size
+changes forwarded, the terminal restored whatever happens), and a text edited in the user's
+editor. `hpcui shell`/`resubmit --edit` and the app's keys (through App.suspend) share it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import select
+import shlex
 import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import termios
 import tty
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -70,3 +74,27 @@ def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     status = chan.recv_exit_status() if chan.exit_status_ready() else 0
     chan.close()
     return status
+
+
+def edit_text(text: str, *, suffix: str) -> str:
+    """`text` after the user's editor ($VISUAL, $EDITOR, else vi) saved it; a private
+    temporary file, removed afterwards. An editor that fails leaves nothing submitted."""
+    from hpcui.errors import UsageError
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, name = tempfile.mkstemp(prefix="hpcui-", suffix=suffix)
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        try:
+            rc = subprocess.call([*shlex.split(editor), str(path)])
+        except OSError as exc:
+            raise UsageError(
+                f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. nano)."
+            ) from None
+        if rc != 0:
+            raise UsageError(f"The editor exited with status {rc}: nothing was submitted.")
+        return path.read_text()
+    finally:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,182 @@
+"""The Job screen's control over any job: hold, release, requeue, time limit, a shell in
+the job, its folder as files, edit-and-resubmit its script. A mixin so job.py stays about
+showing the job; every remote call runs in a worker, every answer comes as a notification."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.binding import Binding
+
+from hpcui.errors import HpcuiError
+from hpcui.tui.files_modal import FilesModal, TextPromptModal
+from hpcui.tui.modals import ConfirmModal
+
+if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
+    from hpcui.tui.context import AppContext
+
+#: where the app puts downloads: one folder per cluster and job
+DOWNLOADS = Path.home() / "Downloads" / "hpcui"
+
+CONTROL_BINDINGS = [
+    Binding("H", "control('hold')", "Hold", show=False, id="job.hold"),
+    Binding("L", "control('release')", "Release", show=False, id="job.release"),
+    Binding("Q", "control('requeue')", "Requeue", show=False, id="job.requeue"),
+    Binding("T", "time_limit", "Time limit", show=False, id="job.time"),
+    Binding("exclamation_mark", "shell", "Shell", show=False, id="job.shell"),
+    Binding("F", "files", "Files", id="job.files"),
+    Binding("E", "edit_resubmit", "Edit+resubmit", show=False, id="job.edit"),
+]
+
+
+class JobControlMixin:
+    """Needs `self.ctx` (AppContext) and `self.key` ((cluster, job id) or None)."""
+
+    ctx: AppContext
+    key: tuple[str, str] | None
+
+    def _cluster_or_say(self) -> tuple[Cluster, str] | None:
+        if self.key is None:
+            self.notify("Open a job first (Enter on the Jobs screen).", severity="warning")  # type: ignore[attr-defined]
+            return None
+        name, job_id = self.key
+        cluster = self.ctx.hub.cluster(name)
+        if cluster is None:
+            self.notify(f"{name} is not connected (Cluster screen: 4).", severity="error")  # type: ignore[attr-defined]
+            return None
+        return cluster, job_id
+
+    @work(thread=True, group="job-control", exit_on_error=False)
+    def _remote(self, what: str, call: Callable[[], Any], done: str) -> None:
+        try:
+            call()
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title=what)  # type: ignore[attr-defined]
+            return
+        self.app.call_from_thread(self.notify, done)  # type: ignore[attr-defined]
+
+    def action_control(self, verb: str) -> None:
+        found = self._cluster_or_say()
+        if found is None:
+            return
+        cluster, job_id = found
+        done = {"hold": "held", "release": "released", "requeue": "requeued"}[verb]
+        call = lambda: getattr(cluster, verb)([job_id])  # noqa: E731
+        if verb == "requeue":
+            self.app.push_screen(  # type: ignore[attr-defined]
+                ConfirmModal(
+                    f"Requeue {cluster.name}:{job_id}?",
+                    "A running job is killed and starts again later under the same id.",
+                    yes="Requeue",
+                ),
+                lambda yes: yes and self._remote("requeue", call, f"{done} {job_id}"),
+            )
+            return
+        self._remote(verb, call, f"{done} {job_id}")
+
+    def action_time_limit(self) -> None:
+        found = self._cluster_or_say()
+        if found is None:
+            return
+        cluster, job_id = found
+
+        def answered(text: str | None) -> None:
+            if text:
+                self._remote(
+                    "time limit",
+                    lambda: cluster.set_time_limit(job_id, text),
+                    f"{job_id}: time limit now {text}",
+                )
+
+        self.app.push_screen(  # type: ignore[attr-defined]
+            TextPromptModal(
+                f"New time limit for {cluster.name}:{job_id}",
+                "e.g. 2:00:00, 90m, 1-12:00:00 (raising it may be reserved to administrators)",
+            ),
+            answered,
+        )
+
+    def action_shell(self) -> None:
+        found = self._cluster_or_say()
+        if found is not None:
+            self._open_shell(*found)
+
+    @work(thread=True, group="job-control", exit_on_error=False)
+    def _open_shell(self, cluster: Cluster, job_id: str) -> None:
+        from hpcui.terminal import window
+
+        cols, rows = window()
+        try:
+            chan = cluster.open_shell(job_id, cols=cols, rows=rows)
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="shell")  # type: ignore[attr-defined]
+            return
+        self.app.call_from_thread(self._bridge, chan, job_id)
+
+    def _bridge(self, chan: Any, job_id: str) -> None:
+        from hpcui.terminal import bridge
+
+        try:
+            with self.app.suspend():  # type: ignore[attr-defined]
+                print(f"shell in job {job_id}: exit (or Ctrl-D) to go back to hpcui", flush=True)
+                status = bridge(chan)
+        except Exception as exc:  # no terminal to give away (the browser view)
+            chan.close()
+            self.notify(  # type: ignore[attr-defined]
+                f"No terminal to hand over here ({exc}): run `hpcui shell {job_id}` in one.",
+                severity="warning",
+            )
+            return
+        self.notify(f"left job {job_id} (exit status {status})")  # type: ignore[attr-defined]
+
+    def action_files(self) -> None:
+        found = self._cluster_or_say()
+        if found is not None:
+            cluster, job_id = found
+            self.app.push_screen(FilesModal(cluster, job_id, DOWNLOADS / cluster.name / job_id))  # type: ignore[attr-defined]
+
+    def action_edit_resubmit(self) -> None:
+        found = self._cluster_or_say()
+        if found is not None:
+            self._fetch_script(*found)
+
+    @work(thread=True, group="job-control", exit_on_error=False)
+    def _fetch_script(self, cluster: Cluster, job_id: str) -> None:
+        try:
+            details = cluster.job_details(job_id)
+            script = cluster.batch_script(job_id)
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="resubmit")  # type: ignore[attr-defined]
+            return
+        self.app.call_from_thread(self._edit, cluster, job_id, details.work_dir, script)
+
+    def _edit(self, cluster: Cluster, job_id: str, work_dir: str, script: str) -> None:
+        from hpcui.terminal import edit_text
+
+        try:
+            with self.app.suspend():  # type: ignore[attr-defined]
+                edited = edit_text(script, suffix=".sh")
+        except HpcuiError as exc:
+            self.notify(str(exc), severity="warning", title="resubmit")  # type: ignore[attr-defined]
+            return
+        except Exception as exc:  # no terminal to give away (the browser view)
+            self.notify(  # type: ignore[attr-defined]
+                f"No terminal for an editor here ({exc}): `hpcui resubmit {job_id} --edit`.",
+                severity="warning",
+            )
+            return
+        if edited == script:
+            self.notify("The script is unchanged: nothing submitted.")  # type: ignore[attr-defined]
+            return
+        self._remote(
+            "resubmit",
+            lambda: self._resubmitted(cluster.resubmit(edited, work_dir=work_dir, name=job_id)),
+            "submitted the edited script",
+        )
+
+    def _resubmitted(self, new_id: str) -> None:
+        self.app.call_from_thread(self.notify, f"submitted as {new_id}")  # type: ignore[attr-defined]
