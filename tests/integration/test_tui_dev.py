@@ -387,15 +387,23 @@ def test_cluster_screen_shows_quota_partitions_modules(dev_env):
             mods = screen.query_one("#modules")
             await wait_for(pilot, lambda: parts.row_count > 0 and mods.row_count > 0, 60, "data")
             await wait_for(pilot, lambda: "matches" in str(screen.query_one("#conn").render()), 30)
+            await wait_for(
+                pilot, lambda: "GPUs free" in str(screen.query_one("#free").render()), 60, "free"
+            )
+            await wait_for(
+                pilot, lambda: "fair share" in str(screen.query_one("#standing").render()), 60
+            )
             quota = str(screen.query_one("#quota").render())
+            free = str(screen.query_one("#free").render())
             names = [str(parts.get_row_at(i)[0]) for i in range(parts.row_count)]
             await pilot.click("#mod-q")
             await pilot.press(*"cuda")
             await pilot.pause(0.3)
             cuda = [str(mods.get_row_at(i)[0]) for i in range(mods.row_count)]
-            return quota, names, cuda, str(screen.query_one("#conn").render())
+            return quota, names, cuda, str(screen.query_one("#conn").render()), free
 
-    quota, names, cuda, conn = asyncio.run(go())
+    quota, names, cuda, conn, free = asyncio.run(go())
+    assert "gpu " in free and "/8 GPUs free" in free
     assert "df" in quota and "%" in quota
     assert "cpu*" in names and "gpu" in names
     assert cuda and set(cuda) == {"cuda"}

@@ -17,12 +17,19 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
-from hpcui.formatting import filled
+from hpcui.formatting import filled, printable
 from hpcui.tui.hub import STATUS_LOOK
 from hpcui.tui.rows import hms
 
 if TYPE_CHECKING:
-    from hpcui.sitestate import Module, ModuleState, PartitionInfo, QuotaReport
+    from hpcui.sitestate import (
+        FreeReport,
+        Module,
+        ModuleState,
+        PartitionInfo,
+        QuotaReport,
+        Standing,
+    )
     from hpcui.tui.context import AppContext
 
 BAR = 30
@@ -73,6 +80,9 @@ class ClusterScreen(Screen[None]):
             yield Static("", id="quota")
             yield Label("Partitions", classes="section")
             yield DataTable(id="partitions", cursor_type="row")
+            yield Label("Free now · fair share · allocation", classes="section")
+            yield Static("", id="free")
+            yield Static("", id="standing")
             yield Label("Modules", classes="section")
             with Vertical(id="modules-box"):
                 yield Input(placeholder="search modules (Enter asks the site's spider)", id="mod-q")
@@ -159,6 +169,8 @@ class ClusterScreen(Screen[None]):
     def _clear(self) -> None:
         self.modules = None
         self.query_one("#quota", Static).update("")
+        self.query_one("#free", Static).update("")
+        self.query_one("#standing", Static).update("")
         self.query_one("#loaded", Static).update("")
         self.query_one("#partitions", DataTable).clear()
         self.query_one("#modules", DataTable).clear()
@@ -171,6 +183,8 @@ class ClusterScreen(Screen[None]):
         for what, fetch in (
             ("quota", cluster.quota_report),
             ("partitions", cluster.partitions),
+            ("free", cluster.free),
+            ("standing", cluster.standing),
             ("modules", cluster.modules),
         ):
             try:
@@ -187,6 +201,8 @@ class ClusterScreen(Screen[None]):
             self.query_one("#quota", Static).update(f"[red]{_esc(message)}[/]")
         elif what == "modules":
             self.query_one("#loaded", Static).update(f"[red]{_esc(message)}[/]")
+        elif what in ("free", "standing"):
+            self.query_one(f"#{what}", Static).update(f"[dim]{_esc(message)}[/]")
         else:
             self.notify(f"{what}: {message}", severity="warning")
 
@@ -238,6 +254,56 @@ class ClusterScreen(Screen[None]):
                 str(p.gpus_per_node or "-"),
                 hms(p.time_limit_s) if p.time_limit_s else "∞",
             )
+
+    def _show_free(self, name: str, report: FreeReport) -> None:
+        if name != self.name_shown:
+            return
+        out = Text()
+        for p in report.partitions:
+            out.append(f"{p.partition + ('*' if p.is_default else ''):<12} ")
+            if p.gpus_total:
+                out.append(
+                    f"{p.gpus_free}/{p.gpus_total} GPUs free",
+                    style="green" if p.gpus_free else "red",
+                )
+                out.append(f" (at most {p.max_gpus_one_node} on one node) · ")
+            out.append(
+                f"{p.cpus_free} CPUs free · nodes {p.nodes_idle} idle, {p.nodes_mixed} mixed, "
+                f"{p.nodes_allocated} full, {p.nodes_unavailable} out\n"
+            )
+        self.query_one("#free", Static).update(out)
+
+    def _show_standing(self, name: str, st: Standing) -> None:
+        if name != self.name_shown:
+            return
+        out = Text()
+        if st.note:
+            out.append(st.note + "\n", style="dim")
+        for f in st.fair_share:
+            value = "-" if f.fair_share is None else f"{f.fair_share:.3f}"
+            out.append(f"fair share {value} in {f.account}", style="bold")
+            out.append(
+                "  (1.0: nothing used yet · 0.5: your share used · 0: far over)\n", style="dim"
+            )
+        if st.pending:
+            top = max(st.pending, key=lambda p: p.priority or 0)
+            out.append(
+                f"{len(st.pending)} pending job(s); highest priority {top.priority:.0f} "
+                f"(job {top.job_id}: fair share {top.fair_share or 0:.0f}, age {top.age or 0:.0f})\n"
+            )
+        alloc = st.allocation
+        if alloc is not None:
+            for e in alloc.entries:
+                style = "red" if e.left < 0 else ""
+                out.append(
+                    f"{e.project} {e.resource}: {e.left:.0f} of {e.allocated:.0f} {e.unit} left\n",
+                    style=style,
+                )
+            if alloc.text:
+                out.append(f"{alloc.tool}:\n{printable(alloc.text)}\n")
+            if alloc.error:
+                out.append(f"allocation: {alloc.error}\n", style="dim")
+        self.query_one("#standing", Static).update(out)
 
     def _show_modules(self, name: str, state: ModuleState) -> None:
         if name != self.name_shown:
