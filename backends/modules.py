@@ -182,8 +182,16 @@ _MARKS = re.compile(r"\(([^()]*)\)|<([^<>]*)>")
 _ALIAS = re.compile(r"^(\S+?)\(@(\S+)\)$")
 
 
+#: Lmod's own modulefiles where a distribution puts the `Core` folder itself on MODULEPATH
+#: (Debian, Ubuntu: /usr/share/lmod/lmod/modulefiles/Core/lmod): modules `lmod` and
+#: `settarg` without a version, not versions "lmod"/"settarg" of a module "Core"
+_LMOD_OWN = {"Core/lmod": "lmod", "Core/settarg": "settarg"}
+
+
 def _module_from(full_name: str, marks: AbstractSet[str] = frozenset(), **extra: Any) -> Module:
     name, _, version = full_name.rpartition("/")
+    if full_name in _LMOD_OWN:
+        name, version = _LMOD_OWN[full_name], ""
     return Module(
         name=name or full_name,
         version=version if name else None,

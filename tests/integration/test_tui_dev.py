@@ -396,13 +396,15 @@ def test_cluster_screen_shows_quota_partitions_modules(dev_env):
             quota = str(screen.query_one("#quota").render())
             free = str(screen.query_one("#free").render())
             names = [str(parts.get_row_at(i)[0]) for i in range(parts.row_count)]
+            all_mods = {str(mods.get_row_at(i)[0]) for i in range(mods.row_count)}
             await pilot.click("#mod-q")
             await pilot.press(*"cuda")
             await pilot.pause(0.3)
             cuda = [str(mods.get_row_at(i)[0]) for i in range(mods.row_count)]
-            return quota, names, cuda, str(screen.query_one("#conn").render()), free
+            return quota, names, cuda, str(screen.query_one("#conn").render()), free, all_mods
 
-    quota, names, cuda, conn, free = asyncio.run(go())
+    quota, names, cuda, conn, free, all_mods = asyncio.run(go())
+    assert {"lmod", "settarg"} <= all_mods and "Core" not in all_mods  # defect 11
     assert "gpu " in free and "/8 GPUs free" in free
     assert "df" in quota and "%" in quota
     assert "cpu*" in names and "gpu" in names

@@ -154,3 +154,19 @@ def test_numbered_list_through_an_alias(lmod: str) -> None:
 
     listed = parse_list(fixture_text(f"{lmod}/alias_hidden_list.stdout"))
     assert [m.full_name for m in listed] == ["python/3.11", "pytorch/2.13.0", "cuda/12.2"]
+
+
+def test_lmods_own_modules_are_lmod_and_settarg_not_versions_of_core():
+    """Issue 23, defect 11: Debian's Lmod has Core/ itself on MODULEPATH; its modules were
+    shown as a module `Core` with versions `lmod` and `settarg`."""
+    from hpcui.backends.modules import parse_avail
+
+    mods = {
+        m.full_name: m
+        for m in parse_avail(fixture_text("lmod-8.6.19-dev/t_avail_with_lmod_core.stderr"))
+    }
+    lmod, settarg = mods["Core/lmod"], mods["Core/settarg"]
+    assert (lmod.name, lmod.version) == ("lmod", "")
+    assert (settarg.name, settarg.version) == ("settarg", "")
+    assert mods["python/3.11"].name == "python" and mods["python/3.11"].version == "3.11"
+    assert not any(m.name == "Core" for m in mods.values())
