@@ -6,7 +6,8 @@ One SVG per screen: jobs.svg (live table; the 20-element sweep folded into one r
 jobs-80x24.svg (the same at 80x24: columns chosen by width), help.svg, history.svg, job.svg (a training-like job's
 log with its loss plot), job-usage.svg (its Usage tab: 4 GPUs, the dev nodes' stand-in
 nvidia-smi), submit.svg (form with the live batch-script preview), cluster.svg
-(connection, quota, partitions, modules); top.svg is `hpcui top JOB` in a terminal.
+(connection, quota, partitions, modules); top.svg is `hpcui top JOB` in a terminal;
+web-jobs.png is the Jobs screen in headless Chromium through `hpcui serve` (1280x720).
 """
 
 from __future__ import annotations
@@ -152,6 +153,40 @@ def top_svg(out: Path, job_id: str) -> None:
     console.save_svg(str(out / "top.svg"), title="hpcui top")
 
 
+def web_png(out: Path) -> None:
+    """The web view (`hpcui serve`) as Chromium draws it."""
+    import subprocess
+
+    from tests.chromium import devtools_url, drive, free_port, start_browser, stop, wait_http
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    server = browser = None
+    try:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "hpcui.cli", "serve", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_http(url, timeout=20)
+        browser = start_browser(Path(tempfile.mkdtemp(prefix="hpcui-chromium-")))
+        seen = asyncio.run(
+            drive(
+                devtools_url(browser, timeout=20),
+                url,
+                60,
+                ("● dev", "hpcui jobs", "RUNNING"),
+                size=(1280, 720),
+                settle_s=3.0,
+            )
+        )
+    finally:
+        stop(browser)
+        stop(server)
+    (out / "web-jobs.png").write_bytes(seen["png"])  # type: ignore[arg-type]
+
+
 def main() -> None:
     os.environ.setdefault("HPCUI_DATA_DIR", tempfile.mkdtemp(prefix="hpcui-shots-"))
     import hpcui
@@ -170,10 +205,12 @@ def main() -> None:
     try:
         asyncio.run(shoot(out, trainer.job_id))
         top_svg(out, trainer.job_id)
+        web_png(out)
     finally:
         running.cancel()
         trainer.cancel()
-    print(f"wrote {', '.join(sorted(p.name for p in out.glob('*.svg')))} in {out}")
+    shots = [*out.glob("*.svg"), *out.glob("*.png")]
+    print(f"wrote {', '.join(sorted(p.name for p in shots))} in {out}")
 
 
 if __name__ == "__main__":

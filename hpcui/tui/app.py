@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from hpcui.config import Config, config_path, load_config
 from hpcui.errors import ConfigError, HpcuiError
 from hpcui.registry import Registry
+from hpcui.tui.chrome import LEAD_BINDINGS
 from hpcui.tui.context import AppContext
 from hpcui.tui.hub import Hub
 from hpcui.tui.messages import (
@@ -63,8 +64,8 @@ class HpcuiApp(App[None]):
         Binding("3", "mode('submit')", "Submit", id="app.submit"),
         Binding("4", "mode('cluster')", "Cluster", id="app.cluster"),
         Binding("5", "history", "History", id="app.history"),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", show=False, id="app.help"),
+        Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
     #: bumped on every connection change; screens watch it
@@ -187,8 +188,21 @@ class HpcuiApp(App[None]):
             ("Cluster (4)", list(ClusterScreen.BINDINGS)),
             ("Questions", list(ConfirmModal.BINDINGS)),
         ]
+        lead = {b.id for b in LEAD_BINDINGS}  # listed once, under "Everywhere"
         self.push_screen(
-            HelpModal([(t, [b for b in bs if isinstance(b, Binding)]) for t, bs in groups])
+            HelpModal(
+                [
+                    (
+                        t,
+                        [
+                            b
+                            for b in bs
+                            if isinstance(b, Binding) and (t == "Everywhere" or b.id not in lead)
+                        ],
+                    )
+                    for t, bs in groups
+                ]
+            )
         )
 
     def open_job(self, cluster: str, job_id: str) -> None:

@@ -339,6 +339,8 @@ class JobTable(ScrollView, can_focus=True):
         pad = " " * PAD
         for col, value in zip(cols, cells, strict=True):
             text = value.copy() if isinstance(value, Text) else Text(str(value))
+            if text.style:  # Text.render leaves the base style to console.render: a span
+                text.stylize(text.style)  # keeps it (the states drew uncoloured)
             width = self._widths[col]
             if self.squeezed:
                 width = min(width, MAX_WIDTH.get(col, width))

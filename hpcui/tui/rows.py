@@ -49,21 +49,24 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("efficiency", "efficiency"),
 )
 
+#: explicit colours, not ANSI names: a browser's terminal (hpcui serve) and many terminal
+#: themes draw ANSI blue as dark blue on near-black. Each has a contrast of at least 4.5:1
+#: on the dark theme's background (tests/unit/test_tui_daily_driver.py checks it).
 STATE_STYLE: dict[JobState, str] = {
-    JobState.SUBMITTING: "cyan",
-    JobState.PENDING: "yellow",
-    JobState.RUNNING: "bold green",
-    JobState.COMPLETING: "green",
-    JobState.SUSPENDED: "magenta",
-    JobState.COMPLETED: "blue",
-    JobState.FAILED: "bold red",
-    JobState.CANCELLED: "dim",
-    JobState.TIMEOUT: "red",
-    JobState.PREEMPTED: "magenta",
-    JobState.NODE_FAIL: "bold red",
-    JobState.OUT_OF_MEMORY: "bold red",
-    JobState.REQUEUED: "yellow",
-    JobState.UNKNOWN: "dim",
+    JobState.SUBMITTING: "#36c5c5",
+    JobState.PENDING: "#e5b400",
+    JobState.RUNNING: "bold #45d16a",
+    JobState.COMPLETING: "#45d16a",
+    JobState.SUSPENDED: "#d08bf0",
+    JobState.COMPLETED: "#6cb2ff",
+    JobState.FAILED: "bold #ff6b6b",
+    JobState.CANCELLED: "#a0a0a0",
+    JobState.TIMEOUT: "#ff8f70",
+    JobState.PREEMPTED: "#d08bf0",
+    JobState.NODE_FAIL: "bold #ff6b6b",
+    JobState.OUT_OF_MEMORY: "bold #ff6b6b",
+    JobState.REQUEUED: "#e5b400",
+    JobState.UNKNOWN: "#a0a0a0",
 }
 
 

@@ -572,3 +572,27 @@ def test_the_cluster_screen_never_shows_one_clusters_data_under_another(box):
     assert "no data: gone is error" in quota
     assert "gone" in conn and "error" in conn
     assert partitions == 0 and modules == 0
+
+
+def test_state_cells_are_drawn_in_their_colour(box):
+    """Issue 23, defect 10: every state drew uncoloured (Rich 15's Text.render leaves a
+    Text's base style to console.render, and the table renders Texts itself)."""
+    from hpcui.tui.rows import STATE_STYLE
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(160, 30)) as pilot:
+            table = await show_all_jobs(pilot, queue_jobs())
+            colours = {}
+            for y in range(1, table.row_count + 1):
+                line = table.render_line(y)
+                for seg in line:
+                    word = seg.text.strip()
+                    if word in JobState.__members__ and seg.style and seg.style.color:
+                        colours[word] = seg.style.color.name
+            return colours
+
+    colours = run(go())
+    assert colours, "no state cell drawn with a colour"
+    for word, colour in colours.items():
+        assert colour == STATE_STYLE[JobState[word]].split()[-1], word

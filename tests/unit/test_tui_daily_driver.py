@@ -243,3 +243,75 @@ def test_the_form_previews_an_unreachable_cluster_offline_and_esc_leaves_a_field
     assert "gone is" in plan and "previewed offline" in plan
     assert "#SBATCH --time=00:10:00" in script and "--job-name=train" in script
     assert typed == "train.py"  # the `1` went to the app, not into the field
+
+
+def footer_and_header(size: tuple[int, int]):
+    """Every screen's footer keys (key, left, right) and header text at `size`."""
+    from textual.widgets import Header
+    from textual.widgets._footer import FooterKey
+
+    async def go():
+        app = HpcuiApp()
+        out = {}
+        async with app.run_test(size=size) as pilot:
+            for mode in ("jobs", "job", "submit", "cluster"):
+                app.switch_mode(mode)
+                await pilot.pause(0.3)
+                keys = [(k.key, k.region.x, k.region.right) for k in app.screen.query(FooterKey)]
+                header = app.screen.query_one(Header)
+                out[mode] = (keys, str(header.query_one("HeaderIcon").render()))
+                if mode == "submit":
+                    form = app.screen.query_one("#submit-form").region
+                    pre = app.screen.query_one("#submit-preview").region
+                    out["preview"] = (form, pre)
+        return out
+
+    return asyncio.run(go())
+
+
+def test_help_and_quit_stay_in_every_footer_and_the_icon_is_a_common_glyph(local_box):
+    """Issue 23, defect 10: at 80x24 the footer lost ? and q (cut at its right end); the
+    header's ⭘ icon is missing from browser fonts (an empty box in the web view)."""
+    for size in ((80, 24), (160, 45)):
+        seen = footer_and_header(size)
+        for mode in ("jobs", "job", "submit", "cluster"):
+            keys, icon = seen[mode]
+            shown = {k: (left, right) for k, left, right in keys if right <= size[0]}
+            assert "question_mark" in shown and "q" in shown, (size, mode, keys)
+            assert icon.strip() == "≡" and "⭘" not in icon
+
+
+def test_the_submit_preview_goes_under_the_form_when_narrow(local_box):
+    """Issue 23, defect 10: at 80 columns the preview was 15 characters wide."""
+    form, pre = footer_and_header((80, 24))["preview"]
+    assert pre.width >= 70 and pre.y > form.y
+    form, pre = footer_and_header((160, 45))["preview"]
+    assert pre.x > form.x and pre.width >= 80  # wide: side by side as before
+
+
+def _luminance(hex_colour: str) -> float:
+    def channel(c: int) -> float:
+        v = c / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def test_every_state_colour_is_readable_on_the_dark_background(local_box):
+    """Issue 23, defect 10: the header's state was dark blue on near-black in the web
+    view (ANSI blue). Every state colour is an explicit colour with WCAG contrast >= 4.5
+    on the background the app paints (its dark theme's, read from the running app)."""
+    from hpcui.tui.rows import STATE_STYLE
+
+    async def background() -> str:
+        app = HpcuiApp()
+        async with app.run_test(size=(80, 24)):
+            return app.screen.styles.background.hex
+
+    bg = _luminance(asyncio.run(background())[:7])
+    for state, style in STATE_STYLE.items():
+        colour = style.split()[-1]
+        assert colour.startswith("#"), (state, style)  # not an ANSI name
+        fg = _luminance(colour)
+        assert (max(fg, bg) + 0.05) / (min(fg, bg) + 0.05) >= 4.5, (state, colour)

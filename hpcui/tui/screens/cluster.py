@@ -14,10 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
+from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
 from hpcui.formatting import filled, printable
+from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.hub import STATUS_LOOK
 from hpcui.tui.rows import hms
 
@@ -52,6 +53,7 @@ def quota_bar(used: int | None, limit: int | None, near: bool, width: int = BAR)
 
 class ClusterScreen(Screen[None]):
     BINDINGS = [
+        *LEAD_BINDINGS,
         Binding("r", "reload", "Reload", id="cluster.reload"),
         Binding("C", "connect", "Connect", id="cluster.connect"),
         Binding("slash", "module_search", "Modules", id="cluster.search"),
@@ -65,7 +67,7 @@ class ClusterScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         names = list(self.ctx.hub.conns)
-        yield Header()
+        yield app_header()
         with Horizontal(id="cluster-bar"):
             yield Select(
                 [(n, n) for n in names],
@@ -88,7 +90,7 @@ class ClusterScreen(Screen[None]):
                 yield Input(placeholder="search modules (Enter asks the site's spider)", id="mod-q")
                 yield Static("", id="loaded")
                 yield DataTable(id="modules", cursor_type="row")
-        yield Footer()
+        yield app_footer()
 
     def on_mount(self) -> None:
         parts = self.query_one("#partitions", DataTable)

@@ -22,11 +22,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError
+from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlMixin
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
 from hpcui.tui.modals import ConfirmModal
@@ -55,6 +56,7 @@ def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob 
 
 class JobScreen(JobControlMixin, Screen[None]):
     BINDINGS = [
+        *LEAD_BINDINGS,
         Binding("o", "stream('stdout')", "stdout", id="job.stdout"),
         Binding("e", "stream('stderr')", "stderr", id="job.stderr"),
         Binding("left_square_bracket", "rank(-1)", "Rank-", id="job.rank_prev"),
@@ -90,7 +92,7 @@ class JobScreen(JobControlMixin, Screen[None]):
         self.script_text = ""
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield app_header()
         with Vertical(id="job-body"):
             yield Static(
                 "No job open: pick one on the Jobs screen (1) and press Enter.", id="job-head"
@@ -116,7 +118,7 @@ class JobScreen(JobControlMixin, Screen[None]):
                 with TabPane("Result", id="tab-result"):
                     with VerticalScroll():
                         yield Static("", id="result")
-        yield Footer()
+        yield app_footer()
 
     def on_mount(self) -> None:
         self.query_one("#log-search", Input).display = False

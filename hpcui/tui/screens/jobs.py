@@ -21,10 +21,11 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import ContentSwitcher, Footer, Header, Input, Static
+from textual.widgets import ContentSwitcher, Input, Static
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
+from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
 from hpcui.tui.modals import ConfirmModal
@@ -64,6 +65,7 @@ class QueueUpdate(Message):
 
 class JobsScreen(Screen[None]):
     BINDINGS = [
+        *LEAD_BINDINGS,
         Binding("enter", "open", "Open", id="jobs.open"),
         Binding("space", "mark", "Select", id="jobs.select"),
         Binding("c", "cancel", "Cancel", id="jobs.cancel"),
@@ -107,14 +109,14 @@ class JobsScreen(Screen[None]):
         self._usage_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield app_header()
         with Horizontal(id="jobs-bar"):
             yield Input(placeholder="filter: words that must all appear", id="filter")
             yield Static("", id="jobs-info")
         with ContentSwitcher(initial="live", id="jobs-views"):
             yield JobTable(JOB_COLUMNS, JOB_PRIORITY, id="live")
             yield JobTable(HISTORY_COLUMNS, HISTORY_PRIORITY, id="history")
-        yield Footer()
+        yield app_footer()
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False

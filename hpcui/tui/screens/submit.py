@@ -10,17 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rich.syntax import Syntax
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
 from hpcui.request_fields import REQUEST_FIELDS, RequestField
 from hpcui.targets import Call, default_name, json_value, load_call
+from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.messages import Prefill, Submitted
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 #: the form's resource boxes: the fields of hpcui.request_fields that have a label
 FORM_FIELDS: tuple[RequestField, ...] = tuple(f for f in REQUEST_FIELDS if f.label)
 
+
+#: narrower than this, the preview sits under the form
+NARROW = 120
 
 #: key of the form in a job's registry record (meta)
 SUBMIT_FORM = "submit_form"
@@ -89,6 +93,7 @@ def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
 
 class SubmitScreen(Screen[None]):
     BINDINGS = [
+        *LEAD_BINDINGS,
         Binding("ctrl+s", "submit", "Submit", id="submit.submit"),
         Binding("escape", "leave_field", "Leave field", show=False, id="submit.leave"),
     ]
@@ -102,7 +107,7 @@ class SubmitScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         names = list(self.ctx.hub.conns)
-        yield Header()
+        yield app_header()
         with Horizontal(id="submit-body"):
             with VerticalScroll(id="submit-form"):
                 yield Label("cluster")
@@ -128,10 +133,15 @@ class SubmitScreen(Screen[None]):
             with VerticalScroll(id="submit-preview"):
                 yield Static("", id="plan")
                 yield Static("", id="script-preview")
-        yield Footer()
+        yield app_footer()
 
     def on_screen_resume(self) -> None:
         self._cluster_picked()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below NARROW columns the preview goes under the form, full width (side by side
+        it was 15 characters wide at 80 columns)."""
+        self.set_class(event.size.width < NARROW, "narrow")
 
     # -- form <-> values --------------------------------------------------------------------
 
