@@ -34,20 +34,35 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "gpus", int, "N", "GPUs in total (the profile picks nodes and tasks)", "GPUs (total)"
     ),
     RequestField("nodes", int, "N", "nodes", "nodes"),
-    RequestField("tasks_per_node", int, "N", "tasks per node (default: one per GPU)"),
+    RequestField(
+        "tasks_per_node", int, "N", "tasks per node (default: one per GPU)", "tasks per node"
+    ),
     RequestField("cpus_per_task", int, "N", "CPU cores per task", "cpus per task"),
     RequestField("mem", str, "SIZE", "memory per node: 4G, 500M", "memory per node"),
     RequestField("time", str, "TIME", "time limit: 90m, 2h, 1:00:00, 1-00:00:00", "time limit"),
     RequestField("partition", str, "NAME", "partition (PBS: queue)", "partition"),
     RequestField("qos", str, "NAME", "quality of service", "QoS"),
     RequestField("account", str, "NAME", "account / project to charge", "account"),
-    RequestField("constraint", str, "EXPR", "node constraint (Slurm --constraint)"),
-    RequestField("exclusive", None, None, "whole nodes for this job"),
+    RequestField("constraint", str, "EXPR", "node constraint (Slurm --constraint)", "constraint"),
+    RequestField("exclusive", None, None, "whole nodes for this job", "exclusive nodes"),
     RequestField("name", str, "NAME", "job name", "job name"),
     RequestField(
-        "launcher", str, "{submitit,torchrun}", "how ranks start", choices=("submitit", "torchrun")
+        "launcher",
+        str,
+        "{submitit,torchrun}",
+        "how ranks start",
+        "launcher",
+        choices=("submitit", "torchrun"),
     ),
-    RequestField("max_restarts", int, "N", "torchrun --max-restarts"),
+    RequestField("max_restarts", int, "N", "torchrun --max-restarts", "torchrun restarts"),
+    RequestField(
+        "modules",
+        str,
+        "MODULE",
+        "a module this job loads after the cluster's setup (repeatable)",
+        "modules to load",
+        repeatable=True,
+    ),
     RequestField(
         "after_ok",
         str,

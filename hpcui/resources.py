@@ -39,6 +39,7 @@ _WORD = re.compile(r"[A-Za-z0-9._+:@,/%=-]{1,200}")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9._+:@,/%=&|()\[\]*!-]{1,500}")
 #: a job id a dependency may name: Slurm `1234`, `1234_5`; PBS `1234.server`, `1234.server_5`
 _DEPENDENCY_ID = re.compile(r"[0-9]{1,18}(?:\.[A-Za-z0-9-]{1,63}){0,6}(?:_[0-9]{1,9})?")
+_MODULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+/-]{0,199}")
 _DIRECTIVE = re.compile(r"[A-Za-z0-9-][!-~]{0,499}")  # printable ASCII, no space
 _DIRECTIVE_BAD = re.compile(r"[#'\"\\]")
 
@@ -66,6 +67,8 @@ class Resources(Model):
     extra: tuple[str, ...] = ()
     #: start only after these jobs completed successfully (Job objects or ids)
     after_ok: tuple[str, ...] = ()
+    #: environment modules this job loads after the cluster's setup (`module load ...`)
+    modules: tuple[str, ...] = ()
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Resources:
@@ -123,6 +126,18 @@ class Resources(Model):
                 )
             ids.append(job_id)
         return tuple(ids)
+
+    @field_validator("modules", mode="before")
+    @classmethod
+    def _modules(cls, v: Any) -> tuple[str, ...]:
+        items = tuple(v.split()) if isinstance(v, str) else tuple(v)
+        for item in items:
+            if not isinstance(item, str) or not _MODULE_NAME.fullmatch(item):
+                raise ValueError(
+                    f"{item!r} is not a module name (letters, digits and ._+/- only, e.g. "
+                    "cuda/12.4)"
+                )
+        return items
 
     @field_validator("extra", mode="before")
     @classmethod
@@ -201,6 +216,7 @@ class Allocation(Model):
     extra: tuple[str, ...]
     gpu_directive: str
     after_ok: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
     gpu_type: str | None
     profile: str = ""
     scheduler: str = "slurm"
@@ -586,6 +602,7 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         name=req.name or default_name,
         extra=(*profile.extra_directives, *req.extra),
         after_ok=req.after_ok,
+        modules=req.modules,
         gpu_directive=profile.gpu_directive,
         gpu_type=profile.gpu_type,
         profile=profile.name,
@@ -625,7 +642,8 @@ def batch_spec(
         token=token,
         array_size=array_size,
         python=python,
-        setup=tuple(setup),
+        # the job's own modules load after the cluster's setup (which may make them visible)
+        setup=(*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())),
         pythonpath=tuple(pythonpath),
     )
 

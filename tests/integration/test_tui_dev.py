@@ -113,7 +113,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
                 "preview",
             )
             preview = form.preview_text
-            await pilot.click("#submit")
+            await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
             cluster, job_id = app.current_job
             key = f"{site_name}:{job_id}"
@@ -549,3 +549,33 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
         "plain line 3",
     ]
     wait_state(dev, job_id, {JobState.COMPLETED})
+
+
+def add(a, b):
+    return a + b
+
+
+def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
+    """Issue 23, defect 6: the form had no array field. Now [[1, 2], [3, 4], [5, 6]] is
+    ONE job array of three elements (one sbatch), each with its own result."""
+    from hpcui.api import connect
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            await pilot.press("3")
+            form = app.screen
+            form.query_one("#target").value = "tests.integration.test_tui_dev:add"
+            form.query_one("#array").value = "[[1, 2], [3, 4], [5, 6]]"
+            form.query_one("#res-time").value = "5m"
+            await wait_for(pilot, lambda: "--array=0-2" in form.preview_text, 15, "preview")
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
+            return app.current_job
+
+    cluster_name, first = run_closing(go)
+    base = first.split("_")[0]
+    dev = connect("dev")
+    results = [dev.get_job(f"{base}_{i}").result(timeout=180) for i in range(3)]
+    assert first == f"{base}_0" and results == [3, 7, 11]

@@ -48,11 +48,19 @@ def test_the_form_turns_its_boxes_into_the_same_keywords():
     form = SubmitForm(
         "local",
         "m:f",
-        resources={f.keyword: "2" for f in FORM_FIELDS} | {"extra": "--begin=now --x=1"},
+        resources={f.keyword: "2" for f in FORM_FIELDS}
+        | {"extra": "--begin=now --x=1", "exclusive": "true", "launcher": "torchrun"},
     )
     kwargs = form.resource_kwargs()
     assert set(kwargs) == {f.keyword for f in FORM_FIELDS}
     assert kwargs["gpus"] == 2 and kwargs["extra"] == ["--begin=now", "--x=1"]
+    assert kwargs["exclusive"] is True and kwargs["launcher"] == "torchrun"
+
+
+def test_every_request_field_is_on_the_form():
+    """Issue 23, defect 6: tasks per node, launcher, constraint, exclusive, modules were
+    missing, so DDP could not be submitted from the form."""
+    assert {f.keyword for f in FORM_FIELDS} == {f.keyword for f in REQUEST_FIELDS}
 
 
 def test_batch_spec_copies_every_field_it_shares_with_allocation():

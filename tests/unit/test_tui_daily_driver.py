@@ -315,3 +315,88 @@ def test_every_state_colour_is_readable_on_the_dark_background(local_box):
         assert colour.startswith("#"), (state, style)  # not an ANSI name
         fg = _luminance(colour)
         assert (max(fg, bg) + 0.05) / (min(fg, bg) + 0.05) >= 4.5, (state, colour)
+
+
+def submit_form_session(local_box, fill):
+    """The Submit form with `fill(form)` applied; returns what the form shows after."""
+    from textual.widgets import Input
+
+    local_box.write_text(
+        local_box.read_text()
+        + '\n[clusters.mn5]\nhost = "127.0.0.1"\nport = 1\nprofile = "mn5-acc"\n'
+        + '[clusters.mn5.defaults]\nqos = "acc_debug"\naccount = "ehpc01"\n'
+    )
+
+    async def go():
+        app = HpcuiApp()
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.press("3")
+            form = app.screen
+            await wait_for(pilot, lambda: bool(form.query("#target")))
+            form.query_one("#cluster").value = "mn5"
+            form.query_one("#target", Input).value = "train.py"
+            await fill(form, pilot)
+            await pilot.pause(0.8)
+            errors = {str(e.id): str(e.render()) for e in form.query(".field-error") if e.display}
+            holders = {str(b.id): b.placeholder for b in form.query("#resources Input")}
+            return form.preview_text, form.plan_text, errors, holders
+
+    return asyncio.run(go())
+
+
+def test_placeholders_say_the_default_that_will_be_used(local_box):
+    """Issue 23, defect 6: every box said "profile default"; a blank time submits
+    without --time, so the box must say so (or show the profile's own time)."""
+
+    async def nothing(form, pilot):
+        pass
+
+    script, plan, errors, holders = submit_form_session(local_box, nothing)
+    assert not errors
+    assert "profile default" not in " ".join(holders.values())
+    assert holders["res-nodes"] == "1" and holders["res-cpus_per_task"].isdigit()
+    assert holders["res-qos"] == "acc_debug" and holders["res-account"] == "ehpc01"
+    if "--time=" in script:
+        assert holders["res-time"][:1].isdigit()
+    else:
+        assert "no --time" in holders["res-time"]
+    assert holders["res-name"] == "train"
+
+
+def test_json_and_number_errors_show_under_their_own_field_while_typing(local_box):
+    """Issue 23, defect 6: errors in the keyword arguments appeared only on submit, under
+    the wrong field's name."""
+
+    async def typo(form, pilot):
+        form.query_one("#kwargs").value = '{"lr": '
+        form.query_one("#res-gpus").value = "four"
+        form.query_one("#res-modules").value = "cuda;reboot"
+
+    script, plan, errors, holders = submit_form_session(local_box, typo)
+    assert set(errors) == {"err-kwargs", "err-res-gpus", "err-res-modules"}
+    assert "keyword arguments is not valid JSON" in errors["err-kwargs"]
+    assert "GPUs (total) must be a whole number" in errors["err-res-gpus"]
+    assert "not a module name" in errors["err-res-modules"]
+    assert "3 field(s) to fix" in plan and script == ""
+
+
+def test_ddp_with_torchrun_modules_exclusive_and_an_array_from_the_form(local_box):
+    """Issue 23, defect 6: tasks per node, launcher, constraint, exclusive, modules and
+    array had no field, so DDP could not be submitted from the form."""
+    from textual.widgets import Checkbox, Select
+
+    async def ddp(form, pilot):
+        form.query_one("#res-gpus").value = "8"
+        form.query_one("#res-nodes").value = "2"
+        form.query_one("#res-launcher", Select).value = "torchrun"
+        form.query_one("#res-exclusive", Checkbox).value = True
+        form.query_one("#res-modules").value = "cuda/12.4 nccl"
+        form.query_one("#res-constraint").value = "highmem"
+        form.query_one("#array").value = "[[1], [2], [3]]"
+
+    script, plan, errors, holders = submit_form_session(local_box, ddp)
+    assert not errors, errors
+    assert script, plan
+    assert "#SBATCH --nodes=2" in script and "--exclusive" in script
+    assert "#SBATCH --constraint=highmem" in script and "--array=0-2" in script
+    assert "module load cuda/12.4 nccl" in script and "torchrun" in script

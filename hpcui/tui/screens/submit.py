@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
 from hpcui.request_fields import REQUEST_FIELDS, RequestField
@@ -26,6 +26,7 @@ from hpcui.tui.messages import Prefill, Submitted
 
 if TYPE_CHECKING:
     from hpcui.cluster import Cluster
+    from hpcui.resources import Allocation
     from hpcui.tui.context import AppContext
 
 #: the form's resource boxes: the fields of hpcui.request_fields that have a label
@@ -49,9 +50,11 @@ class SubmitForm:
         args: str = "[]",
         kwargs: str = "{}",
         resources: dict[str, str] | None = None,
+        array: str = "",
     ) -> None:
         self.cluster, self.target, self.args, self.kwargs = cluster, target, args, kwargs
         self.resources = dict(resources or {})
+        self.array = array
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -62,18 +65,42 @@ class SubmitForm:
             raw = self.resources.get(f.keyword, "").strip()
             if not raw:
                 continue
+            if f.kind is None:  # a flag: the box is ticked or not
+                if raw.lower() in ("true", "yes", "1", "on"):
+                    out[f.keyword] = True
+                continue
             if f.repeatable:  # e.g. --begin=now+60 --mail-type=END
                 out[f.keyword] = raw.split()
                 continue
             try:
-                out[f.keyword] = f.kind(raw) if f.kind is not None else True
+                out[f.keyword] = f.kind(raw)
             except ValueError:
-                raise HpcuiError(f"{f.keyword} must be a whole number, got {raw!r}.") from None
+                raise FieldError(
+                    f.keyword, f"{f.label or f.keyword} must be a whole number, got {raw!r}."
+                ) from None
         return out
 
     def default_name(self) -> str:
         """What submit will call the job when no name is given (the function, the script)."""
         return default_name(self.target)
+
+    def array_calls(self) -> list[list[Any]] | None:
+        """The array's argument lists (`[[1, "a"], [2, "b"]]`: one element each), or None
+        for a single job."""
+        if not self.array.strip():
+            return None
+        calls = json_value(self.array, "array", list)
+        if not calls or not all(isinstance(c, list) for c in calls):
+            raise FieldError(
+                "array", "array must be a JSON list of argument lists, e.g. [[1], [2], [3]]."
+            )
+        if len({len(c) for c in calls}) != 1:
+            raise FieldError("array", "every element of the array needs as many arguments.")
+        if json_value(self.kwargs, "keyword arguments", dict):
+            raise FieldError(
+                "array", "an array takes positional arguments only: empty the keyword arguments."
+            )
+        return calls
 
     def call(self) -> Call:
         """The call to submit: ``pkg.mod:fn`` imported here, or a script file (one loader
@@ -82,13 +109,106 @@ class SubmitForm:
         kwargs = json_value(self.kwargs, "keyword arguments", dict)
         return load_call(self.target, args, kwargs)
 
+    def problems(self) -> dict[str, str]:
+        """Each field's problem, found while typing (field id -> message): JSON boxes,
+        numbers, and what the core's Resources refuses, under the field that holds it."""
+        from pydantic import ValidationError
+
+        from hpcui.resources import Resources
+
+        out: dict[str, str] = {}
+        for box, what, kind in (("args", "arguments", list), ("kwargs", "keyword arguments", dict)):
+            try:
+                json_value(getattr(self, box), what, kind)
+            except HpcuiError as exc:
+                out[box] = str(exc)
+        try:
+            self.array_calls()
+        except FieldError as exc:
+            out["array"] = exc.message
+        except HpcuiError as exc:
+            out["array"] = str(exc)
+        kwargs = {}
+        for f in FORM_FIELDS:  # each box on its own: one bad number hides no other problem
+            one = SubmitForm(
+                self.cluster, self.target, resources={f.keyword: self.resources.get(f.keyword, "")}
+            )
+            try:
+                kwargs.update(one.resource_kwargs())
+            except FieldError as exc:
+                out[f"res-{exc.field}"] = exc.message
+        try:
+            Resources.from_kwargs(**kwargs)
+        except HpcuiError:
+            try:
+                Resources(**_renamed(kwargs))
+            except ValidationError as exc:
+                for err in exc.errors():
+                    name = _FIELD_OF.get(str(err["loc"][0]), str(err["loc"][0]))
+                    msg = str(err["msg"]).removeprefix("Value error, ")
+                    out.setdefault(f"res-{name}", msg)
+            except (TypeError, ValueError) as exc:
+                out.setdefault("res-time", str(exc))
+        return out
+
+
+class FieldError(HpcuiError):
+    """A value the form cannot use, with the field that holds it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+#: Resources' field names -> the form's keywords
+_FIELD_OF = {"time_s": "time", "mem_mb": "mem"}
+
+
+def _renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The form's keywords as Resources' own fields (time -> time_s, mem -> mem_mb)."""
+    back = {v: k for k, v in _FIELD_OF.items()}
+    return {back.get(k, k): v for k, v in kwargs.items()}
+
 
 def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
     """(plan summary with billing advice, batch script) — no network."""
+    summary, script, _ = preview_plan(cluster, form)
+    return summary, script
+
+
+def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocation]:
+    """The preview and the plan behind it (the form shows its defaults as placeholders)."""
     kwargs = form.resource_kwargs()
     kwargs.setdefault("name", form.default_name())
-    shown = cluster.preview_script(**kwargs)
-    return shown.summary, shown.script
+    calls = form.array_calls()
+    shown = cluster.preview_script(array_size=len(calls) if calls else None, **kwargs)
+    return shown.summary, shown.script, cluster.plan(**kwargs)
+
+
+def placeholders(alloc: Allocation) -> dict[str, str]:
+    """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
+    from hpcui.backends.batch import format_mem
+    from hpcui.tui.rows import hms
+
+    return {
+        "gpus": f"{alloc.gpus} (none)" if not alloc.gpus else str(alloc.gpus),
+        "nodes": str(alloc.nodes),
+        "tasks_per_node": f"{alloc.tasks_per_node} (one per GPU)"
+        if alloc.gpus_per_node
+        else str(alloc.tasks_per_node),
+        "cpus_per_task": str(alloc.cpus_per_task),
+        "mem": format_mem(alloc.mem_mb) if alloc.mem_mb else "site default (no --mem)",
+        "time": hms(alloc.time_s) if alloc.time_s else "partition's default (no --time)",
+        "partition": alloc.partition or "site default",
+        "qos": alloc.qos or "none",
+        "account": alloc.account or "your default account",
+        "constraint": alloc.constraint or "none",
+        "name": alloc.name,
+        "max_restarts": str(alloc.max_restarts),
+        "after_ok": "job ids, e.g. 1234 1235",
+        "modules": "e.g. cuda/12.4 (after the cluster's setup)",
+        "extra": " ".join(alloc.extra) or "e.g. --begin=now+60 --mail-type=END",
+    }
 
 
 class SubmitScreen(Screen[None]):
@@ -104,6 +224,7 @@ class SubmitScreen(Screen[None]):
         self._debounce: Timer | None = None
         self.preview_text = ""  # the batch script shown (tests read it)
         self.plan_text = ""
+        self.problems: dict[str, str] = {}  # field id -> what is wrong with it
 
     def compose(self) -> ComposeResult:
         names = list(self.ctx.hub.conns)
@@ -121,13 +242,19 @@ class SubmitScreen(Screen[None]):
                 yield Input(placeholder="mypkg.train:main  or  train.py", id="target")
                 yield Label("arguments (JSON list)")
                 yield Input(value="[]", id="args")
+                yield Static("", id="err-args", classes="field-error")
                 yield Label("keyword arguments (JSON object)")
                 yield Input(value="{}", id="kwargs")
+                yield Static("", id="err-kwargs", classes="field-error")
+                yield Label("array: one job per argument list (JSON), e.g. [[1], [2], [3]]")
+                yield Input(placeholder="empty: a single job", id="array")
+                yield Static("", id="err-array", classes="field-error")
                 with Grid(id="resources"):
                     for f in FORM_FIELDS:
                         with Vertical():
                             yield Label(f.label or f.keyword)
-                            yield Input(id=f"res-{f.keyword}")
+                            yield field_widget(f)
+                            yield Static("", id=f"err-res-{f.keyword}", classes="field-error")
                 yield Button("Submit (ctrl+s)", id="submit", variant="primary")
                 yield Static("", id="submit-status")
             with VerticalScroll(id="submit-preview"):
@@ -152,8 +279,9 @@ class SubmitScreen(Screen[None]):
             args=self.query_one("#args", Input).value,
             kwargs=self.query_one("#kwargs", Input).value,
             resources={
-                f.keyword: self.query_one(f"#res-{f.keyword}", Input).value for f in FORM_FIELDS
+                f.keyword: field_value(self.query_one(f"#res-{f.keyword}")) for f in FORM_FIELDS
             },
+            array=self.query_one("#array", Input).value,
         )
 
     def on_prefill(self, message: Prefill) -> None:
@@ -165,8 +293,9 @@ class SubmitScreen(Screen[None]):
         self.query_one("#target", Input).value = form.target
         self.query_one("#args", Input).value = form.args
         self.query_one("#kwargs", Input).value = form.kwargs
+        self.query_one("#array", Input).value = form.array
         for f in FORM_FIELDS:
-            self.query_one(f"#res-{f.keyword}", Input).value = form.resources.get(f.keyword, "")
+            set_field(self.query_one(f"#res-{f.keyword}"), form.resources.get(f.keyword, ""))
         self._schedule_preview()
 
     @on(Select.Changed, "#cluster")
@@ -176,19 +305,17 @@ class SubmitScreen(Screen[None]):
         if conn is None:
             return
         # picking a cluster does not connect to it (a login may ask for a 2FA code): the
-        # preview works offline, and Submit connects first, saying so
-        cfg = self.ctx.hub.config.clusters.get(name)
-        defaults = cfg.defaults if cfg else {}
-        for f in FORM_FIELDS:
-            box = self.query_one(f"#res-{f.keyword}", Input)
-            value = defaults.get(f.keyword)
-            box.placeholder = (
-                f"{value} (cluster default)" if value is not None else "profile default"
-            )
+        # preview works offline, and Submit connects first, saying so; the placeholders
+        # come with the preview (what the plan uses for each empty box)
         self._schedule_preview()
 
     @on(Input.Changed)
-    def _changed(self, _event: Input.Changed) -> None:
+    @on(Checkbox.Changed)
+    def _changed(self, _event: Input.Changed | Checkbox.Changed) -> None:
+        self._schedule_preview()
+
+    @on(Select.Changed, ".field")
+    def _choice_changed(self, _event: Select.Changed) -> None:
         self._schedule_preview()
 
     def _schedule_preview(self) -> None:
@@ -212,12 +339,28 @@ class SubmitScreen(Screen[None]):
             cluster = Cluster(cfg)  # never connected: the preview reads config and profile
             status = self.ctx.hub.conns[form.cluster].status
             offline = f"{form.cluster} is {status}: previewed offline\n"
+        problems = form.problems()
+        self.problems = problems
+        for err in self.query(".field-error"):
+            said = problems.get(str(err.id).removeprefix("err-"), "")
+            err.update(f"[red]{_esc(said)}[/]" if said else "")
+            err.display = bool(said)
+        if problems:
+            self.plan_text = f"{len(problems)} field(s) to fix: see the red lines in the form"
+            self.preview_text = ""
+            plan.update(f"[red]{self.plan_text}[/]")
+            script.update("")
+            return
         try:
-            summary, text = preview(cluster, form)
+            summary, text, alloc = preview_plan(cluster, form)
         except HpcuiError as exc:
             plan.update(f"[red]{_esc(offline + str(exc))}[/]")
             script.update("")
             return
+        for keyword, hint in placeholders(alloc).items():
+            box = self.query(f"#res-{keyword}").first(None)
+            if isinstance(box, Input):
+                box.placeholder = hint
         self.plan_text, self.preview_text = offline + summary, text
         style = "yellow" if offline or "advice:" in summary else "green"
         plan.update(f"[{style}]{_esc(self.plan_text)}[/]")
@@ -244,6 +387,11 @@ class SubmitScreen(Screen[None]):
                 severity="warning",
             )
             return
+        problems = form.problems()
+        if problems:
+            self.update_preview()
+            self.notify(next(iter(problems.values())), severity="error", title="fix the form")
+            return
         self.query_one("#submit-status", Static).update("submitting…")
         self._submit(cluster, form)
 
@@ -253,7 +401,11 @@ class SubmitScreen(Screen[None]):
             call = form.call()
             resources = form.resource_kwargs()
             resources.setdefault("name", call.name)
-            job = cluster.submit(call.fn, *call.args, kwargs=call.kwargs, **resources)
+            calls = form.array_calls()
+            if calls:  # ONE job array; the table folds it into one row
+                job = cluster.map(call.fn, *zip(*calls, strict=True), **resources)[0]
+            else:
+                job = cluster.submit(call.fn, *call.args, kwargs=call.kwargs, **resources)
             # the registry record keeps the form: "resubmit" refills it, in any process
             cluster.remember(job, SUBMIT_FORM, form.as_dict())
         except HpcuiError as exc:
@@ -277,3 +429,36 @@ def _esc(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+def field_widget(f: RequestField) -> Input | Select[str] | Checkbox:
+    """The box for one request field: a choice is a Select (blank: the default), a flag a
+    Checkbox, anything else an Input."""
+    wid = f"res-{f.keyword}"
+    if f.choices:
+        return Select(
+            [(c, c) for c in f.choices], prompt=f"{f.choices[0]} (default)", id=wid, classes="field"
+        )
+    if f.kind is None:
+        return Checkbox(f.label or f.keyword, id=wid, classes="field")
+    return Input(id=wid, classes="field")
+
+
+def field_value(widget: Any) -> str:
+    if isinstance(widget, Checkbox):
+        return "true" if widget.value else ""
+    if isinstance(widget, Select):
+        return "" if widget.is_blank() else str(widget.value)
+    return str(widget.value)
+
+
+def set_field(widget: Any, value: str) -> None:
+    if isinstance(widget, Checkbox):
+        widget.value = value.lower() in ("true", "yes", "1", "on")
+    elif isinstance(widget, Select):
+        if value:
+            widget.value = value
+        else:
+            widget.clear()
+    else:
+        widget.value = value
