@@ -171,3 +171,23 @@ def test_wrapper_qsub_qstat_qdel_round_trip(wrapper_pbs):
             break
         time.sleep(0.5)
     assert state in ("CANCELLED", "")
+
+
+def test_control_and_afterok_through_the_wrapper(wrapper_pbs):
+    """Issue 23, feature 3 on the wrapper site: details, hold, release and time limit are
+    Slurm's (the wrapper has no qalter for walltime), afterok rides in `#PBS -W depend=`
+    which sbatch's PBS reader turns into --dependency."""
+    first = wrapper_pbs.submit(nap, 5, time="5m", name="wrap-first")
+    second = wrapper_pbs.submit(add, 2, 3, time="5m", name="wrap-second", after_ok=[first])
+    try:
+        d = wrapper_pbs.job_details(second.job_id)
+        assert f"afterok:{first.job_id}" in d.dependency
+        wrapper_pbs.hold([second.job_id])
+        assert wrapper_pbs.job_details(second.job_id).reason == "JobHeldUser"
+        wrapper_pbs.set_time_limit(second.job_id, "4m")
+        assert wrapper_pbs.job_details(second.job_id).time_limit_s == 240
+        wrapper_pbs.release([second.job_id])
+        assert second.result(timeout=180) == 5
+        assert first.state.is_final
+    finally:
+        wrapper_pbs.cancel([first.job_id, second.job_id])
