@@ -121,6 +121,24 @@ class ReplayCluster(Cluster):
     def partitions(self):  # type: ignore[override]
         return parse_sinfo(SINFO)
 
+    def free(self):  # type: ignore[override]
+        from hpcui.backends.slurm_free import parse_sinfo_nodes
+        from hpcui.sitestate import FreeReport
+
+        return FreeReport.of(
+            parse_sinfo_nodes(fixture_text("slurm-22.05.8-dev/sinfo_nodes_2gpu_job.txt"))
+        )
+
+    def standing(self):  # type: ignore[override]
+        from hpcui.backends.slurm_free import parse_sprio, parse_sshare
+        from hpcui.sitestate import AllocationReport, Standing
+
+        return Standing(
+            fair_share=parse_sshare(fixture_text("slurm-22.05.8-dev/sshare_user.txt")),
+            pending=parse_sprio(fixture_text("slurm-22.05.8-dev/sprio_pending.txt")),
+            allocation=AllocationReport(tool="bsc_acct", error="no real bsc_acct output to replay"),
+        )
+
     def quota_report(self):  # type: ignore[override]
         return QuotaReport(tool="bsc_quota", entries=parse_quota(QUOTA), tried=[])
 

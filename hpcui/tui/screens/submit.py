@@ -197,16 +197,16 @@ def placeholders(alloc: Allocation) -> dict[str, str]:
         if alloc.gpus_per_node
         else str(alloc.tasks_per_node),
         "cpus_per_task": str(alloc.cpus_per_task),
-        "mem": format_mem(alloc.mem_mb) if alloc.mem_mb else "site default (no --mem)",
-        "time": hms(alloc.time_s) if alloc.time_s else "partition's default (no --time)",
+        "mem": format_mem(alloc.mem_mb) if alloc.mem_mb else "no --mem",
+        "time": hms(alloc.time_s) if alloc.time_s else "no --time",
         "partition": alloc.partition or "site default",
         "qos": alloc.qos or "none",
-        "account": alloc.account or "your default account",
+        "account": alloc.account or "your default",
         "constraint": alloc.constraint or "none",
         "name": alloc.name,
         "max_restarts": str(alloc.max_restarts),
-        "after_ok": "job ids, e.g. 1234 1235",
-        "modules": "e.g. cuda/12.4 (after the cluster's setup)",
+        "after_ok": "job ids: 1234 1235",
+        "modules": "cuda/12.4 ...",
         "extra": " ".join(alloc.extra) or "e.g. --begin=now+60 --mail-type=END",
     }
 
@@ -246,7 +246,7 @@ class SubmitScreen(Screen[None]):
                 yield Label("keyword arguments (JSON object)")
                 yield Input(value="{}", id="kwargs")
                 yield Static("", id="err-kwargs", classes="field-error")
-                yield Label("array: one job per argument list (JSON), e.g. [[1], [2], [3]]")
+                yield Label("array: a job per argument list (JSON: [[1], [2]])")
                 yield Input(placeholder="empty: a single job", id="array")
                 yield Static("", id="err-array", classes="field-error")
                 with Grid(id="resources"):
