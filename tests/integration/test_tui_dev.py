@@ -574,7 +574,7 @@ def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
             await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
             return app.current_job
 
-    cluster_name, first = run_closing(go)
+    _cluster, first = run_closing(go)
     base = first.split("_")[0]
     dev = connect("dev")
     results = [dev.get_job(f"{base}_{i}").result(timeout=180) for i in range(3)]

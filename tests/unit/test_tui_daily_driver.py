@@ -351,7 +351,7 @@ def test_placeholders_say_the_default_that_will_be_used(local_box):
     async def nothing(form, pilot):
         pass
 
-    script, plan, errors, holders = submit_form_session(local_box, nothing)
+    script, _plan, errors, holders = submit_form_session(local_box, nothing)
     assert not errors
     assert "profile default" not in " ".join(holders.values())
     assert holders["res-nodes"] == "1" and holders["res-cpus_per_task"].isdigit()
@@ -372,7 +372,7 @@ def test_json_and_number_errors_show_under_their_own_field_while_typing(local_bo
         form.query_one("#res-gpus").value = "four"
         form.query_one("#res-modules").value = "cuda;reboot"
 
-    script, plan, errors, holders = submit_form_session(local_box, typo)
+    script, plan, errors, _holders = submit_form_session(local_box, typo)
     assert set(errors) == {"err-kwargs", "err-res-gpus", "err-res-modules"}
     assert "keyword arguments is not valid JSON" in errors["err-kwargs"]
     assert "GPUs (total) must be a whole number" in errors["err-res-gpus"]
@@ -394,7 +394,7 @@ def test_ddp_with_torchrun_modules_exclusive_and_an_array_from_the_form(local_bo
         form.query_one("#res-constraint").value = "highmem"
         form.query_one("#array").value = "[[1], [2], [3]]"
 
-    script, plan, errors, holders = submit_form_session(local_box, ddp)
+    script, plan, errors, _holders = submit_form_session(local_box, ddp)
     assert not errors, errors
     assert script, plan
     assert "#SBATCH --nodes=2" in script and "--exclusive" in script
