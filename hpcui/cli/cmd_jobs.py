@@ -441,6 +441,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         try:
             foreign = foreign_job(args, ref)
             if foreign is not None:  # any job of the user, as scancel/qdel would
+                foreign[0].job_details(foreign[1])  # unknown: a clear error (scancel says 0)
                 foreign[0].cancel([foreign[1]])
                 results.append(
                     ActionOutput(

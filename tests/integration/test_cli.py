@@ -187,7 +187,7 @@ def test_timeout_stop_cancel(work):
     res = hpcui(work, "result", jid, "--timeout", "60")
     assert res.returncode == 5 and "cancelled" in res.stderr
     unknown = hpcui(work, "cancel", "999999999")
-    assert unknown.returncode == 2 and "No job 999999999" in unknown.stderr
+    assert unknown.returncode == 2 and "does not know job 999999999" in unknown.stderr
 
 
 def test_scheduler_rejection_is_exit_4(work):

@@ -61,6 +61,8 @@ def test_a_shell_in_a_running_job_opens_and_closes_under_a_pty(site, tmp_path):
             )
         try:
             read_until(fd, b"exit (or Ctrl-D) to leave")
+            # the shell on the node: keys typed before srun's pty is up may be dropped
+            read_until(fd, f"hpcuser@{node}".encode(), timeout=90)
             os.write(fd, b"echo IN-JOB=$SLURM_JOB_ID ON=$(hostname) TTY=$(tty)\n")
             seen = read_until(fd, f"IN-JOB={job_id} ON={node}".encode())
             os.write(fd, b"exit 0\n")

@@ -187,7 +187,7 @@ def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocati
 
 def placeholders(alloc: Allocation) -> dict[str, str]:
     """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
-    from hpcui.backends.batch import format_mem
+    from hpcui.resources import format_mem  # the script's own spelling (4G, 1500M)
     from hpcui.tui.rows import hms
 
     return {
