@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from hpcui.backends.model import Model
+from hpcui.config_file import config_path
 from hpcui.errors import ConfigError
 
 LOCAL = "local"
@@ -145,15 +146,6 @@ def _flat_keys(table: Any, p: Path, prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{name}"] = value
     return flat
-
-
-def config_path() -> Path:
-    env = os.environ.get("HPCUI_CONFIG")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir("hpcui")) / "config.toml"
 
 
 def load_config(path: str | Path | None = None) -> Config:

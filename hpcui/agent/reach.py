@@ -29,18 +29,10 @@ def persist_s() -> float:
     """`[agent] persist` of the config (0: no agent), read without pydantic."""
     import tomllib
 
-    path = os.environ.get("HPCUI_CONFIG")
-    if path:
-        path = os.path.expanduser(path)
-    else:
-        home = os.path.expanduser("~")
-        if sys.platform == "darwin":
-            base = os.path.join(home, "Library", "Application Support")
-        else:
-            base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        path = os.path.join(base, "hpcui", "config.toml")
+    from hpcui.config_file import config_path
+
     try:
-        with open(path, "rb") as fh:
+        with open(config_path(), "rb") as fh:
             table = tomllib.load(fh).get("agent", {})
     except (OSError, ValueError):
         return DEFAULT_PERSIST_S  # the direct path reports a bad config, not us

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,23 @@ def test_the_thin_client_imports_neither_pydantic_nor_paramiko():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_config_file_has_one_place_for_every_face(monkeypatch, tmp_path):
+    """The thin client (standard library only) and the core find the same config file:
+    platformdirs' answer on this platform, XDG_CONFIG_HOME honoured, HPCUI_CONFIG first."""
+    from platformdirs import user_config_dir
+
+    from hpcui.agent import reach
+    from hpcui.config import config_path
+
+    monkeypatch.delenv("HPCUI_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config_path() == Path(user_config_dir("hpcui")) / "config.toml"
+    assert config_path() == tmp_path / "xdg" / "hpcui" / "config.toml"
+    config_path().parent.mkdir(parents=True)
+    config_path().write_text('[agent]\npersist = "90s"\n')
+    assert reach.persist_s() == 90
+    monkeypatch.setenv("HPCUI_CONFIG", str(tmp_path / "other.toml"))
+    (tmp_path / "other.toml").write_text("[agent]\npersist = 0\n")
+    assert config_path() == tmp_path / "other.toml" and reach.persist_s() == 0
