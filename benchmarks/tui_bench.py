@@ -205,7 +205,9 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
             t_fold = time.perf_counter()
             # as refresh_table: the filter, then each array folded into one row
             screen.table_rows = collapse_arrays(
-                {k: r for k, r in screen.rows.items() if screen.visible(r)}, screen.expanded
+                {k: r for k, r in screen.rows.items() if screen.visible(r)},
+                screen.expanded,
+                screen._array_cache,
             )
             t1 = time.perf_counter()
             out["fold"].append(t1 - t_fold)
@@ -227,7 +229,11 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
             out.setdefault(name + ":result", result)
 
         for _ in range(max(1, min(runs, 3))):  # ~seconds each
-            await timed("empty", jobs, lambda: (table.forget(), screen._row_cache.clear()))
+            await timed(
+                "empty",
+                jobs,
+                lambda: (table.forget(), screen._row_cache.clear(), screen._array_cache.clear()),
+            )
         # every job is on screen: as its own row, or inside its array's folded row
         assert table.row_count == len(screen.table_rows), table.row_count
         assert sum(len(r.members) or 1 for r in screen.table_rows.values()) == n

@@ -247,28 +247,65 @@ FOLD_MARKS = ("▸", "▾")
 FOLD_MIN = 5
 
 
-def collapse_arrays(rows: dict[str, JobRow], expanded: Set[str]) -> dict[str, JobRow]:
+def collapse_arrays(
+    rows: dict[str, JobRow],
+    expanded: Set[str],
+    cache: dict[str, tuple[bool, tuple[JobRow, ...], JobRow]] | None = None,
+) -> dict[str, JobRow]:
     """One row per job array (`3202_[0-49]  42 done · 8 running · 0 failed`), where the
     first element stood; an array in `expanded` (by `array_key`) keeps its row, marked
-    ▾, followed by its elements. Arrays under FOLD_MIN elements stay as they are."""
+    ▾, followed by its elements. Arrays under FOLD_MIN elements stay as they are.
+
+    `cache` (kept by the caller between refreshes): an array whose element rows are the
+    very same objects as last time (merge_rows reuses the rows of unchanged jobs) gets
+    its last array row back, so an unchanged array costs no tally and no repaint."""
     groups: dict[str, list[JobRow]] = {}
-    for row in rows.values():
-        m = _ELEMENT.match(row.job_id)
-        if m:
-            groups.setdefault(array_key(row.cluster, m[1]), []).append(row)
-    out: dict[str, JobRow] = {}
+    keyed: list[tuple[str, JobRow, str, str]] = []  # each id matched once
     for key, row in rows.items():
         m = _ELEMENT.match(row.job_id)
-        group_key = array_key(row.cluster, m[1]) if m else ""
-        members = groups.get(group_key, ())
-        if len(members) < FOLD_MIN:
+        if m:
+            group_key = array_key(row.cluster, m[1])
+            groups.setdefault(group_key, []).append(row)
+            keyed.append((key, row, group_key, m[1]))
+        else:
+            keyed.append((key, row, "", ""))
+    fresh: dict[str, tuple[bool, tuple[JobRow, ...], JobRow]] = {}
+    out: dict[str, JobRow] = {}
+    for key, row, group_key, array_id in keyed:
+        members = groups.get(group_key) if group_key else None
+        if members is None or len(members) < FOLD_MIN:
             out[key] = row
             continue
+        is_open = group_key in expanded
         if group_key not in out:
-            out[group_key] = _array_row(group_key, m[1], members, group_key in expanded)  # type: ignore[index]
-        if group_key in expanded:
+            out[group_key] = fresh_row = _cached_array_row(
+                cache, group_key, array_id, members, is_open
+            )
+            fresh[group_key] = (is_open, tuple(members), fresh_row)
+        if is_open:
             out[key] = row
+    if cache is not None:
+        cache.clear()
+        cache.update(fresh)
     return out
+
+
+def _cached_array_row(
+    cache: dict[str, tuple[bool, tuple[JobRow, ...], JobRow]] | None,
+    key: str,
+    array_id: str,
+    members: list[JobRow],
+    is_open: bool,
+) -> JobRow:
+    hit = cache.get(key) if cache is not None else None
+    if (
+        hit is not None
+        and hit[0] == is_open
+        and len(hit[1]) == len(members)
+        and all(a is b for a, b in zip(hit[1], members, strict=True))
+    ):
+        return hit[2]
+    return _array_row(key, array_id, members, is_open)
 
 
 def _array_row(key: str, array_id: str, members: list[JobRow], expanded: bool) -> JobRow:

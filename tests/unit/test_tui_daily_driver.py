@@ -400,3 +400,31 @@ def test_ddp_with_torchrun_modules_exclusive_and_an_array_from_the_form(local_bo
     assert "#SBATCH --nodes=2" in script and "--exclusive" in script
     assert "#SBATCH --constraint=highmem" in script and "--array=0-2" in script
     assert "module load cuda/12.4 nccl" in script and "torchrun" in script
+
+
+def test_an_unchanged_array_keeps_its_row_between_refreshes():
+    """collapse_arrays' cache: the same element rows give back the same array row (no tally,
+    no repaint); one changed element, or unfolding, gives a new one."""
+    from dataclasses import replace
+
+    from hpcui.backends.states import JobState
+    from hpcui.tui.rows import JobRow, array_key, collapse_arrays, state_text
+
+    def row(i: int, state: JobState) -> JobRow:
+        jid = f"77_{i}"
+        cells = {"id": jid, "state": state_text(state)}
+        return JobRow(
+            key=f"dev:{jid}", cluster="dev", job_id=jid, state=state, hpcui=True, cells=cells
+        )
+
+    rows = {r.key: r for r in (row(i, JobState.RUNNING) for i in range(8))}
+    cache: dict = {}
+    key = array_key("dev", "77")
+    first = collapse_arrays(rows, set(), cache)[key]
+    assert collapse_arrays(dict(rows), set(), cache)[key] is first
+    changed = dict(rows)
+    changed["dev:77_3"] = replace(rows["dev:77_3"], state=JobState.FAILED)
+    second = collapse_arrays(changed, set(), cache)[key]
+    assert second is not first and "1 failed" in str(second.cells["why"])
+    opened = collapse_arrays(changed, {key}, cache)
+    assert opened[key] is not second and "dev:77_0" in opened

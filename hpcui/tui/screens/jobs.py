@@ -98,6 +98,7 @@ class JobsScreen(Screen[None]):
         self.table_rows: dict[str, JobRow] = {}
         self.expanded: set[str] = set()  # arrays shown element by element (array_key)
         self._row_cache: dict[int, Any] = {}  # merge_rows' reuse between refreshes
+        self._array_cache: dict[str, Any] = {}  # collapse_arrays' reuse between refreshes
         self.history_rows: dict[str, JobRow] = {}
         self.subs: dict[str, Subscription] = {}
         self.applied = 0  # table refreshes applied (tests and benchmarks read it)
@@ -312,7 +313,9 @@ class JobsScreen(Screen[None]):
                     if row is not None:
                         row.cells["gpu_pct"] = ""
             self.table_rows = collapse_arrays(
-                {k: r for k, r in rows.items() if self.visible(r)}, self.expanded
+                {k: r for k, r in rows.items() if self.visible(r)},
+                self.expanded,
+                self._array_cache,
             )
             self.table.apply(self.table_rows)
         else:
