@@ -9,8 +9,10 @@ seconds after the last request ended, when its config file changes, or on `stop`
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import select
 import socket
 import struct
 import sys
@@ -151,8 +153,8 @@ class Agent:
             req = wire.recv(conn)
             conn.settimeout(None)
             self._dispatch(conn, req)
-        except (wire.WireError, OSError, ClientGone) as exc:
-            log.info("dropped a client: %s", exc)
+        except (wire.WireError, OSError, ClientGone, KeyboardInterrupt) as exc:
+            log.info("dropped a client: %r", exc)
         except Exception:  # one request's bug never takes the agent down
             log.exception("request failed")
         finally:
@@ -197,7 +199,8 @@ class Agent:
         client.send({"ack": True})
         from hpcui.cli import main
 
-        with serving(client):
+        watch = HangupWatch(conn)
+        with serving(client), watch:
             try:
                 code: Any = main(argv)
             except SystemExit as exc:  # argparse: usage error (2) or --help (0)
@@ -241,6 +244,62 @@ class Agent:
                 "config": self._stamp[0] if self._stamp else None,
                 "clusters": clusters,
             }
+
+
+class HangupWatch:
+    """Ends the command a client left (Ctrl-C, a closed pipe): `hpcui logs -f` of a quiet
+    job would otherwise poll in the agent until the job ends. Watches the socket for the
+    peer's hang-up without reading it (answers to questions travel on it too) and raises
+    KeyboardInterrupt in the command's thread, as Ctrl-C does in a direct call; the
+    command stops at its next Python line (a sleep ends first)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.thread_id = threading.get_ident()
+        self._lock = threading.Lock()
+        self._done = False
+        self.interrupted = False
+
+    def __enter__(self) -> HangupWatch:
+        threading.Thread(target=self._watch, daemon=True, name="hangup-watch").start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._done = True
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                if self._done:
+                    return
+            if not hung_up(self.conn, 0.5):
+                continue
+            with self._lock:
+                if self._done:
+                    return
+                self._done = self.interrupted = True
+                log.info("client hung up: interrupting its command")
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self.thread_id), ctypes.py_object(KeyboardInterrupt)
+                )
+            return
+
+
+def hung_up(conn: socket.socket, wait_s: float) -> bool:
+    """True once the peer closed its end; never consumes what it sent."""
+    try:
+        readable, _, _ = select.select([conn], [], [], wait_s)
+        if not readable:
+            return False
+        if conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+            return True
+        time.sleep(wait_s)  # an answer waits for the command to read it
+        return False
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def main(argv: list[str], ready: int | None = None) -> int:

@@ -650,6 +650,9 @@ class SshTransport(Transport):
                 f"Connection to {self.target.label} dropped while running `{text[:200]}`; it "
                 "may or may not have run. The next call reconnects."
             ) from exc
+        except BaseException:  # Ctrl-C mid-command: the shell's protocol is mid-way, close it
+            self._release_shell(shell, reuse=False)  # (kept, its pool slot would leak)
+            raise
         self._release_shell(shell, reuse=True)
         return CommandResult(rc, out, err, text)
 

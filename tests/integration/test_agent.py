@@ -586,3 +586,35 @@ def test_agent_killed_while_sbatch_runs_gives_one_job(api_via_agent, monkeypatch
         assert {j.job_id.split("_")[0] for j in box["jobs"]} == {array}
     finally:
         ctl.close()
+
+
+def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
+    """Ctrl-C on `hpcui logs -f` of a quiet job: the agent's copy of the command stopped
+    only when it next wrote (for a silent job: when the job ended). Now the agent sees the
+    hang-up and interrupts it; its login shells are not leaked (later calls still run)."""
+    env = agent_env("5m")
+    res = hpcui(env, "exec", "--", "sbatch", "--parsable", "--time=3", "--wrap", "sleep 150")
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.strip().split(";")[0]
+    try:
+        for _ in range(3):  # more than once: a leaked shell slot would show by the third
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hpcui.cli", "logs", job_id, "-f"],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True,
+            )  # fmt: skip
+            deadline = time.monotonic() + 30
+            while status(env)["active"] < 1:
+                assert time.monotonic() < deadline, "the follow never reached the agent"
+                time.sleep(0.3)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.communicate(timeout=30)
+            deadline = time.monotonic() + 20
+            while (active := status(env)["active"]) > 0:
+                assert time.monotonic() < deadline, f"still {active} request(s) in the agent"
+                time.sleep(0.3)
+        assert hpcui(env, "jobs").returncode == 0
+        shown = hpcui(env, "show", job_id)
+        assert shown.returncode == 0 and "RUNNING" in shown.stdout
+    finally:
+        hpcui(env, "cancel", job_id)
