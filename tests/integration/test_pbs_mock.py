@@ -20,14 +20,14 @@ import pytest
 from hpcui.backends import pbs
 from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
-from hpcui.errors import JobCancelledError, JobFailedError
+from hpcui.errors import JobCancelledError, JobFailedError, UsageError
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.quoting import to_command
 
 pytestmark = pytest.mark.devcluster
 
 MOCK = Path(__file__).resolve().parent.parent / "pbsmock" / "pbsmock.py"
-COMMANDS = ("qsub", "qstat", "qselect", "qdel", "pbs_tmrsh")
+COMMANDS = ("qsub", "qstat", "qselect", "qdel", "qhold", "qrls", "qalter", "qrerun", "pbs_tmrsh")
 
 
 class MockOnPath(Transport):
@@ -309,3 +309,33 @@ def test_finished_job_without_server_history_resolved_from_result_files(pbs_dev_
     # the mock server really forgot them: qstat -x no longer knows the ids
     res = pbs_dev_no_history.run(["qstat", "-x", "-f", "-F", "json", ok.job_id])
     assert "Unknown Job Id" in res.stderr
+
+
+def test_details_hold_release_walltime_rerun_and_afterok_on_pbs_pro(pbs_dev):
+    """Issue 23, features 1 and 3 on PBS Pro (the stand-in: qhold/qrls/qalter/qrerun drive
+    the real Slurm job behind it): Output_Path without its host, a user hold and its
+    release, a new walltime, a rerun of a running job, and afterok (-W depend=)."""
+    first = pbs_dev.submit(slow, 8, time="5m", name="pbs-first", extra=["-h"])
+    second = pbs_dev.submit(add, 4, 5, time="5m", name="pbs-second", after_ok=[first])
+    try:
+        d = pbs_dev.job_details(first.job_id)
+        assert d.state is JobState.PENDING and d.state_raw == "H"
+        assert d.stdout.startswith("/") and ":" not in d.stdout and d.stdout.endswith(".log")
+        pbs_dev.set_time_limit(first.job_id, "7m")
+        assert pbs_dev.job_details(first.job_id).time_limit_s == 420
+        pbs_dev.hold([first.job_id])  # held again: still fine
+        pbs_dev.release([first.job_id])
+        deadline = time.monotonic() + 90
+        while pbs_dev.job_details(first.job_id).state is not JobState.RUNNING:
+            assert time.monotonic() < deadline, "the released job never ran"
+            time.sleep(0.5)
+        with pytest.raises(UsageError, match="PBS refused `qhold`"):
+            pbs_dev.hold([first.job_id])  # a running job cannot be held
+        pbs_dev.requeue([first.job_id])
+        assert pbs_dev.job_details(first.job_id).state_raw in ("Q", "R")
+        assert second.result(timeout=240) == 9  # ran only after the rerun first completed
+        assert first.result(timeout=60) == 8
+        with pytest.raises(UsageError, match="PBS does not know job"):
+            pbs_dev.job_details("999999.pbsmock")
+    finally:
+        pbs_dev.cancel([first.job_id, second.job_id])

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A PBS Pro 19 stand-in for the dev cluster: qsub/qstat/qselect/qdel/pbs_tmrsh over Slurm.
+"""A PBS Pro 19 stand-in for the dev cluster: qsub/qstat/qselect/qdel/qhold/qrls/qalter/
+qrerun/pbs_tmrsh over Slurm.
 
 Real PBS Pro cannot run on the test machine, so this mock speaks PBS Pro's command-line
 language and REPLAYS ITS OUTPUT SHAPES: ``qstat -f -F json`` is written in the layout of
@@ -203,6 +204,17 @@ def qsub(args: list[str]) -> int:
     if "walltime" in resources:
         h, m, s = ([*resources["walltime"].split(":"), "0", "0"])[:3]
         sbatch.append(f"--time={max(1, int(h) * 60 + int(m) + (1 if int(s) else 0))}")
+    if merged.get("h"):  # qsub -h: a user hold from the start
+        sbatch.append("--hold")
+    depend = merged.get("W", {}).get("depend", "")
+    if depend:  # -W depend=afterok:ID[:ID]: the Slurm jobs behind those ids
+        kind, *wids = depend.split(":")
+        deps = [load(int(m[1])) if (m := _ID.fullmatch(w)) else None for w in wids]
+        if kind != "afterok" or not wids or None in deps:
+            (STATE / f"{seq}.json").unlink()
+            print(f"qsub: illegal -W value: depend={depend}", file=sys.stderr)
+            return 2
+        sbatch.append(f"--dependency=afterok:{':'.join(d['slurm_id'] for d in deps)}")  # type: ignore[index]
     if indices:
         step = indices[1] - indices[0] if len(indices) > 1 else 1
         spec = f"{indices[0]}-{indices[-1]}" + (f":{step}" if step > 1 else "")
@@ -217,6 +229,8 @@ def qsub(args: list[str]) -> int:
         return 1
     job["slurm_id"] = proc.stdout.strip().split(";")[0]
     write_atomic(STATE / f"{seq}.json", json.dumps(job))
+    if merged.get("h"):
+        (STATE / f"{seq}.held").write_text(str(time.time()))
     print(f"{seq}[].{SERVER}" if indices else f"{seq}.{SERVER}")
     return 0
 
@@ -265,6 +279,7 @@ def run(args: list[str]) -> int:
         if job["join"] == "oe"
         else open(job["error"].replace("^array_index^", str(index)), "ab")
     )
+    element_file(seq, index, "rerun").unlink(missing_ok=True)  # this run is the rerun
     write_atomic(
         element_file(seq, index, "start"),
         json.dumps({"host": host, "hosts": hosts, "stime": time.time()}),
@@ -281,7 +296,9 @@ def run(args: list[str]) -> int:
 
     def killed(signum, frame):  # qdel of a running job: SIGTERM, then SIGKILL (kill_delay)
         # Recorded first: Slurm SIGKILLs this wrapper KillWait (2 s here) after its SIGTERM.
-        write_atomic(element_file(seq, index, "exit"), str(256 + signal.SIGTERM))
+        # A qrerun is no end: the job runs again (Slurm's requeue), so nothing is recorded.
+        if not element_file(seq, index, "rerun").exists():
+            write_atomic(element_file(seq, index, "exit"), str(256 + signal.SIGTERM))
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(child.pid, sig)
@@ -317,7 +334,13 @@ def element_state(seq: int, index: int | None) -> tuple[str, dict]:
             return "E", facts
         facts["exit"], facts["end"] = 256 + signal.SIGKILL, float(deleted)  # killed hard
         return ("X" if index is not None else "F"), facts
+    if not start and held(seq):
+        return "H", facts
     return ("R" if start else "Q"), facts
+
+
+def held(seq: int) -> bool:
+    return (STATE / f"{seq}.held").exists()
 
 
 def attrs_for(job: dict, index: int | None, letter: str, facts: dict) -> dict:
@@ -372,7 +395,7 @@ def attrs_for(job: dict, index: int | None, letter: str, facts: dict) -> dict:
         hosts = start.get("hosts") or [start["host"]]
         a["exec_host"] = "+".join(f"{h}/0*{ncpus}" for h in hosts)
         a["exec_vnode"] = "+".join(f"({h}:ncpus={ncpus})" for h in hosts)
-    a["Hold_Types"] = "n"
+    a["Hold_Types"] = "u" if letter == "H" else "n"
     a["Join_Path"] = job["join"]
     a["Keep_Files"] = "n"
     a["Mail_Points"] = "a"
@@ -387,7 +410,7 @@ def attrs_for(job: dict, index: int | None, letter: str, facts: dict) -> dict:
     if letter in ("F", "X"):
         a["obittime"] = ctime(facts["end"])
     a["Shell_Path_List"] = "/bin/bash"
-    a["substate"] = {"Q": 10, "R": 42, "E": 51, "F": 92, "X": 92, "B": 70}[letter]
+    a["substate"] = {"Q": 10, "H": 20, "R": 42, "E": 51, "F": 92, "X": 92, "B": 70}[letter]
     a["Variable_List"] = {k: v for k, v in job["variables"].items()}
     if letter == "Q":
         a["comment"] = "Not Running: Insufficient amount of resource: ncpus "
@@ -604,6 +627,83 @@ def qdel(args: list[str]) -> int:
     return rc
 
 
+def _one_job(tool: str, wid: str) -> dict | None:
+    m = _ID.fullmatch(wid)
+    job = load(int(m[1])) if m else None
+    if job is None:
+        print(f"{tool}: Unknown Job Id {wid}", file=sys.stderr)
+    return job
+
+
+def qhold(args: list[str]) -> int:
+    """PBS Pro: a user hold on a queued job (`H`); a running job is refused."""
+    rc = 0
+    for wid in [a for a in args if not a.startswith("-")]:
+        job = _one_job("qhold", wid)
+        if job is None:
+            rc = 153
+            continue
+        if element_state(job["seq"], None)[0] not in ("Q", "H"):
+            print(f"qhold: Request invalid for state of job {wid}", file=sys.stderr)
+            rc = 168
+            continue
+        (STATE / f"{job['seq']}.held").write_text(str(time.time()))
+        subprocess.run(["scontrol", "hold", job["slurm_id"]], check=False)
+    return rc
+
+
+def qrls(args: list[str]) -> int:
+    rc = 0
+    for wid in [a for a in args if not a.startswith("-")]:
+        job = _one_job("qrls", wid)
+        if job is None:
+            rc = 153
+            continue
+        (STATE / f"{job['seq']}.held").unlink(missing_ok=True)
+        subprocess.run(["scontrol", "release", job["slurm_id"]], check=False)
+    return rc
+
+
+def qalter(args: list[str]) -> int:
+    """`qalter -l walltime=HH:MM:SS ID`: the job's Resource_List and its Slurm limit."""
+    if len(args) != 3 or args[0] != "-l" or not args[1].startswith("walltime="):
+        print("pbsmock: only `qalter -l walltime=HH:MM:SS ID` is mocked", file=sys.stderr)
+        return 2
+    job = _one_job("qalter", args[2])
+    if job is None:
+        return 153
+    walltime = args[1].split("=", 1)[1]
+    if element_state(job["seq"], None)[0] in ("F", "X"):
+        print(f"qalter: Request invalid for state of job {args[2]}", file=sys.stderr)
+        return 168
+    job["resources"]["walltime"] = walltime
+    write_atomic(STATE / f"{job['seq']}.json", json.dumps(job))
+    h, m, sec = ([*walltime.split(":"), "0", "0"])[:3]
+    minutes = max(1, int(h) * 60 + int(m) + (1 if int(sec) else 0))
+    subprocess.run(
+        ["scontrol", "update", f"JobId={job['slurm_id']}", f"TimeLimit={minutes}"], check=False
+    )
+    return 0
+
+
+def qrerun(args: list[str]) -> int:
+    """A running job goes back to the queue (PBS Pro: a queued one is refused)."""
+    rc = 0
+    for wid in [a for a in args if not a.startswith("-")]:
+        job = _one_job("qrerun", wid)
+        if job is None:
+            rc = 153
+            continue
+        if element_state(job["seq"], None)[0] != "R":
+            print(f"qrerun: Request invalid for state of job {wid}", file=sys.stderr)
+            rc = 168
+            continue
+        write_atomic(element_file(job["seq"], None, "rerun"), str(time.time()))
+        element_file(job["seq"], None, "start").unlink(missing_ok=True)
+        subprocess.run(["scontrol", "requeue", job["slurm_id"]], check=False)
+    return rc
+
+
 def pbs_tmrsh(args: list[str]) -> int:
     """`pbs_tmrsh HOST CMD...`: PBS Pro's TM-based rsh: CMD runs on HOST, attached to the
     job (here: a step of the job's Slurm allocation on that node), without Slurm's
@@ -645,6 +745,10 @@ def main() -> int:
         "qstat": qstat,
         "qselect": qselect,
         "qdel": qdel,
+        "qhold": qhold,
+        "qrls": qrls,
+        "qalter": qalter,
+        "qrerun": qrerun,
         "run": run,
         "pbs_tmrsh": pbs_tmrsh,
         "tm-exec": tm_exec,
