@@ -272,6 +272,30 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
 GOALS = {"empty": "< 300", "changed50": "< 100"}
 
 
+def array_folds(runs: int) -> tuple[list[float], list[float]]:
+    """collapse_arrays on 10 arrays of 1,000 elements (10,000 rows), each refresh with the
+    same element rows: without its cache (every array row rebuilt) and with it."""
+    from hpcui.backends.states import JobState
+    from hpcui.tui.rows import JobRow, collapse_arrays, state_text
+
+    rows = {}
+    for a in range(10):
+        for i in range(1000):
+            jid = f"{5000 + a}_{i}"
+            st = JobState.RUNNING if i % 3 else JobState.PENDING
+            cells = {"id": jid, "state": state_text(st)}
+            rows[f"b:{jid}"] = JobRow(f"b:{jid}", "b", jid, st, True, cells)
+    plain, cached, cache = [], [], {}  # type: ignore[var-annotated]
+    for _ in range(max(runs, 10)):
+        t = time.perf_counter()
+        collapse_arrays(rows, set())
+        plain.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        collapse_arrays(rows, set(), cache)
+        cached.append(time.perf_counter() - t)
+    return plain, cached
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -311,6 +335,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{'filter + collapse_arrays (all refreshes below; ' + str(r['rows_shown']) + ' rows)':66} "
         f"{stats(r['fold'])}"
     )
+    plain, cached = array_folds(args.runs)
+    print(f"{'collapse_arrays: 10 arrays x 1,000 elements, rows unchanged':66} {stats(plain)}")
+    print(f"{'  with its cache (the array rows of the last refresh reused)':66} {stats(cached)}")
     rows = [
         ("empty", f"{n} jobs onto an empty table"),
         ("changed50", f"{n} jobs, 50 changed"),

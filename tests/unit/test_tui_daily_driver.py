@@ -257,6 +257,13 @@ def footer_and_header(size: tuple[int, int]):
             for mode in ("jobs", "job", "submit", "cluster"):
                 app.switch_mode(mode)
                 await pilot.pause(0.3)
+                # composed and laid out (a busy machine takes longer than the pause)
+                await wait_for(
+                    pilot,
+                    lambda: any(k.region.width for k in app.screen.query(FooterKey)),
+                    20,
+                )
+                await pilot.pause(0.2)
                 keys = [(k.key, k.region.x, k.region.right) for k in app.screen.query(FooterKey)]
                 header = app.screen.query_one(Header)
                 out[mode] = (keys, str(header.query_one("HeaderIcon").render()))

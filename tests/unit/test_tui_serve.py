@@ -29,6 +29,8 @@ def _chromium_installed() -> None:
 
 #: what the app draws on its first screen (the browser's terminal is ~86 columns wide)
 APP_TEXT = ("● local", "hpcui jobs · state all", "partition/qos")
+#: the header's icon and the footer's lead keys (issue 23, defect 10)
+CHROME_TEXT = ("≡", "Help", "Quit")
 
 
 def test_serve_runs_the_app_in_headless_chromium(tmp_path: Path) -> None:
