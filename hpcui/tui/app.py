@@ -30,6 +30,7 @@ from hpcui.tui.context import AppContext
 from hpcui.tui.hub import Hub
 from hpcui.tui.messages import (
     CancelJobs,
+    ControlJobs,
     OpenJob,
     Prefill,
     Resubmit,
@@ -45,6 +46,17 @@ from hpcui.tui.screens.submit import SUBMIT_FORM, SubmitScreen
 
 log = logging.getLogger(__name__)
 
+
+#: the Job screen's control keys in the palette: (title, help, the screen's action)
+JOB_SCREEN_COMMANDS = (
+    ("Hold job", "Keep it from starting (H)", "control('hold')"),
+    ("Release job", "Let a held job start (L)", "control('release')"),
+    ("Requeue job", "Back to pending; a running job restarts (Q)", "control('requeue')"),
+    ("Time limit of job", "A new time limit (T)", "time_limit"),
+    ("Shell in job", "A shell inside the running job (!)", "shell"),
+    ("Files of job", "Its folder: browse, view, download (F)", "files"),
+    ("Edit and resubmit job", "Its batch script in $EDITOR, then submit (E)", "edit_resubmit"),
+)
 
 #: mode -> its screen (built with the app's AppContext)
 SCREENS_BY_MODE: dict[str, Callable[[AppContext], Screen[Any]]] = {
@@ -224,6 +236,33 @@ class HpcuiApp(App[None]):
     def on_stop_jobs(self, message: StopJobs) -> None:
         self.stop_jobs(message.jobs)
 
+    def on_control_jobs(self, message: ControlJobs) -> None:
+        self.run_worker(
+            partial(self._control, message.verb, message.jobs),
+            thread=True,
+            group="control",
+            exit_on_error=False,
+        )
+
+    def _control(self, verb: str, jobs: list[tuple[str, str]]) -> None:
+        by_cluster: dict[str, list[str]] = {}
+        for cluster, job_id in jobs:
+            by_cluster.setdefault(cluster, []).append(job_id)
+        done = {"hold": "held", "release": "released"}[verb]
+        for name, ids in by_cluster.items():
+            cluster = self.hub.cluster(name)
+            if cluster is None:
+                self.call_from_thread(self.notify, f"{name} is not connected", severity="error")
+                continue
+            try:
+                getattr(cluster, verb)(ids)  # one scontrol/qhold for all of them
+            except HpcuiError as exc:
+                self.call_from_thread(
+                    self.notify, str(exc), severity="error", title=f"{verb} failed"
+                )
+                continue
+            self.call_from_thread(self.notify, f"{done} {name}: {' '.join(ids)}")
+
     def on_resubmit(self, message: Resubmit) -> None:
         self.run_worker(
             partial(self._resubmit, message.cluster, message.job_id),
@@ -282,6 +321,15 @@ class HpcuiApp(App[None]):
             f"Resubmit job {ref}",
             "The form, refilled (R)",
             lambda: self.post_message(Resubmit(cluster, job_id)),
+        )
+        for title, help_, action in JOB_SCREEN_COMMANDS:
+            yield SystemCommand(f"{title} {ref}", help_, lambda a=action: self._on_job_screen(a))
+
+    def _on_job_screen(self, action: str) -> None:
+        """A Job screen key from the palette: that screen, then its action."""
+        self.switch_mode("job")
+        self.call_after_refresh(
+            lambda: self.run_worker(self.screen.run_action(action), exit_on_error=False)
         )
 
     # -- job actions shared by screens ---------------------------------------------------------

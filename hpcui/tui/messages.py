@@ -34,6 +34,14 @@ class CancelJobs(Message):
 
 
 @dataclass
+class ControlJobs(Message):
+    """Hold or release these jobs (any job of the user; one scheduler call per cluster)."""
+
+    verb: str  # "hold" or "release"
+    jobs: list[JobKey]
+
+
+@dataclass
 class StopJobs(Message):
     """Ask these jobs to stop gracefully (their code polls stop_requested())."""
 

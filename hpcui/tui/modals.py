@@ -147,6 +147,8 @@ HELP_DETAIL = {
     "jobs.stop": "graceful stop (stop file; the job's code must poll it)",
     "jobs.resubmit": "resubmit (jobs submitted from this app)",
     "jobs.copy": "copy the job id",
+    "jobs.hold": "hold the selected pending jobs (any job of yours)",
+    "jobs.release": "release the selected held jobs",
     "jobs.filter": "filter (Enter keeps it, Esc clears it)",
     "jobs.state": "cycle the state filter",
     "jobs.sort": "sort by the next column",

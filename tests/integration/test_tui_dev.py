@@ -579,3 +579,48 @@ def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
     dev = connect("dev")
     results = [dev.get_job(f"{base}_{i}").result(timeout=180) for i in range(3)]
     assert first == f"{base}_0" and results == [3, 7, 11]
+
+
+def test_hold_and_release_several_jobs_from_the_table(dev):
+    """Issue 23, feature 3 in the Jobs table: select two pending jobs (any job of the
+    user), H holds both with one scontrol, L releases them."""
+    from tests.integration.test_any_job import sbatch_script
+
+    ids = [sbatch_script(dev, "#!/bin/bash\ntrue\n", "--begin=now+300") for _ in range(2)]
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            screen = app.screen
+            await pilot.press("a")  # all my jobs, not only hpcui's
+            table = screen.query_one("#live", JobTable)
+            keys = [f"dev:{i}" for i in ids]
+            await wait_for(pilot, lambda: all(k in table.shown for k in keys), 60, "rows")
+            for key in keys:
+                table.move_cursor(row=table.get_row_index(key))
+                await pilot.press("space")
+            await pilot.press("H")
+            await wait_for(
+                pilot,
+                lambda: all(dev.job_details(i).reason == "JobHeldUser" for i in ids),
+                30,
+                "held",
+            )
+            for key in keys:
+                table.move_cursor(row=table.get_row_index(key))
+                await pilot.press("space")
+            await pilot.press("L")
+            await wait_for(
+                pilot,
+                lambda: all(dev.job_details(i).reason != "JobHeldUser" for i in ids),
+                30,
+                "released",
+            )
+            return [dev.job_details(i).reason for i in ids]
+
+    try:
+        reasons = run_closing(go)
+    finally:
+        dev.cancel(ids)
+    assert all(r in ("BeginTime", "None", "") for r in reasons), reasons

@@ -10,7 +10,7 @@ import time
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 
-from hpcui.tui.app import HpcuiApp
+from hpcui.tui.app import JOB_SCREEN_COMMANDS, HpcuiApp
 from hpcui.tui.modals import HELP_DETAIL, HelpModal
 from hpcui.tui.screens.cluster import ClusterScreen
 from hpcui.tui.screens.job import JobScreen
@@ -98,9 +98,17 @@ def test_the_palette_finds_help_and_the_open_jobs_actions(local_box):
             )
             title = str(app.screen.query_one(".dialog-title").render())
             await pilot.press("escape")  # no: nothing is cancelled
-            return before, set(commands), title
+            await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmModal))
+            # a Job screen key from the palette: that screen, then its action
+            commands["Time limit of job local:4242"].callback()
+            await wait_for(pilot, lambda: bool(app.screen.query("#text")), 10)
+            prompt = str(app.screen.query_one(".dialog-title").render())
+            await pilot.press("escape")
+            return before, set(commands), title, prompt
 
-    before, after, title = asyncio.run(go())
+    before, after, title, prompt = asyncio.run(go())
+    assert prompt == "New time limit for local:4242"
+    assert {f"{t} local:4242" for t, _, _ in JOB_SCREEN_COMMANDS} <= after
     assert "Help" in before and not any(t.endswith("local:4242") for t in before)
     assert {"Open job local:4242", "Cancel job local:4242", "Stop job local:4242",
             "Resubmit job local:4242"} <= after  # fmt: skip

@@ -27,7 +27,7 @@ from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_table import JobTable
-from hpcui.tui.messages import CancelJobs, OpenJob, Resubmit, ShowView, StopJobs
+from hpcui.tui.messages import CancelJobs, ControlJobs, OpenJob, Resubmit, ShowView, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import (
     HISTORY_COLUMNS,
@@ -70,6 +70,8 @@ class JobsScreen(Screen[None]):
         Binding("space", "mark", "Select", id="jobs.select"),
         Binding("c", "cancel", "Cancel", id="jobs.cancel"),
         Binding("x", "stop", "Stop", show=False, id="jobs.stop"),
+        Binding("H", "control('hold')", "Hold", show=False, id="jobs.hold"),
+        Binding("L", "control('release')", "Release", show=False, id="jobs.release"),
         Binding("R", "resubmit", "Resubmit", show=False, id="jobs.resubmit"),
         Binding("y", "copy", "Copy id", show=False, id="jobs.copy"),
         Binding("slash", "filter", "Filter", id="jobs.filter"),
@@ -420,6 +422,19 @@ class JobsScreen(Screen[None]):
             self.notify("Graceful stop needs an unfinished hpcui job.", severity="warning")
             return
         self.post_message(StopJobs([(r.cluster, r.job_id) for r in rows]))
+
+    def action_control(self, verb: str) -> None:
+        """Hold (pending jobs) or release (held ones) the selection: any job of the user."""
+        if verb == "hold":
+            rows = [r for r in self._selected() if r.state is JobState.PENDING]
+        else:
+            rows = [r for r in self._selected() if not r.state.is_final]
+        if not rows:
+            want = "pending" if verb == "hold" else "unfinished"
+            self.notify(f"Nothing to {verb}: select {want} jobs.", severity="warning")
+            return
+        self.table.marked.clear()
+        self.post_message(ControlJobs(verb, [(r.cluster, r.job_id) for r in rows]))
 
     def action_resubmit(self) -> None:
         rows = self._selected()
