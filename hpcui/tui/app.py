@@ -245,23 +245,8 @@ class HpcuiApp(App[None]):
         )
 
     def _control(self, verb: str, jobs: list[tuple[str, str]]) -> None:
-        by_cluster: dict[str, list[str]] = {}
-        for cluster, job_id in jobs:
-            by_cluster.setdefault(cluster, []).append(job_id)
         done = {"hold": "held", "release": "released"}[verb]
-        for name, ids in by_cluster.items():
-            cluster = self.hub.cluster(name)
-            if cluster is None:
-                self.call_from_thread(self.notify, f"{name} is not connected", severity="error")
-                continue
-            try:
-                getattr(cluster, verb)(ids)  # one scontrol/qhold for all of them
-            except HpcuiError as exc:
-                self.call_from_thread(
-                    self.notify, str(exc), severity="error", title=f"{verb} failed"
-                )
-                continue
-            self.call_from_thread(self.notify, f"{done} {name}: {' '.join(ids)}")
+        self._per_cluster(jobs, lambda c, ids: getattr(c, verb)(ids), verb, done)
 
     def on_resubmit(self, message: Resubmit) -> None:
         self.run_worker(
@@ -340,6 +325,17 @@ class HpcuiApp(App[None]):
         )
 
     def _cancel(self, jobs: list[tuple[str, str]]) -> None:
+        self._per_cluster(jobs, lambda c, ids: c.cancel(ids), "cancel", "cancelled")
+
+    def _per_cluster(
+        self,
+        jobs: list[tuple[str, str]],
+        call: Callable[[Any, list[str]], None],
+        verb: str,
+        done: str,
+    ) -> None:
+        """`call(cluster, ids)` once per cluster (one scheduler call for all its jobs),
+        each outcome a notification (worker thread)."""
         by_cluster: dict[str, list[str]] = {}
         for cluster, job_id in jobs:
             by_cluster.setdefault(cluster, []).append(job_id)
@@ -349,13 +345,13 @@ class HpcuiApp(App[None]):
                 self.call_from_thread(self.notify, f"{name} is not connected", severity="error")
                 continue
             try:
-                cluster.cancel(ids)  # one scancel for all of them
+                call(cluster, ids)
             except HpcuiError as exc:
                 self.call_from_thread(
-                    self.notify, str(exc), severity="error", title="cancel failed"
+                    self.notify, str(exc), severity="error", title=f"{verb} failed"
                 )
                 continue
-            self.call_from_thread(self.notify, f"cancelled {name}: {' '.join(ids)}")
+            self.call_from_thread(self.notify, f"{done} {name}: {' '.join(ids)}")
 
     def stop_jobs(self, jobs: list[tuple[str, str]]) -> None:
         self.run_worker(lambda: self._stop(jobs), thread=True, group="stop", exit_on_error=False)
