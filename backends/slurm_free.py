@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 
 from .records import FairShare, JobPriority, NodeInfo, PartitionFree
+from .slurm_queue import _counts, _leading_int, _split
 
 _SEP = "|"
 SINFO_NODE_FIELDS: tuple[str, ...] = (
@@ -53,11 +54,6 @@ def sprio_command() -> str:
 NO_PRIORITY = re.compile(r"not running a supported priority plugin|priority/basic", re.I)
 
 
-def _int(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isdigit() else None
-
-
 def _float(text: str) -> float | None:
     try:
         return float(text)
@@ -82,19 +78,11 @@ def gres_gpus(text: str) -> int:
 def parse_sinfo_nodes(text: str) -> list[NodeInfo]:
     """``sinfo_nodes_command`` output: one record per node and partition."""
     out = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.rstrip(_SEP).split(_SEP)
-        if len(parts) != len(SINFO_NODE_FIELDS):
-            raise ValueError(
-                f"expected {len(SINFO_NODE_FIELDS)} '|'-separated sinfo fields, got "
-                f"{len(parts)} in {line!r}"
-            )
-        host, part, state, cpus, gres, used, mem, alloc_mem = (p.strip() for p in parts)
-        counts = [_int(c) for c in cpus.split("/")]
-        if len(counts) != 4 or None in counts:
-            raise ValueError(f"expected CPUs as allocated/idle/other/total, got {cpus!r}")
+    # the `Field:|` form (squeue's too): a `|` after every field, the last included
+    for host, part, state, cpus, gres, used, mem, alloc_mem in _split(
+        text, len(SINFO_NODE_FIELDS), suffixed=True
+    ):
+        counts = _counts(cpus)
         state_word = state.rstrip("*~#!%$@^-+").lower()
         out.append(
             NodeInfo(
@@ -103,13 +91,13 @@ def parse_sinfo_nodes(text: str) -> list[NodeInfo]:
                 is_default=part.endswith("*"),
                 state=state_word,
                 responding=not state.endswith("*"),
-                cpus_alloc=counts[0] or 0,
-                cpus_idle=counts[1] or 0,
-                cpus_total=counts[3] or 0,
+                cpus_alloc=counts[0],
+                cpus_idle=counts[1],
+                cpus_total=counts[3],
                 gpus_total=gres_gpus(gres),
                 gpus_used=gres_gpus(used),
-                mem_mb=_int(mem),
-                mem_alloc_mb=_int(alloc_mem),
+                mem_mb=_leading_int(mem),
+                mem_alloc_mb=_leading_int(alloc_mem),
             )
         )
     return out
@@ -160,9 +148,9 @@ def parse_sshare(text: str) -> list[FairShare]:
             FairShare(
                 account=account,
                 user=user,
-                raw_shares=_int(raw),
+                raw_shares=_leading_int(raw),
                 norm_shares=_float(norm),
-                raw_usage=_int(usage),
+                raw_usage=_leading_int(usage),
                 effective_usage=_float(effective),
                 fair_share=_float(fair),
             )
@@ -174,7 +162,7 @@ def parse_sprio(text: str) -> list[JobPriority]:
     out = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(_SEP)]
-        if len(parts) != 9 or not parts[0]:
+        if len(parts) != len(SPRIO_FORMAT.split(_SEP)) or not parts[0]:
             continue
         job, user, part, prio, age, fair, size, part_f, qos = parts
         out.append(

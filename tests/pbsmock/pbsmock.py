@@ -202,8 +202,7 @@ def qsub(args: list[str]) -> int:
         f"--output={STATE}/{seq}_%a.slurm.out" if indices else f"--output={STATE}/{seq}.slurm.out"
     ]
     if "walltime" in resources:
-        h, m, s = ([*resources["walltime"].split(":"), "0", "0"])[:3]
-        sbatch.append(f"--time={max(1, int(h) * 60 + int(m) + (1 if int(s) else 0))}")
+        sbatch.append(f"--time={walltime_minutes(resources['walltime'])}")
     if merged.get("h"):  # qsub -h: a user hold from the start
         sbatch.append("--hold")
     depend = merged.get("W", {}).get("depend", "")
@@ -627,6 +626,12 @@ def qdel(args: list[str]) -> int:
     return rc
 
 
+def walltime_minutes(walltime: str) -> int:
+    """PBS `HH:MM:SS` as Slurm's whole minutes (rounded up, at least 1)."""
+    h, m, s = ([*walltime.split(":"), "0", "0"])[:3]
+    return max(1, int(h) * 60 + int(m) + (1 if int(s) else 0))
+
+
 def _one_job(tool: str, wid: str) -> dict | None:
     m = _ID.fullmatch(wid)
     job = load(int(m[1])) if m else None
@@ -635,33 +640,39 @@ def _one_job(tool: str, wid: str) -> dict | None:
     return job
 
 
-def qhold(args: list[str]) -> int:
-    """PBS Pro: a user hold on a queued job (`H`); a running job is refused."""
+def _each_job(tool: str, args: list[str], states: tuple[str, ...], act) -> int:  # type: ignore[no-untyped-def]
+    """`act(job)` for each id of `args` whose job is in one of `states` (empty: any); PBS's
+    error line and exit status for an unknown id or a job in another state."""
     rc = 0
     for wid in [a for a in args if not a.startswith("-")]:
-        job = _one_job("qhold", wid)
+        job = _one_job(tool, wid)
         if job is None:
             rc = 153
             continue
-        if element_state(job["seq"], None)[0] not in ("Q", "H"):
-            print(f"qhold: Request invalid for state of job {wid}", file=sys.stderr)
+        if states and element_state(job["seq"], None)[0] not in states:
+            print(f"{tool}: Request invalid for state of job {wid}", file=sys.stderr)
             rc = 168
             continue
+        act(job)
+    return rc
+
+
+def qhold(args: list[str]) -> int:
+    """PBS Pro: a user hold on a queued job (`H`); a running job is refused."""
+
+    def hold(job: dict) -> None:
         (STATE / f"{job['seq']}.held").write_text(str(time.time()))
         subprocess.run(["scontrol", "hold", job["slurm_id"]], check=False)
-    return rc
+
+    return _each_job("qhold", args, ("Q", "H"), hold)
 
 
 def qrls(args: list[str]) -> int:
-    rc = 0
-    for wid in [a for a in args if not a.startswith("-")]:
-        job = _one_job("qrls", wid)
-        if job is None:
-            rc = 153
-            continue
+    def release(job: dict) -> None:
         (STATE / f"{job['seq']}.held").unlink(missing_ok=True)
         subprocess.run(["scontrol", "release", job["slurm_id"]], check=False)
-    return rc
+
+    return _each_job("qrls", args, (), release)
 
 
 def qalter(args: list[str]) -> int:
@@ -678,8 +689,7 @@ def qalter(args: list[str]) -> int:
         return 168
     job["resources"]["walltime"] = walltime
     write_atomic(STATE / f"{job['seq']}.json", json.dumps(job))
-    h, m, sec = ([*walltime.split(":"), "0", "0"])[:3]
-    minutes = max(1, int(h) * 60 + int(m) + (1 if int(sec) else 0))
+    minutes = walltime_minutes(walltime)
     subprocess.run(
         ["scontrol", "update", f"JobId={job['slurm_id']}", f"TimeLimit={minutes}"], check=False
     )
@@ -688,20 +698,13 @@ def qalter(args: list[str]) -> int:
 
 def qrerun(args: list[str]) -> int:
     """A running job goes back to the queue (PBS Pro: a queued one is refused)."""
-    rc = 0
-    for wid in [a for a in args if not a.startswith("-")]:
-        job = _one_job("qrerun", wid)
-        if job is None:
-            rc = 153
-            continue
-        if element_state(job["seq"], None)[0] != "R":
-            print(f"qrerun: Request invalid for state of job {wid}", file=sys.stderr)
-            rc = 168
-            continue
+
+    def rerun(job: dict) -> None:
         write_atomic(element_file(job["seq"], None, "rerun"), str(time.time()))
         element_file(job["seq"], None, "start").unlink(missing_ok=True)
         subprocess.run(["scontrol", "requeue", job["slurm_id"]], check=False)
-    return rc
+
+    return _each_job("qrerun", args, ("R",), rerun)
 
 
 def pbs_tmrsh(args: list[str]) -> int:

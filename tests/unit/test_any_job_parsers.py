@@ -127,7 +127,7 @@ def test_down_and_drained_nodes_give_nothing_free():
     assert (n3.gpus_total, n3.gpus_used, n3.gpus_free) == (4, 1, 3)
     (part,) = slurm_free.free_by_partition([n1, n2, n3])
     assert part.nodes_unavailable == 2 and part.gpus_free == 3 and part.cpus_free == 4
-    with pytest.raises(ValueError, match="sinfo fields"):
+    with pytest.raises(ValueError, match=r"expected 8 '\|'-separated fields, got 3"):
         slurm_free.parse_sinfo_nodes("n1|gpu|idle\n")
 
 
