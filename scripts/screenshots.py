@@ -155,20 +155,21 @@ def top_svg(out: Path, job_id: str) -> None:
 
 def web_png(out: Path) -> None:
     """The web view (`hpcui serve`) as Chromium draws it."""
-    import subprocess
-
-    from tests.chromium import devtools_url, drive, free_port, start_browser, stop, wait_http
+    from tests.chromium import (
+        devtools_url,
+        drive,
+        free_port,
+        start_browser,
+        start_serve,
+        stop,
+        wait_http,
+    )
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     server = browser = None
     try:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "hpcui.cli", "serve", "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        server = start_serve(port)
         wait_http(url, timeout=20)
         browser = start_browser(Path(tempfile.mkdtemp(prefix="hpcui-chromium-")))
         seen = asyncio.run(

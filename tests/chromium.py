@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -158,6 +159,17 @@ async def drive(
             shot = await call("Page.captureScreenshot", {"format": "png"}, sid)
             seen["png"] = base64.b64decode(shot["data"])
     return seen
+
+
+def start_serve(port: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`hpcui serve` on 127.0.0.1:`port`, in its own process group (for `stop`)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpcui.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def start_browser(profile: Path) -> subprocess.Popen[bytes]:

@@ -58,26 +58,18 @@ def _verb(args: argparse.Namespace, verb: str) -> int:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ActionOutput
-
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
     cluster.set_time_limit(job_id, args.time)
     limit = cluster.job_details(job_id).time_limit_s
     msg = f"time limit now {out.duration(limit) if limit else 'unlimited'}"
-    if args.json:
-        out.emit_json(
-            ActionOutput, ActionOutput(cluster=cluster.name, job_id=job_id, ok=True, message=msg)
-        )
-    else:
-        print(f"{job_id} on {cluster.name}: {msg}")
+    out.action_done(args.json, cluster.name, job_id, msg)
     return EXIT_OK
 
 
 def cmd_resubmit(args: argparse.Namespace) -> int:
     """The job's own script (Slurm keeps it while it knows the job), maybe edited, submitted
     from the job's working directory: what `sbatch` there would do."""
-    from hpcui.cli.models import ActionOutput
     from hpcui.errors import UsageError
 
     name, job_id = split_job_ref(args.job, cluster_name(args))
@@ -95,10 +87,8 @@ def cmd_resubmit(args: argparse.Namespace) -> int:
             raise UsageError("The edited script is empty: nothing was submitted.")
     new_id = cluster.resubmit(script, work_dir=details.work_dir, name=details.name or job_id)
     msg = f"submitted as {new_id} (from {details.work_dir})"
-    if args.json:
-        out.emit_json(
-            ActionOutput, ActionOutput(cluster=cluster.name, job_id=new_id, ok=True, message=msg)
-        )
+    if args.json:  # the JSON names the new job; the line says which job it came from
+        out.action_done(True, cluster.name, new_id, msg)
     else:
-        print(f"{job_id} on {cluster.name}: {msg}")
+        out.action_done(False, cluster.name, job_id, msg)
     return EXIT_OK

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
@@ -18,6 +19,9 @@ from hpcui.cli.common import (
     terminal_prompt,
 )
 from hpcui.formatting import printable, size
+
+if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -45,7 +49,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _folder(args: argparse.Namespace) -> tuple[object, str]:
+def _folder(args: argparse.Namespace) -> tuple[Cluster, str, str]:
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
     base = cluster.job_folder(job_id)
@@ -54,20 +58,20 @@ def _folder(args: argparse.Namespace) -> tuple[object, str]:
         from hpcui.errors import UsageError
 
         raise UsageError(f"Give a path inside the job's folder, not {sub!r}.")
-    return cluster, f"{base.rstrip('/')}/{sub}" if sub else base
+    return cluster, job_id, f"{base.rstrip('/')}/{sub}" if sub else base
 
 
 def cmd_files(args: argparse.Namespace) -> int:
     from hpcui.backends.records import RemoteFile
     from hpcui.errors import UsageError
 
-    cluster, path = _folder(args)
+    cluster, _job_id, path = _folder(args)
     try:
-        entries = cluster.list_files(path)  # type: ignore[attr-defined]
+        entries = cluster.list_files(path)
     except UsageError as exc:
         if "is a file" not in str(exc) or args.json:
             raise
-        text, total = cluster.read_text(path)  # type: ignore[attr-defined]
+        text, total = cluster.read_text(path)
         for line in text.splitlines():
             print(printable(line))
         if total > len(text.encode()):
@@ -93,23 +97,19 @@ def cmd_files(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ActionOutput
-
-    cluster, path = _folder(args)
+    cluster, job_id, path = _folder(args)
     dest = Path(args.dest or ".")
     if (args.dest or "").endswith("/"):
         dest.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     bar = _Bar(Path(path).name) if interactive() and not args.json else None
-    moved, local = cluster.download(path, dest, progress=bar)  # type: ignore[attr-defined]
+    moved, local = cluster.download(path, dest, progress=bar)
     if bar:
         bar.finish()
     secs = max(time.monotonic() - started, 1e-6)
     msg = f"{local} ({moved} bytes now, {moved / secs / 1e6:.1f} MB/s)"
     if args.json:
-        out.emit_json(
-            ActionOutput, ActionOutput(cluster=cluster.name, job_id=args.job, ok=True, message=msg)
-        )  # type: ignore[attr-defined]
+        out.action_done(True, cluster.name, job_id, msg)
     else:
         print(f"downloaded {msg}")
     return EXIT_OK

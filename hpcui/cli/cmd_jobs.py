@@ -441,18 +441,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         try:
             foreign = foreign_job(args, ref)
             if foreign is not None:  # any job of the user, as scancel/qdel would
-                foreign[0].job_details(foreign[1])  # unknown: a clear error (scancel says 0)
-                foreign[0].cancel([foreign[1]])
-                results.append(
-                    ActionOutput(
-                        cluster=foreign[0].name, job_id=foreign[1], ok=True, message="cancelled"
-                    )
-                )
-                if not args.json:
-                    print(f"cancelled {foreign[1]} on {foreign[0].name}")
-                continue
-            job = get_job(args, ref, refresh=False)
-            job.cancel()
+                cluster, job_id = foreign
+                cluster.job_details(job_id)  # unknown: a clear error (scancel says 0)
+                cluster.cancel([job_id])
+            else:
+                job = get_job(args, ref, refresh=False)
+                job.cancel()
+                cluster, job_id = job.cluster, job.job_id
         except HpcuiError as exc:
             code = code or exit_code_for(exc)
             results.append(
@@ -463,27 +458,21 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             print(f"hpcui: {exc}", file=sys.stderr)
             continue
         results.append(
-            ActionOutput(cluster=job.cluster.name, job_id=job.job_id, ok=True, message="cancelled")
+            ActionOutput(cluster=cluster.name, job_id=job_id, ok=True, message="cancelled")
         )
         if not args.json:
-            print(f"cancelled {job.job_id} on {job.cluster.name}")
+            print(f"cancelled {job_id} on {cluster.name}")
     if args.json:
         out.emit_json(list[ActionOutput], results)
     return code
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ActionOutput
-
     job = get_job(args, args.job, refresh=False)
     job.stop()
     msg = (
         "stop file written: the job ends at its next hpcui.distributed.stop_requested() "
         "check (jobs that never call it keep running; use `hpcui cancel`)"
     )
-    if args.json:
-        res = ActionOutput(cluster=job.cluster.name, job_id=job.job_id, ok=True, message=msg)
-        out.emit_json(ActionOutput, res)
-    else:
-        print(f"{job.job_id} on {job.cluster.name}: {msg}")
+    out.action_done(args.json, job.cluster.name, job.job_id, msg)
     return EXIT_OK

@@ -128,6 +128,17 @@ def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:
     (out or sys.stdout).write(json.dumps(data, indent=2) + "\n")
 
 
+def action_done(as_json: bool, cluster: str, job_id: str, message: str) -> None:
+    """One job action's outcome: an `ActionOutput` with --json, else `JOB on CLUSTER: ...`."""
+    if as_json:
+        from hpcui.cli.models import ActionOutput
+
+        done = ActionOutput(cluster=cluster, job_id=job_id, ok=True, message=message)
+        emit_json(ActionOutput, done)
+    else:
+        print(f"{job_id} on {cluster}: {message}")
+
+
 def emit_json_line(kind: Any, value: Any, out: TextIO | None = None) -> None:
     """One JSON document per line (streams such as `logs --json`)."""
     from pydantic import TypeAdapter

@@ -170,19 +170,14 @@ def _renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {back.get(k, k): v for k, v in kwargs.items()}
 
 
-def preview(cluster: Cluster, form: SubmitForm) -> tuple[str, str]:
-    """(plan summary with billing advice, batch script) — no network."""
-    summary, script, _ = preview_plan(cluster, form)
-    return summary, script
-
-
 def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocation]:
-    """The preview and the plan behind it (the form shows its defaults as placeholders)."""
+    """(plan summary with billing advice, batch script, the plan: the form shows its
+    defaults as placeholders) — no network."""
     kwargs = form.resource_kwargs()
     kwargs.setdefault("name", form.default_name())
     calls = form.array_calls()
     shown = cluster.preview_script(array_size=len(calls) if calls else None, **kwargs)
-    return shown.summary, shown.script, cluster.plan(**kwargs)
+    return shown.summary, shown.script, shown.allocation
 
 
 def placeholders(alloc: Allocation) -> dict[str, str]:
