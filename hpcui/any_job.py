@@ -71,13 +71,15 @@ def follow_logs(
     path = log_path(details, stream)
     spool = None if spool_dir is None else _logs.spool_path(spool_dir, path)
     follower = _logs.LogFollower(cluster.transport, path, tail_bytes=tail_bytes, spool=spool)
-    done = (until or _ended(cluster, details.job_id)) if follow else None
+    done = (until or _ended(cluster, details)) if follow else None
     return _logs.follow_many({0: follower}, done, stream=stream, timeout=timeout)
 
 
-def _ended(cluster: Cluster, job_id: str) -> Callable[[], bool]:
-    """True once the scheduler calls the job final or forgets it; asked every STATE_POLL_S."""
-    last = {"at": 0.0, "ended": False}
+def _ended(cluster: Cluster, details: JobDetails) -> Callable[[], bool]:
+    """True once the scheduler calls the job final or forgets it; asked every STATE_POLL_S
+    (the first answer is `details`, just fetched)."""
+    job_id = details.job_id
+    last = {"at": time.monotonic(), "ended": details.state.is_final}
 
     def ended() -> bool:
         now = time.monotonic()

@@ -557,12 +557,18 @@ class Cluster:
 
     # -- existing jobs ---------------------------------------------------------------------
 
-    def get_job(self, job_id: str) -> Job:
-        """A job submitted earlier (maybe by another process), found in the local registry."""
+    def record(self, job_id: str) -> JobRecord | None:
+        """hpcui's record of a job, None for a job hpcui did not submit (a cut-off submit's
+        job is reconciled first: it may be that one)."""
         rec = self.registry.get(self.name, str(job_id))
         if rec is None and self.registry.unfinished_submissions(self.name):
-            self.reconcile_submissions(force=True)  # it may be a cut-off submit's job
+            self.reconcile_submissions(force=True)
             rec = self.registry.get(self.name, str(job_id))
+        return rec
+
+    def get_job(self, job_id: str) -> Job:
+        """A job submitted earlier (maybe by another process), found in the local registry."""
+        rec = self.record(job_id)
         if rec is None:
             raise UsageError(
                 f"No job {job_id} of cluster {self.name!r} in the registry "
@@ -661,7 +667,7 @@ class Cluster:
 
     def job_folder(self, job_id: str) -> str:
         """Where a job's files are: hpcui's job folder, else the job's working directory."""
-        rec = self.registry.get(self.name, str(job_id))
+        rec = self.record(job_id)
         if rec is not None:
             return rec.folder
         return self.job_details(str(job_id)).work_dir
@@ -856,7 +862,7 @@ class Cluster:
         """
         spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
         if isinstance(job, str):
-            if self.registry.get(self.name, job) is None and self.capabilities.control:
+            if self.capabilities.control and self.record(job) is None:
                 # not hpcui's (or not in this registry): the files its script names
                 if rank not in (None, 0):
                     raise UsageError(f"Job {job} is not an hpcui job: it has no ranks.")

@@ -152,12 +152,8 @@ def foreign_job(args: argparse.Namespace, ref: str) -> tuple[Cluster, str] | Non
     for hpcui's own jobs, which take the registry's path."""
     name, job_id = split_job_ref(ref, cluster_name(args))
     cluster = connect(name)
-    if not cluster.capabilities.control or cluster.registry.get(cluster.name, job_id):
+    if not cluster.capabilities.control or cluster.record(job_id) is not None:
         return None
-    if cluster.registry.unfinished_submissions(cluster.name):
-        cluster.reconcile_submissions(force=True)  # it may be a cut-off submit's job
-        if cluster.registry.get(cluster.name, job_id):
-            return None
     return cluster, job_id
 
 

@@ -19,7 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
-from hpcui.request_fields import REQUEST_FIELDS, RequestField
+from hpcui.request_fields import FRIENDLY, REQUEST_FIELDS, RequestField
 from hpcui.targets import Call, default_name, json_value, load_call
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.messages import Prefill, Submitted
@@ -137,18 +137,14 @@ class SubmitForm:
                 kwargs.update(one.resource_kwargs())
             except FieldError as exc:
                 out[f"res-{exc.field}"] = exc.message
-        try:
-            Resources.from_kwargs(**kwargs)
-        except HpcuiError:
-            try:
-                Resources(**_renamed(kwargs))
-            except ValidationError as exc:
-                for err in exc.errors():
-                    name = _FIELD_OF.get(str(err["loc"][0]), str(err["loc"][0]))
-                    msg = str(err["msg"]).removeprefix("Value error, ")
-                    out.setdefault(f"res-{name}", msg)
-            except (TypeError, ValueError) as exc:
-                out.setdefault("res-time", str(exc))
+        keyword_of_field = {v: k for k, v in FRIENDLY.items()}
+        try:  # the form's keywords are Resources' fields but for time/mem (FRIENDLY)
+            Resources(**{keyword_of_field.get(k, k): v for k, v in kwargs.items()})
+        except ValidationError as exc:
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else ""
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                out.setdefault(f"res-{FRIENDLY.get(field, field)}", msg)
         return out
 
 
@@ -158,16 +154,6 @@ class FieldError(HpcuiError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field, self.message = field, message
-
-
-#: Resources' field names -> the form's keywords
-_FIELD_OF = {"time_s": "time", "mem_mb": "mem"}
-
-
-def _renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The form's keywords as Resources' own fields (time -> time_s, mem -> mem_mb)."""
-    back = {v: k for k, v in _FIELD_OF.items()}
-    return {back.get(k, k): v for k, v in kwargs.items()}
 
 
 def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocation]:
