@@ -71,7 +71,10 @@ def follow_logs(
     path = log_path(details, stream)
     spool = None if spool_dir is None else _logs.spool_path(spool_dir, path)
     follower = _logs.LogFollower(cluster.transport, path, tail_bytes=tail_bytes, spool=spool)
-    done = (until or _ended(cluster, details)) if follow else None
+    done = None
+    if follow:  # `until` (the app: its screen was left) ends it early, never later
+        ended = _ended(cluster, details)
+        done = ended if until is None else (lambda: until() or ended())
     return _logs.follow_many({0: follower}, done, stream=stream, timeout=timeout)
 
 

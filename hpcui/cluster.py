@@ -858,7 +858,8 @@ class Cluster:
         0600) that a later call replays from disk: nothing is downloaded twice, also
         after a reconnect or in a new process. `spool=False` keeps nothing locally.
         `until` replaces "the job has ended" as the end of following (the app stops when
-        its screen is hidden, and watches the state on the way).
+        its screen is hidden, and watches the state on the way); for a job hpcui did not
+        submit it ends following early, besides the scheduler's word on the job's end.
         """
         spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
         if isinstance(job, str):

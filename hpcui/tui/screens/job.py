@@ -393,8 +393,12 @@ class JobScreen(JobControlMixin, Screen[None]):
     def _read_foreign_log(self, cluster: Cluster, job_id: str, key: tuple[str, int, int]) -> None:
         worker = get_current_worker()
         try:
-            for chunk in cluster.logs(
-                job_id, key[0], follow=True, tail_bytes=TAIL_BYTES, until=None
+            for chunk in cluster.logs(  # left the screen: stop polling at once
+                job_id,
+                key[0],
+                follow=True,
+                tail_bytes=TAIL_BYTES,
+                until=lambda: worker.is_cancelled,
             ):
                 self.app.call_from_thread(self._got_text, key, chunk.text)
                 if worker.is_cancelled:
