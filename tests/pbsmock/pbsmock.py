@@ -308,7 +308,10 @@ def run(args: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, killed)
     rc = child.wait()
-    write_atomic(element_file(seq, index, "exit"), str(256 - rc if rc < 0 else rc))
+    # Slurm's requeue may kill the script before this wrapper's SIGTERM handler runs: that
+    # end is no end either (CI once saw a rerun job reported finished by this race).
+    if not element_file(seq, index, "rerun").exists():
+        write_atomic(element_file(seq, index, "exit"), str(256 - rc if rc < 0 else rc))
     return 0
 
 
