@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import select
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,6 +70,52 @@ def _stream(client: Client, t: Transport, cmd: bytes) -> None:
         stream.close()
 
 
+def _terminal(client: Client, t: Transport, a: dict[str, Any]) -> None:
+    """A pty session on the agent's connection, relayed frame by frame: keys ("k") and
+    window sizes ("size") from the client, output ("o") and the exit status ("exit") back.
+    `hpcui shell` and the app's `!` ride the login the agent holds (a 2FA site asks no
+    second code). Ends when the remote side ends or the client hangs up."""
+    chan = t.open_terminal(
+        str(a["script"]), term=str(a["term"]), cols=int(a["cols"]), rows=int(a["rows"])
+    )
+    client.send({"result": "terminal"})
+    try:
+        while True:
+            ready, _, _ = select.select([chan, client.sock], [], [], 1.0)
+            if chan in ready:
+                data = chan.recv(65536)
+                if data:
+                    client.send({"o": b64(data)})
+                else:
+                    break
+            if client.sock in ready:
+                try:
+                    msg = wire.recv(client.sock)
+                except (wire.WireError, OSError) as exc:  # hung up: the session ends
+                    raise ClientGone(str(exc)) from exc
+                if isinstance(msg.get("k"), str):
+                    chan.sendall(unb64(msg["k"]))
+                elif isinstance(msg.get("size"), list) and len(msg["size"]) == 2:
+                    cols, rows = (max(1, min(int(v), 10_000)) for v in msg["size"])
+                    chan.resize_pty(width=cols, height=rows)
+                elif msg.get("close"):
+                    break
+            if not ready and chan.exit_status_ready():
+                break
+        status = chan.recv_exit_status() if _exited(chan) else -1
+        client.send({"exit": status})
+    finally:
+        chan.close()
+
+
+def _exited(chan: Any, wait_s: float = 5.0) -> bool:
+    """The exit status follows the end of output: wait for it, boundedly."""
+    deadline = time.monotonic() + wait_s
+    while not chan.exit_status_ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(chan.exit_status_ready())
+
+
 def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
     name, method, args = req.get("cluster"), req.get("method"), req.get("args")
     ask = req.get("ask") if isinstance(req.get("ask"), dict) else {}
@@ -84,6 +131,9 @@ def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
             t = connect(name).transport
             if method == "open_stream":
                 _stream(client, t, _bytes(args["cmd"]) or b"")
+                return
+            if method == "open_terminal":
+                _terminal(client, t, args)
                 return
             result = _dispatch(conn, t, method, args)
         except ClientGone:

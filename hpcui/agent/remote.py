@@ -97,6 +97,64 @@ class _Stream:
         self.sock.close()
 
 
+class _Terminal:
+    """A pty session held by the agent (calls._terminal): the TerminalChannel that
+    `hpcui.terminal.bridge` drives, one frame per read."""
+
+    LOST = 255  # what ssh says when the link goes
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._status: int | None = None
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def recv(self, nbytes: int) -> bytes:
+        """The next output; b"" once the session ended (its status is then ready)."""
+        while self._status is None:
+            try:
+                msg = wire.recv(self.sock)
+            except (wire.WireError, OSError):
+                self._status = self.LOST
+                break
+            if "o" in msg:
+                data = unb64(msg["o"])
+                if data:
+                    return data
+            elif "exit" in msg:
+                self._status = int(msg["exit"])
+            elif isinstance(msg.get("error"), dict):
+                self._status = self.LOST
+                raise rebuild_error(msg["error"])
+        return b""
+
+    def sendall(self, data: bytes) -> None:
+        self._send({"k": b64(data)})
+
+    def resize_pty(self, width: int, height: int) -> None:
+        self._send({"size": [width, height]})
+
+    def _send(self, obj: dict[str, Any]) -> None:
+        if self._status is not None:
+            return
+        try:
+            wire.send(self.sock, obj)
+        except OSError:
+            self._status = self.LOST
+
+    def exit_status_ready(self) -> bool:
+        return self._status is not None
+
+    def recv_exit_status(self) -> int:
+        return self.LOST if self._status is None else self._status
+
+    def close(self) -> None:
+        if self._status is None:
+            self._send({"close": True})
+        self.sock.close()
+
+
 class AgentTransport(Transport):
     def __init__(
         self,
@@ -173,6 +231,9 @@ class AgentTransport(Transport):
                     if method == "open_stream" and msg["result"] == "stream":
                         stream, sock = _Stream(sock), None  # type: ignore[assignment]
                         return stream
+                    if method == "open_terminal" and msg["result"] == "terminal":
+                        term, sock = _Terminal(sock), None  # type: ignore[assignment]
+                        return term
                     return bytes(received) if method == "read_file" else msg["result"]
                 elif "retry" in msg:
                     raise reach.AgentUnavailable("replaced")
@@ -243,6 +304,11 @@ class AgentTransport(Transport):
 
     def open_stream(self, cmd: Command) -> Any:
         return self._call("open_stream", {"cmd": b64(to_command(cmd))})
+
+    def open_terminal(self, script: str, *, term: str, cols: int, rows: int) -> Any:
+        """The agent opens the pty channel on its own login: no second login (nor 2FA code)."""
+        args = {"script": script, "term": term, "cols": cols, "rows": rows}
+        return self._call("open_terminal", args)
 
     def home(self) -> str:
         return str(self._call("home", {}))

@@ -11,12 +11,10 @@ from typing import TYPE_CHECKING
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.common import (
-    ask_host_key,
     cluster_name,
     connect,
     interactive,
     split_job_ref,
-    terminal_prompt,
 )
 from hpcui.formatting import printable, size
 
@@ -25,26 +23,20 @@ if TYPE_CHECKING:
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    """A login shell inside the job (srun --overlap --pty) on its own direct connection: a
-    terminal session cannot travel through the agent's request frames."""
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
+    """A login shell inside the job (srun --overlap --pty). With the agent on, the pty
+    channel is opened on the agent's login and relayed (a 2FA site asks no second code);
+    the command itself always runs here, where the terminal is."""
     from hpcui.errors import UsageError
     from hpcui.terminal import bridge, window
 
     if not sys.stdin.isatty():
         raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")
     name, job_id = split_job_ref(args.job, cluster_name(args))
-    cfg = load_config().cluster(name)
+    cluster = connect(name)
     cols, rows = window()
-
-    def asking(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
-        return terminal_prompt(title, instructions, prompts, cluster=cfg.name)
-
-    with Cluster(cfg, prompt=asking, on_unknown_host=ask_host_key) as cluster:
-        chan = cluster.open_shell(job_id, node=args.node, cols=cols, rows=rows)
-        out.note(f"shell in job {job_id} on {cluster.name}: exit (or Ctrl-D) to leave")
-        status = bridge(chan)
+    chan = cluster.open_shell(job_id, node=args.node, cols=cols, rows=rows)
+    out.note(f"shell in job {job_id} on {cluster.name}: exit (or Ctrl-D) to leave")
+    status = bridge(chan)
     out.note(f"left job {job_id} (shell exit status {status})")
     return EXIT_OK
 

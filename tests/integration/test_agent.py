@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcui.backends.states import JobState
 from tests.conftest import DEVCLUSTER, ROOT
 
 pytestmark = pytest.mark.devcluster
@@ -136,6 +137,65 @@ def test_two_calls_on_the_2fa_cluster_answer_one_totp_prompt(agent_env):
     # without a terminal the agent's connection serves too: no prompt needed any more
     piped = hpcui(env, "-c", "dev-2fa", "exec", "whoami")
     assert piped.returncode == 0 and piped.stdout.strip() == "hpcuser", piped.stderr
+
+
+def test_a_shell_in_a_job_rides_the_agents_login_on_the_2fa_cluster(agent_env, dev):
+    """`hpcui shell` with the agent on: the pty channel is opened on the agent's login and
+    relayed, so the 2FA site asks its code for the first call only, not again for the
+    shell; keys, output and the exit status travel through the agent, and the session's
+    end frees the agent (dev-2fa is the dev site behind a TOTP sshd)."""
+    from tests.integration.test_any_job import sbatch_script, wait_state
+    from tests.support.pty_session import run_on_pty
+
+    env = dict(agent_env("5m"), TERM="xterm")
+    seed = (DEVCLUSTER / "ssh" / "totp_seed").read_text().strip()
+    job_id = sbatch_script(dev, "#!/bin/bash\nsleep 120\n", "--time=3")
+    try:
+        wait_state(dev, job_id, {JobState.RUNNING})
+        node = dev.job_details(job_id).batch_host
+        typed = {"code": 0, "echo": 0, "exit": 0}
+
+        def answer(seen: bytes) -> bytes | None:
+            if seen.rstrip().endswith(b"code:") and seen.count(b"code:") > typed["code"]:
+                typed["code"] += 1
+                return (
+                    subprocess.run(
+                        ["oathtool", "--totp", "-b", seed],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    .stdout.strip()
+                    .encode()
+                )
+            shell = seen.partition(b"to leave")[2]  # what the node's shell printed
+            if not typed["echo"] and f"hpcuser@{node}".encode() in shell:
+                typed["echo"] += 1
+                return b"echo IN-JOB=$SLURM_JOB_ID ON=$(hostname) TTY=$(tty)"
+            if not typed["exit"] and f"IN-JOB={job_id} ON={node}".encode() in shell:
+                typed["exit"] += 1
+                return b"exit 3"
+            return None
+
+        code, text = run_on_pty(
+            [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "jobs"], env, answer, timeout=60
+        )
+        assert code == 0 and typed["code"] == 1, text
+        code, text = run_on_pty(
+            [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "shell", job_id],
+            env, answer, timeout=120,
+        )  # fmt: skip
+        assert code == 0, text
+        assert typed["code"] == 1, f"the shell asked for a code again: {text}"
+        assert typed["exit"] == 1 and "TTY=/dev/pts/" in text, text
+        assert f"left job {job_id} (shell exit status 3)" in text  # the status came back
+        assert logins(env, "dev-2fa") == 1  # the shell used the agent's login
+        deadline = time.monotonic() + 20
+        while status(env)["active"]:  # the relay ended with the session
+            assert time.monotonic() < deadline, "the agent still serves the ended shell"
+            time.sleep(0.2)
+    finally:
+        dev.cancel([job_id])
 
 
 def test_no_terminal_and_no_login_yet_is_a_clear_error(agent_env):

@@ -51,6 +51,7 @@ def test_a_shell_in_a_running_job_opens_and_closes_under_a_pty(site, tmp_path):
             "HPCUI_DATA_DIR": str(tmp_path),
             "PYTHONPATH": str(ROOT),
             "TERM": "xterm",
+            "HPCUI_AGENT": "off",  # its own login (test_agent.py: the shell through the agent)
         }
         pid, fd = pty.fork()
         if pid == 0:  # the child: hpcui shell on the pty's slave side

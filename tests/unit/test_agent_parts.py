@@ -171,3 +171,50 @@ def test_the_config_file_has_one_place_for_every_face(monkeypatch, tmp_path):
     monkeypatch.setenv("HPCUI_CONFIG", str(tmp_path / "other.toml"))
     (tmp_path / "other.toml").write_text("[agent]\npersist = 0\n")
     assert config_path() == tmp_path / "other.toml" and reach.persist_s() == 0
+
+
+def test_a_terminal_relayed_by_the_agent_reads_frames_and_its_end():
+    """The client side of `hpcui shell` through the agent (remote._Terminal) on a real
+    socket pair: output frames come back as bytes, keys and window sizes go out as frames,
+    the exit frame ends it with its status, an agent error is raised as its own class, and
+    a vanished agent reads as ssh's 255."""
+    from hpcui.agent.calls import describe
+    from hpcui.agent.remote import _Terminal
+    from hpcui.errors import UsageError
+
+    agent, mine = socket.socketpair()
+    term = _Terminal(mine)
+    wire.send(agent, {"o": wire.b64(b"")})  # an empty output frame is skipped
+    wire.send(agent, {"o": wire.b64(b"prompt$ ")})
+    assert term.recv(65536) == b"prompt$ " and not term.exit_status_ready()
+    term.sendall(b"exit 3\r")
+    term.resize_pty(width=120, height=40)
+    assert wire.recv(agent) == {"k": wire.b64(b"exit 3\r")}
+    assert wire.recv(agent) == {"size": [120, 40]}
+    wire.send(agent, {"exit": 3})
+    assert term.recv(65536) == b"" and term.exit_status_ready() and term.recv_exit_status() == 3
+    term.sendall(b"late keys")  # after the end: dropped, not an error
+    term.close()
+    agent.close()
+
+    agent, mine = socket.socketpair()
+    term = _Terminal(mine)
+    wire.send(
+        agent, {"error": describe(UsageError("Job 7 is PENDING: a shell needs a running job"))}
+    )
+    with pytest.raises(UsageError, match="needs a running job"):
+        term.recv(65536)
+    agent.close()
+    term.close()
+
+    agent, mine = socket.socketpair()
+    term = _Terminal(mine)
+    term.close()  # the user left first: the agent is told to close the session
+    assert wire.recv(agent) == {"close": True}
+    agent.close()
+
+    agent, mine = socket.socketpair()
+    term = _Terminal(mine)
+    agent.close()  # the agent went away mid-session
+    assert term.recv(65536) == b"" and term.recv_exit_status() == _Terminal.LOST == 255
+    term.close()
