@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .nodelist import expand_nodelist
 from .records import JobDetails
 from .slurm_jobids import parse_job_id
-from .slurm_queue import _seconds, _user, parse_timestamp, slurm_state
+from .slurm_queue import _ENV, _seconds, _split, _user, parse_timestamp, slurm_state
 
 # `Key=value` pairs of `scontrol show job --oneliner`. A value may hold spaces (Comment,
 # Command with arguments): a pair starts only where a known-looking key follows a space.
@@ -21,8 +22,9 @@ _PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9:/_]*)=")
 
 
 def show_job_command(job_id: str) -> list[str]:
-    """One line per job (per array element) with every field scontrol knows."""
-    return ["scontrol", "show", "job", "--oneliner", _checked_id(job_id)]
+    """One line per job (per array element) with every field scontrol knows; timestamps
+    in the standard form whatever the user's SLURM_TIME_FORMAT says."""
+    return [*_ENV, "scontrol", "show", "job", "--oneliner", _checked_id(job_id)]
 
 
 def batch_script_command(job_id: str) -> list[str]:
@@ -119,6 +121,81 @@ def _details(v: dict[str, str]) -> JobDetails:
         start_time=parse_timestamp(v.get("StartTime", "")),
         batch=v.get("BatchFlag", "1") == "1",
     )
+
+
+#: what the accounting database keeps of a job the controller forgot (MinJobAge). StdOut
+#: and StdErr are sacct fields from Slurm 23.02 on: an older sacct refuses the command.
+ACCOUNTING_FIELDS = (
+    "JobID", "JobIDRaw", "JobName", "User", "State", "Reason", "Partition", "WorkDir",
+    "StdOut", "StdErr", "NodeList", "TimelimitRaw", "Submit", "Start",
+)  # fmt: skip
+
+
+def accounting_command(job_id: str) -> list[str]:
+    """The job's allocation line from sacct (``-X``), in ``ACCOUNTING_FIELDS`` order."""
+    fields = ",".join(ACCOUNTING_FIELDS)
+    return [*_ENV, "sacct", "-X", "-n", "-P", "-j", _checked_id(job_id), f"--format={fields}"]
+
+
+def batch_script_accounting_command(job_id: str) -> list[str]:
+    """The batch script as the database keeps it (``AccountingStoreFlags=job_script``)."""
+    return ["sacct", "--batch-script", "-j", _checked_id(job_id)]
+
+
+def parse_accounting(text: str) -> list[JobDetails]:
+    """``accounting_command`` output: the same record as ``scontrol show job`` gives while
+    the controller remembers the job (sacct prints StdOut unexpanded: expanded here)."""
+    out = []
+    for parts in _split(text, len(ACCOUNTING_FIELDS), suffixed=False):
+        v = dict(zip(ACCOUNTING_FIELDS, parts, strict=True))
+        job, raw = v["JobID"], v["JobIDRaw"]
+        array_job, _, array_task = job.partition("_") if "_" in job else ("", "", "")
+        nodes = _none(v["NodeList"]) if v["NodeList"] != "None assigned" else ""
+        fields = {
+            "A": array_job or raw,
+            "a": array_task if array_task.isdigit() else "0",
+            "j": raw,
+            "J": raw,
+            "u": v["User"],
+            "x": v["JobName"],
+            "N": expand_nodelist(nodes)[0] if nodes else "",
+        }
+        limit = v["TimelimitRaw"]
+        stdout = expand_pattern(_none(v["StdOut"]), fields)
+        out.append(
+            JobDetails(
+                job_id=job,
+                name=v["JobName"],
+                user=v["User"],
+                state=slurm_state(v["State"]),
+                state_raw=v["State"].split(" ", 1)[0],
+                reason=_none(v["Reason"]),
+                partition=v["Partition"],
+                work_dir=v["WorkDir"],
+                stdout=stdout,
+                # sacct leaves StdErr empty where the job gave no --error: it shares StdOut
+                stderr=expand_pattern(_none(v["StdErr"]), fields) or stdout,
+                batch_host=fields["N"],
+                nodelist=nodes,
+                time_limit_s=int(limit) * 60 if limit.isdigit() else None,
+                submit_time=parse_timestamp(v["Submit"]),
+                start_time=parse_timestamp(v["Start"]),
+                batch=bool(stdout),
+            )
+        )
+    return out
+
+
+def parse_batch_script_accounting(text: str) -> str:
+    """``sacct --batch-script`` output: the script after its banner ("Batch Script for
+    JOB" and a dashed rule). Empty when the database kept none (the site does not set
+    ``AccountingStoreFlags=job_script``, or the job was no batch job)."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines[:3]):
+        if line.strip() and set(line.strip()) == {"-"}:
+            script = "".join(lines[i + 1 :])
+            return "" if script.strip() in ("", "NONE") else script
+    return ""
 
 
 _PATTERN = re.compile(r"%(%|\d*[AajJuxNst])")

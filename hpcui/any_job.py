@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from hpcui import log_push
 from hpcui import logs as _logs
 from hpcui.backends.records import JobDetails
 from hpcui.cluster_parts import ClusterParts
@@ -66,7 +67,8 @@ def follow_logs(
     until: Callable[[], bool] | None = None,
 ) -> Iterator[_logs.LogChunk]:
     """A job's log as it appears, like `Cluster.logs` for hpcui's own jobs (one rank: the
-    batch script's output; srun steps write where their own ``-o`` says)."""
+    batch script's output; srun steps write where their own ``-o`` says), pushed by a
+    reader on the login node unless the profile says `log_follow = "poll"`."""
     details = cluster.job_details(job_id)
     path = log_path(details, stream)
     spool = None if spool_dir is None else _logs.spool_path(spool_dir, path)
@@ -75,6 +77,8 @@ def follow_logs(
     if follow:  # `until` (the app: its screen was left) ends it early, never later
         ended = _ended(cluster, details)
         done = ended if until is None else (lambda: until() or ended())
+        if cluster.config.log_follow == "push":
+            return log_push.follow_pushed({0: follower}, done, stream=stream, timeout=timeout)
     return _logs.follow_many({0: follower}, done, stream=stream, timeout=timeout)
 
 

@@ -447,6 +447,8 @@ AccountingStorageHost=127.0.0.1
 AccountingStoragePort={SLURMDBD_PORT}
 AccountingStorageEnforce=associations,limits,qos
 AccountingStorageTRES=gres/gpu
+# batch scripts kept in the database, as many centres do (sacct --batch-script)
+AccountingStoreFlags=job_script
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=2
 JobCompType=jobcomp/none

@@ -171,6 +171,10 @@ class SlurmScheduler(Scheduler):
     def job_details(self, job_id: str) -> JobDetails:
         self.calls += 1
         res = self.transport.run(_argv(slurm_control.show_job_command, job_id))
+        if _forgotten(res):  # ended before MinJobAge: the accounting database may know it
+            found = self.accounted_details(job_id)
+            if found is not None:
+                return found
         _control_checked(res, "show job", [job_id])
         rows = slurm_control.parse_show_job(res.stdout)
         exact = [r for r in rows if r.job_id == job_id]
@@ -181,8 +185,25 @@ class SlurmScheduler(Scheduler):
     def shell_script(self, job_id: str, node: str | None = None) -> str:
         return _argv(slurm_control.shell_script, job_id, node)
 
+    def accounted_details(self, job_id: str) -> JobDetails | None:
+        """The job as sacct keeps it (None: not there, or a sacct before 23.02, which keeps
+        no log paths): what `job_details` falls back on once the controller forgot it."""
+        res = self.transport.run(_argv(slurm_control.accounting_command, job_id))
+        if not res.ok:
+            return None
+        rows = slurm_control.parse_accounting(res.stdout)
+        exact = [r for r in rows if job_id in (r.job_id, r.job_id.split("_")[0])]
+        return (exact or rows or [None])[0]
+
     def batch_script(self, job_id: str) -> str:
         res = self.transport.run(_argv(slurm_control.batch_script_command, job_id))
+        if res.ok and "retrieval failed" in res.stderr:  # scontrol exits 0 all the same
+            res = CommandResult(1, res.stdout_bytes, res.stderr_bytes, res.command)
+        if _forgotten(res):  # the database keeps scripts where AccountingStoreFlags says so
+            kept = self.transport.run(_argv(slurm_control.batch_script_accounting_command, job_id))
+            script = slurm_control.parse_batch_script_accounting(kept.stdout) if kept.ok else ""
+            if script:
+                return script
         _control_checked(res, "write batch_script", [job_id])
         return res.stdout
 
@@ -229,6 +250,10 @@ _REFUSALS = (
     "job is not pending",
     "disabled",
 )
+
+
+def _forgotten(res: CommandResult) -> bool:
+    return not res.ok and "invalid job id" in (res.stderr + res.stdout).lower()
 
 
 def _control_checked(res: CommandResult, verb: str, job_ids: Sequence[str]) -> None:

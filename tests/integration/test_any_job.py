@@ -53,7 +53,14 @@ def test_a_plain_sbatch_jobs_logs_are_followed_from_its_own_paths(site):
     assert details.stdout == f"{home}/anyjob/logs-plain-a/out-{job_id}.txt"
     assert details.stderr == f"{home}/anyjob/logs-plain-a/err-{job_id}.txt"
     assert details.work_dir == f"{home}/anyjob" and details.name == "plain-a"
-    text = "".join(c.text for c in site.logs(job_id, follow=True, timeout=120))
+    text, readers = "", ""
+    for chunk in site.logs(job_id, follow=True, timeout=120):
+        if not readers:  # pushed like hpcui's own logs: a `tail -F` on the login node
+            readers = site.run(
+                f"pgrep -f '[t]ail .* -F -- {details.stdout}' || true"
+            ).stdout.strip()
+        text += chunk.text
+    assert readers, "the log was polled, not pushed"
     assert [line for line in text.splitlines() if line] == [f"line {i}" for i in range(1, 6)]
     err = "".join(c.text for c in site.logs(job_id, "stderr"))
     assert err == "on stderr\n"
@@ -102,6 +109,50 @@ def test_edit_and_resubmit_a_jobs_own_script(site):
             site.resubmit("#!/bin/bash\n#SBATCH --partition=nope\ntrue\n", work_dir="/tmp")
     finally:
         site.cancel([job_id])
+
+
+QUICK = """#!/bin/bash
+#SBATCH --job-name=plain-c
+#SBATCH --output=logs-%x/out-%j-%u.txt
+#SBATCH --time=4
+echo "quick out"
+"""
+
+
+def test_a_job_the_controller_forgot_is_described_from_accounting(site):
+    """Once scontrol forgets an ended job (MinJobAge), job_details and batch_script fall
+    back on the accounting database: Slurm 23.02+ keeps the log paths (sacct's StdOut,
+    unexpanded: hpcui expands it) and `AccountingStoreFlags=job_script` the script. Here
+    the job is still remembered, so both sources are compared on the same job; 22.05's
+    sacct has no StdOut field: no record, and scontrol's message stands."""
+    from hpcui.backends import slurm_control
+
+    job_id = sbatch_script(site, QUICK)
+    wait_state(site, job_id, {JobState.COMPLETED}, timeout=120)
+    live = site.job_details(job_id)
+    kept = site.scheduler.accounted_details(job_id)
+    deadline = time.monotonic() + 30
+    while kept is not None and not kept.state.is_final:  # the end reaches slurmdbd soon
+        assert time.monotonic() < deadline, kept
+        time.sleep(0.5)
+        kept = site.scheduler.accounted_details(job_id)
+    if site.name == "dev24":
+        assert kept is not None
+        assert (
+            kept.stdout == live.stdout == f"{live.work_dir}/logs-plain-c/out-{job_id}-hpcuser.txt"
+        )
+        same = ("job_id", "name", "user", "state", "work_dir", "stderr", "nodelist",
+                "batch_host", "time_limit_s", "partition", "submit_time", "start_time")  # fmt: skip
+        assert {k: getattr(kept, k) for k in same} == {k: getattr(live, k) for k in same}
+    else:  # Slurm 22.05: sacct refuses StdOut
+        assert kept is None
+    script, deadline = "", time.monotonic() + 30
+    while not script:  # slurmdbd stores the script a little after the job is listed
+        assert time.monotonic() < deadline, "the database never kept the batch script"
+        cmd = slurm_control.batch_script_accounting_command(job_id)
+        script = slurm_control.parse_batch_script_accounting(site.transport.run(cmd).stdout)
+        time.sleep(0 if script else 0.5)
+    assert script.rstrip("\n") == QUICK.rstrip("\n")  # 22.05 adds an empty line
 
 
 def add(a, b):

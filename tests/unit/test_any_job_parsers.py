@@ -11,6 +11,9 @@ from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
 from hpcui.resources import Resources
 from hpcui.schedulers.pbs import _details
+from hpcui.schedulers.slurm import SlurmScheduler
+from hpcui.transport.base import CommandResult
+from tests.canned import CannedTransport, ok
 from tests.conftest import fixture_text
 
 
@@ -152,3 +155,75 @@ def test_lumi_allocations():
     assert by[("project_465000456", "gpu")].left == -200
     with pytest.raises(allocations.AllocationParseError):
         allocations.parse_lumi_allocations("Error: No projects were found\n")
+
+
+def test_sacct_describes_a_job_the_controller_forgot():
+    """Slurm 24.11's sacct keeps StdOut unexpanded and StdErr empty when the job gave no
+    --error: the record says what scontrol said while it remembered the job."""
+    (d,) = slurm_control.parse_accounting(
+        fixture_text("slurm-24.11.5-dev24/sacct_accounting_completed.txt")
+    )
+    assert d.job_id == "7649" and d.name == "plain-c" and d.user == "hpcuser"
+    assert d.state is JobState.COMPLETED and d.reason == "" and d.partition == "cpu"
+    assert d.stdout == "/home/hpcuser/anyjob/logs-plain-c/out-7649-hpcuser.txt" == d.stderr
+    assert d.work_dir == "/home/hpcuser/anyjob" and d.batch_host == "dev24n1" == d.nodelist
+    assert d.time_limit_s == 240 and d.batch
+    assert d.submit_time is not None and d.submit_time.isoformat() == "2026-11-24T10:22:11"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "script"),
+    [
+        ("slurm-24.11.5-dev24/sacct_batch_script.txt", "#!/bin/bash\n"),
+        ("slurm-22.05.8-dev/sacct_batch_script.txt", "#!/bin/bash\n"),
+        ("slurm-22.05.8-dev/sacct_batch_script_not_stored.txt", ""),  # NONE: not (yet) kept
+    ],
+)
+def test_sacct_batch_script_without_its_banner(fixture, script):
+    text = slurm_control.parse_batch_script_accounting(fixture_text(fixture))
+    assert text.startswith(script) and "Batch Script for" not in text and "-----" not in text
+    if script:
+        assert (
+            '#SBATCH --output=logs-%x/out-%j-%u.txt\n#SBATCH --time=4\necho "quick out"\n' in text
+        )
+
+
+def _forgotten_job(
+    sacct: CommandResult, script: CommandResult
+) -> tuple[SlurmScheduler, CannedTransport]:
+    unknown = fixture_text("slurm-24.11.5-dev24/scontrol_show_job_unknown.err")
+    t = CannedTransport(
+        {
+            "scontrol show job": ok(err=unknown, rc=1),
+            "scontrol write batch_script": ok(
+                err=fixture_text("slurm-24.11.5-dev24/scontrol_write_batch_script_unknown.err")
+            ),  # exit status 0, as scontrol does
+            "sacct --batch-script": script,
+            "sacct": sacct,
+        },
+        strict=True,
+    )
+    return SlurmScheduler(t), t
+
+
+def test_a_forgotten_job_falls_back_on_accounting():
+    """The glue around the parsers, on the real outputs: scontrol's "Invalid job id" sends
+    job_details and batch_script to sacct; what sacct does not know keeps scontrol's
+    message (and `write batch_script`'s exit status 0 is no success)."""
+    kept = ok(fixture_text("slurm-24.11.5-dev24/sacct_accounting_completed.txt"))
+    script = ok(fixture_text("slurm-24.11.5-dev24/sacct_batch_script.txt"))
+    slurm, t = _forgotten_job(kept, script)
+    assert slurm.job_details("7649").stdout.endswith("/logs-plain-c/out-7649-hpcuser.txt")
+    assert slurm.batch_script("7649").startswith("#!/bin/bash\n#SBATCH --job-name=plain-c")
+    assert any(c.startswith("env SLURM_TIME_FORMAT=standard sacct -X") for c in t.commands)
+
+    old = ok(err=fixture_text("slurm-22.05.8-dev/sacct_accounting_no_stdout_field.err"), rc=1)
+    none = ok(fixture_text("slurm-22.05.8-dev/sacct_batch_script_not_stored.txt"))
+    slurm, _ = _forgotten_job(old, none)
+    with pytest.raises(UsageError, match="Slurm does not know job 8988"):
+        slurm.job_details("8988")
+    with pytest.raises(UsageError, match="Slurm does not know job 8988"):
+        slurm.batch_script("8988")
+    slurm, _ = _forgotten_job(ok(""), ok(""))  # sacct knows nothing of it either
+    with pytest.raises(UsageError, match="MinJobAge"):
+        slurm.job_details("8988")
