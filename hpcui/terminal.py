@@ -42,20 +42,29 @@ def raw_terminal(fd: int) -> Iterator[None]:
 def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     """`chan`: the core's TerminalChannel (`Cluster.open_shell`).
     Copy keys to `chan` and its output here until the remote side ends; returns its exit
-    status. Ctrl-C, Ctrl-Z and Ctrl-D go to the remote shell, as in ssh."""
+    status. Ctrl-C, Ctrl-Z and Ctrl-D go to the remote shell, as in ssh. A window size
+    change only wakes the loop (a pipe): the resize is sent from the loop, never from the
+    signal handler, which could cut into a send in progress (paramiko's channel lock, or
+    a frame to the agent half written)."""
     in_fd = (stdin or sys.stdin).fileno()
     out_fd = (stdout or sys.stdout).fileno()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
 
     def resized(*_: object) -> None:
-        cols, rows = window()
-        with contextlib.suppress(Exception):
-            chan.resize_pty(width=cols, height=rows)
+        with contextlib.suppress(OSError):  # a full pipe: a wake-up is pending already
+            os.write(wake_w, b"w")
 
     old = signal.signal(signal.SIGWINCH, resized) if hasattr(signal, "SIGWINCH") else None
     try:
         with raw_terminal(in_fd):
             while True:
-                ready, _, _ = select.select([chan, in_fd], [], [], 1.0)
+                ready, _, _ = select.select([chan, in_fd, wake_r], [], [], 1.0)
+                if wake_r in ready:
+                    os.read(wake_r, 4096)
+                    cols, rows = window()
+                    with contextlib.suppress(Exception):
+                        chan.resize_pty(width=cols, height=rows)
                 if chan in ready:
                     data = chan.recv(65536)
                     if not data:
@@ -71,6 +80,8 @@ def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     finally:
         if old is not None:
             signal.signal(signal.SIGWINCH, old)
+        os.close(wake_r)
+        os.close(wake_w)
     status = chan.recv_exit_status() if chan.exit_status_ready() else 0
     chan.close()
     return status

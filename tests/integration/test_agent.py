@@ -7,11 +7,14 @@ Every test has its own XDG_RUNTIME_DIR (so its own agent) and stops it at the en
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -171,7 +174,8 @@ def test_a_shell_in_a_job_rides_the_agents_login_on_the_2fa_cluster(agent_env, d
             shell = seen.partition(b"to leave")[2]  # what the node's shell printed
             if not typed["echo"] and f"hpcuser@{node}".encode() in shell:
                 typed["echo"] += 1
-                return b"echo IN-JOB=$SLURM_JOB_ID ON=$(hostname) TTY=$(tty)"
+                # the window was resized just now (resize_once): srun passes it on
+                return b"sleep 1; echo IN-JOB=$SLURM_JOB_ID ON=$(hostname) TTY=$(tty) SIZE=$(stty size)"
             if not typed["exit"] and f"IN-JOB={job_id} ON={node}".encode() in shell:
                 typed["exit"] += 1
                 return b"exit 3"
@@ -181,13 +185,21 @@ def test_a_shell_in_a_job_rides_the_agents_login_on_the_2fa_cluster(agent_env, d
             [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "jobs"], env, answer, timeout=60
         )
         assert code == 0 and typed["code"] == 1, text
+
+        def resize_once(fd: int, seen: bytes) -> None:  # once the node's shell is up
+            shell = seen.partition(b"to leave")[2]
+            if not typed.get("resized") and f"hpcuser@{node}".encode() in shell:
+                typed["resized"] = 1
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 37, 111, 0, 0))
+
         code, text = run_on_pty(
             [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "shell", job_id],
-            env, answer, timeout=120,
+            env, answer, timeout=120, on_read=resize_once,
         )  # fmt: skip
         assert code == 0, text
         assert typed["code"] == 1, f"the shell asked for a code again: {text}"
         assert typed["exit"] == 1 and "TTY=/dev/pts/" in text, text
+        assert "SIZE=37 111" in text  # the window size change reached the node's pty
         assert f"left job {job_id} (shell exit status 3)" in text  # the status came back
         assert logins(env, "dev-2fa") == 1  # the shell used the agent's login
         deadline = time.monotonic() + 20

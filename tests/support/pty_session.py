@@ -15,9 +15,11 @@ def run_on_pty(
     env: dict[str, str],
     answer: Callable[[bytes], bytes | None],
     timeout: float = 120,
+    on_read: Callable[[int, bytes], None] | None = None,
 ) -> tuple[int, str]:
     """(exit code, everything the terminal showed). `answer(seen)` is asked after each
-    read; what it returns (a line, without the newline) is typed."""
+    read; what it returns (a line, without the newline) is typed. `on_read(fd, seen)`,
+    called first, may act on the terminal itself (e.g. change its window size)."""
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
         os.execve(argv[0], argv, env)
@@ -34,6 +36,8 @@ def run_on_pty(
             if not data:
                 break
             seen += data
+            if on_read is not None:
+                on_read(fd, seen)
             line = answer(seen)
             if line is not None:
                 os.write(fd, line + b"\n")
