@@ -117,7 +117,7 @@ def test_submit_wait_result_show_logs_jobs(work):
 
     hist = ok_json(hpcui(work, "jobs", "--history", "1", "--json"))
     mine = [j for j in hist if j["job_id"] == jid]
-    assert mine and mine[0]["state"] == "COMPLETED" and mine[0]["hpcui"] is True
+    assert mine and mine[0]["state"] == "COMPLETED" and mine[0]["hpcui"] is True, (jid, hist)
     table = hpcui(work, "jobs", "--history", "1", "--state", "completed")
     assert table.returncode == 0 and table.stdout.startswith("JOBID") and jid in table.stdout
     reg = ok_json(hpcui(work, "jobs", "--registry", "--json"))
