@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from hpcui import log_push
 from hpcui import logs as _logs
 from hpcui.backends.records import JobDetails
+from hpcui.backends.states import JobState
 from hpcui.cluster_parts import ClusterParts
 from hpcui.errors import UsageError
 from hpcui.submission import base_word
@@ -36,6 +37,8 @@ class Cluster(ClusterParts, Protocol):
 
 #: how often following asks the scheduler whether the job ended (one squeue/sacct)
 STATE_POLL_S = 5.0
+#: how often following a pending job asks whether it started (its first lines wait on it)
+PENDING_POLL_S = 1.0
 
 
 def log_path(details: JobDetails, stream: _logs.Stream) -> str:
@@ -68,10 +71,42 @@ def follow_logs(
 ) -> Iterator[_logs.LogChunk]:
     """A job's log as it appears, like `Cluster.logs` for hpcui's own jobs (one rank: the
     batch script's output; srun steps write where their own ``-o`` says), pushed by a
-    reader on the login node unless the profile says `log_follow = "poll"`."""
+    reader on the login node unless the profile says `log_follow = "poll"`.
+
+    A pending job's file, if there is one, is an older job's (a fixed ``-o train.log``):
+    nothing is read before the job starts (Slurm truncates it then), and the local spool
+    is the job's own, not the path's."""
     details = cluster.job_details(job_id)
     path = log_path(details, stream)
-    spool = None if spool_dir is None else _logs.spool_path(spool_dir, path)
+    if details.state is JobState.PENDING:
+        if not follow:
+            return iter(())
+        return _after_start(
+            cluster, details, stream, tail_bytes=tail_bytes, timeout=timeout,
+            spool_dir=spool_dir, until=until,
+        )  # fmt: skip
+    return _follow(
+        cluster, details, path, stream, follow=follow, tail_bytes=tail_bytes,
+        timeout=timeout, spool_dir=spool_dir, until=until,
+    )  # fmt: skip
+
+
+def _follow(
+    cluster: Cluster,
+    details: JobDetails,
+    path: str,
+    stream: _logs.Stream,
+    *,
+    follow: bool,
+    tail_bytes: int | None,
+    timeout: float | None,
+    spool_dir: Path | None,
+    until: Callable[[], bool] | None,
+) -> Iterator[_logs.LogChunk]:
+    spool = None
+    if spool_dir is not None:
+        stamp = details.submit_time.isoformat() if details.submit_time else ""
+        spool = _logs.spool_path(spool_dir, f"{path}\0{details.job_id}\0{stamp}")
     follower = _logs.LogFollower(cluster.transport, path, tail_bytes=tail_bytes, spool=spool)
     done = None
     if follow:  # `until` (the app: its screen was left) ends it early, never later
@@ -80,6 +115,38 @@ def follow_logs(
         if cluster.config.log_follow == "push":
             return log_push.follow_pushed({0: follower}, done, stream=stream, timeout=timeout)
     return _logs.follow_many({0: follower}, done, stream=stream, timeout=timeout)
+
+
+def _after_start(
+    cluster: Cluster,
+    details: JobDetails,
+    stream: _logs.Stream,
+    *,
+    tail_bytes: int | None,
+    timeout: float | None,
+    spool_dir: Path | None,
+    until: Callable[[], bool] | None,
+) -> Iterator[_logs.LogChunk]:
+    """Follow once the scheduler says the job left the queue (asked every PENDING_POLL_S)."""
+    ends = None if timeout is None else time.monotonic() + timeout
+    while details.state is JobState.PENDING:
+        if until is not None and until():
+            return
+        if ends is not None and time.monotonic() >= ends:
+            raise _logs.LogTimeout(
+                f"Job {details.job_id} was still pending after {timeout} s: its log has not "
+                "begun. Follow again later, or see why with `hpcui show`."
+            )
+        time.sleep(PENDING_POLL_S)
+        try:
+            details = cluster.job_details(details.job_id)
+        except UsageError:  # forgotten while we waited: cancelled long ago
+            return
+    left = None if ends is None else max(0.0, ends - time.monotonic())
+    yield from _follow(
+        cluster, details, log_path(details, stream), stream, follow=True,
+        tail_bytes=tail_bytes, timeout=left, spool_dir=spool_dir, until=until,
+    )  # fmt: skip
 
 
 def _ended(cluster: Cluster, details: JobDetails) -> Callable[[], bool]:

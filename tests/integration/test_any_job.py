@@ -68,6 +68,33 @@ def test_a_plain_sbatch_jobs_logs_are_followed_from_its_own_paths(site):
         site.logs(job_id, rank=1)
 
 
+FIXED = """#!/bin/bash
+#SBATCH --job-name=fixed
+#SBATCH --output=logs-fixed/train.log
+#SBATCH --time=4
+for i in 1 2 3; do echo "line $i"; sleep 0.5; done
+"""
+
+
+def test_a_pending_jobs_old_log_file_is_not_its_log(site):
+    """A fixed `-o train.log` holds the previous job's log until Slurm truncates it at the
+    start: a pending job's log is empty, and following it waits for the start (it showed
+    the old lines first, then the new ones)."""
+    import threading
+
+    site.run(
+        "mkdir -p ~/anyjob/logs-fixed && printf 'stale: an older job\\n' > ~/anyjob/logs-fixed/train.log"
+    )
+    job_id = sbatch_script(site, FIXED, "--hold")
+    try:
+        assert list(site.logs(job_id)) == []  # pending: the file is not this job's yet
+        threading.Timer(2.0, site.release, args=([job_id],)).start()
+        text = "".join(c.text for c in site.logs(job_id, follow=True, timeout=120))
+        assert text == "line 1\nline 2\nline 3\n"
+    finally:
+        site.cancel([job_id])
+
+
 def test_hold_update_release_a_pending_job_then_requeue_it_running(site):
     job_id = sbatch_script(site, PLAIN.format(tag="b"), "--hold")
     try:
