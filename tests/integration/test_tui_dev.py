@@ -15,6 +15,7 @@ from hpcui.backends.states import JobState
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
+from hpcui.tui.screens.job import PENDING_NOTE
 from hpcui.tui.widgets import LogPanel, MetricPlot
 from tests.conftest import DEVCLUSTER
 
@@ -509,6 +510,8 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
                 pilot, lambda: "not submitted by hpcui" in str(details.render()), 30, "details"
             )
             shown = str(details.render())
+            panel = app.screen.query_one(LogPanel)  # held: nothing read, and it says why
+            await wait_for(pilot, lambda: PENDING_NOTE in panel.lines, 30, "the pending note")
             await pilot.press("H")
             await wait_for(pilot, lambda: dev.job_details(job_id).reason == "JobHeldUser", 30)
             await pilot.press("L")

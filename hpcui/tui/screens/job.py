@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from hpcui.tui.context import AppContext
 
 TAIL_BYTES = 4 << 20  # open a huge log near its end
+#: a pending job that is not hpcui's: nothing is read before it starts (hpcui.any_job)
+PENDING_NOTE = "[pending: the log begins when the job starts]"
 USAGE_S = 5.0  # a usage look (one command on the cluster) this often while the screen shows
 SLOW_S = 2.0  # pause before following again after a failed read
 DETAILS_S = 3.0  # the Details follow the queue's (shared, cached) snapshot this often
@@ -385,6 +387,8 @@ class JobScreen(JobControlMixin, Screen[None]):
         self._reset_panel()
         self._generation += 1  # text a cancelled follower still sends is dropped
         if job is None:  # any other job: the files its script names (hpcui.any_job)
+            if self.foreign is not None and self.foreign.state is JobState.PENDING:
+                self.panel.add_lines([PENDING_NOTE])  # its file may hold an older job's log
             self._read_foreign_log(cluster, self.key[1], (self.stream, 0, self._generation))
             return
         self._read_log(cluster, job, (self.stream, self.rank, self._generation))
