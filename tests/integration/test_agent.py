@@ -577,6 +577,59 @@ def test_the_app_through_the_agent_follows_a_log_and_shares_the_login(api_via_ag
     assert logins(env, "dev") == 1
 
 
+def test_the_apps_shell_key_opens_the_shell_on_the_agents_login(api_via_agent):
+    """`!` in the app with the agent on (the default): the pty session is opened through
+    the agent (it said "not available over the agent" before). A headless Pilot has no
+    terminal to hand over, so the app says so, closes the session, and the agent ends
+    its side: no active request, still one login."""
+    import asyncio
+
+    from hpcui.api import connect
+    from hpcui.tui.app import HpcuiApp
+    from tests.integration.test_any_job import sbatch_script, wait_state
+    from tests.integration.test_tui_dev import wait_for
+
+    env = api_via_agent
+    dev = connect("dev")  # through the agent as well: the same login
+    job_id = sbatch_script(dev, "#!/bin/bash\nsleep 120\n", "--time=3")
+
+    def said() -> list[str]:
+        return [n.message for n in app._notifications]
+
+    app = HpcuiApp("dev", connect=["dev"])
+
+    async def go() -> list[str]:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            app.open_job("dev", job_id)
+            await wait_for(pilot, lambda: bool(app.screen.query("#details")), 30, "Job screen")
+            details = app.screen.query_one("#details")
+            await wait_for(
+                pilot, lambda: "not submitted by hpcui" in str(details.render()), 30, "details"
+            )
+            await pilot.press("exclamation_mark")
+            await wait_for(
+                pilot,
+                lambda: any("terminal" in m for m in said()),
+                60,
+                lambda: f"the shell's outcome, got {said()}",
+            )
+            return said()
+
+    try:
+        wait_state(dev, job_id, {JobState.RUNNING})
+        messages = asyncio.run(go())
+    finally:
+        dev.cancel([job_id])
+    assert any("No terminal to hand over here" in m for m in messages), messages
+    assert not any("not available over" in m for m in messages), messages
+    deadline = time.monotonic() + 20
+    while status(env)["active"]:  # the app closed the session: the relay ended
+        assert time.monotonic() < deadline, "the agent still serves the closed shell"
+        time.sleep(0.2)
+    assert logins(env, "dev") == 1
+
+
 def test_the_agents_connection_reconnects_when_its_link_is_cut(api_via_agent):
     """The sshd serving the agent's connection is killed: the next call reconnects (as a
     direct connection would), still through the same agent."""
