@@ -587,7 +587,7 @@ def test_the_apps_shell_key_opens_the_shell_on_the_agents_login(api_via_agent):
     from hpcui.api import connect
     from hpcui.tui.app import HpcuiApp
     from tests.integration.test_any_job import sbatch_script, wait_state
-    from tests.integration.test_tui_dev import wait_for
+    from tests.integration.test_tui_dev import open_foreign_job, wait_for
 
     env = api_via_agent
     dev = connect("dev")  # through the agent as well: the same login
@@ -600,13 +600,7 @@ def test_the_apps_shell_key_opens_the_shell_on_the_agents_login(api_via_agent):
 
     async def go() -> list[str]:
         async with app.run_test(size=(160, 45)) as pilot:
-            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
-            app.open_job("dev", job_id)
-            await wait_for(pilot, lambda: bool(app.screen.query("#details")), 30, "Job screen")
-            details = app.screen.query_one("#details")
-            await wait_for(
-                pilot, lambda: "not submitted by hpcui" in str(details.render()), 30, "details"
-            )
+            await open_foreign_job(pilot, app, job_id)
             await pilot.press("exclamation_mark")
             await wait_for(
                 pilot,

@@ -54,6 +54,17 @@ async def wait_for(pilot, cond, timeout: float = 60.0, what: object = "") -> Non
         await pilot.pause(0.1)
 
 
+async def open_foreign_job(pilot, app, job_id: str, cluster: str = "dev"):  # type: ignore[no-untyped-def]
+    """Once connected, open a job hpcui did not submit; its Details once the scheduler's
+    word is in them."""
+    await wait_for(pilot, lambda: app.hub.conns[cluster].status == "connected", 60, cluster)
+    app.open_job(cluster, job_id)
+    await wait_for(pilot, lambda: bool(app.screen.query("#details")), 30, "Job screen")
+    details = app.screen.query_one("#details")
+    await wait_for(pilot, lambda: "not submitted by hpcui" in str(details.render()), 30, "details")
+    return details
+
+
 async def wait_for_prompt(pilot, app, what: str) -> None:
     """The prompt dialog is pushed, composed and focused: typing now reaches its input."""
     await wait_for(
@@ -502,13 +513,7 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
     async def go():
         app = HpcuiApp("dev", connect=["dev"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
-            app.open_job("dev", job_id)
-            await wait_for(pilot, lambda: bool(app.screen.query("#details")), 30, "Job screen")
-            details = app.screen.query_one("#details")
-            await wait_for(
-                pilot, lambda: "not submitted by hpcui" in str(details.render()), 30, "details"
-            )
+            details = await open_foreign_job(pilot, app, job_id)
             shown = str(details.render())
             panel = app.screen.query_one(LogPanel)  # held: nothing read, and it says why
             await wait_for(pilot, lambda: PENDING_NOTE in panel.lines, 30, "the pending note")
