@@ -2,7 +2,7 @@
 queue refresh. Prints figures; asserts nothing about timings. (squeue/sacct parsing:
 benchmarks/parse_bench.py, no cluster needed.)
 
-    HPCUI_CONFIG=.devcluster/hpcui.toml python -m benchmarks.site_bench
+    HPCUI_CONFIG=.devcluster/hpcui.toml python -m benchmarks.site_bench [any-job]
 
 Runs against the dev cluster (``scripts/devcluster status``), cluster ``dev``. The job
 registry goes to a temporary HPCUI_DATA_DIR, never the user's. The jobs run on the dev
@@ -91,6 +91,37 @@ def log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
     )
 
 
+STAMPS = """#!/bin/bash
+#SBATCH --job-name=bench-plain
+#SBATCH --output=bench-plain-%j.out
+#SBATCH --time=5
+for i in $(seq 60); do date +%s.%N; sleep 0.1; done
+"""
+
+
+def foreign_log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """The same figure for a plain sbatch job hpcui did not submit (issue 23: any job's
+    log, followed from the path its script names)."""
+    dev.config.log_follow = mode
+    res = dev.transport.run("mkdir -p ~/bench-any && cd ~/bench-any && sbatch --parsable",
+                            stdin=STAMPS.encode()).check("sbatch")  # fmt: skip
+    job_id = res.stdout.strip().split(";")[0]
+    lags: list[float] = []
+    buf = ""
+    for chunk in dev.logs(job_id, follow=True, timeout=120):
+        now = time.time()
+        buf += chunk.text
+        *lines, buf = buf.split("\n")
+        lags += [now - float(line) for line in lines if line.strip()]
+    ms = [x * 1000 for x in lags]
+    steady = ms[10:]  # after its first second: the reader starts once the file exists
+    print(
+        f"[any-job logs {mode}] job {job_id}: {len(ms)} lines; first line {ms[0]:.0f} ms, "
+        f"first second p95 {pct(ms[:10], 0.95):.0f} ms; after it: p50 {pct(steady, 0.5):.1f} "
+        f"ms, p95 {pct(steady, 0.95):.1f} ms, max {max(steady):.0f} ms"
+    )
+
+
 def idle_follower_cpu(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
     dev.config.log_follow = mode
     job = dev.submit(silent, 5.0, time="5m")
@@ -160,13 +191,23 @@ def calls_per_refresh(dev, label: str, subscribers: int = 10, rounds: int = 5) -
 
 
 def main() -> None:
+    import sys
+
     t_start = time.monotonic()
     dev = connect("dev")
+    if sys.argv[1:] == ["any-job"]:  # only the any-job log figure, push beside poll
+        try:
+            for mode in ("push", "poll"):
+                foreign_log_latency(dev, mode)
+        finally:
+            dev.close()
+        return
     try:
         dev.submit(add, 0, 0, time="5m", extra=HELD).cancel()  # probe + bundle check once
         for mode in ("push", "poll"):  # poll: the reference, same run
             log_latency(dev, mode)
             idle_follower_cpu(dev, mode)
+            foreign_log_latency(dev, mode)
         print("[logs] goal (issue 21): push p95 < 20 ms, idle CPU near 0")
 
         one = dev.submit(add, 1, 2, time="5m", extra=HELD)
