@@ -317,6 +317,7 @@ def _show_foreign(args: argparse.Namespace, cluster: Any, job_id: str) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from hpcui.backends.states import JobState
     from hpcui.logs import LogChunk
 
     foreign = foreign_job(args, args.job)
@@ -326,6 +327,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
             from hpcui.errors import UsageError
 
             raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")
+        if cluster.job_details(job_id).state is JobState.PENDING:  # its file is not its log yet
+            out.note(
+                f"job {job_id} is pending: its log begins when it starts"
+                + (" (waiting for it)" if args.follow else f" (`hpcui logs -f {job_id}` waits)")
+            )
         chunks = cluster.logs(job_id, "stderr" if args.stderr else "stdout", follow=args.follow)
         for chunk in chunks:
             if args.json:

@@ -255,6 +255,8 @@ def test_cli_show_logs_hold_release_update_free_budget(work):  # noqa: F811
     assert shown["hpcui_job"] is False and shown["details"]["reason"] == "JobHeldUser"
     assert shown["details"]["stdout"].endswith(f"/anyjob/out-{job_id}.txt")
     assert "not submitted by hpcui" in hpcui(work, "show", job_id).stdout
+    held = hpcui(work, "logs", job_id)  # pending: nothing read, and it says why
+    assert held.returncode == 0 and held.stdout == "" and "is pending" in held.stderr
     updated = ok_json(hpcui(work, "update", job_id, "--time", "4m", "--json"))
     assert updated["message"] == "time limit now 00:04:00"
     assert ok_json(hpcui(work, "release", job_id, "--json"))[0]["ok"] is True
