@@ -45,6 +45,7 @@ class PbsJob(Model):
     output_path: str | None = None  # Output_Path without its ``host:`` part
     error_path: str | None = None
     work_dir: str | None = None  # PBS_O_WORKDIR of Variable_List
+    keep_files: str | None = None  # Keep_Files: "n", or o/e (kept on the host), d (direct)
 
 
 def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> PbsJob:
@@ -86,6 +87,7 @@ def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> P
         output_path=_path(attrs.get("Output_Path")),
         error_path=_path(attrs.get("Error_Path")),
         work_dir=_workdir(attrs.get("Variable_List")),
+        keep_files=_str(attrs.get("Keep_Files")),
         **when,
     )
 

@@ -138,6 +138,7 @@ class JobDetails(Model):
     submit_time: datetime | None = None
     start_time: datetime | None = None
     batch: bool = True  # a batch job (sbatch/qsub), not an interactive allocation
+    log_note: str = ""  # what to know before following its logs ("" when nothing)
 
 
 class PartitionInfo(Model):

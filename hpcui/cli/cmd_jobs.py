@@ -327,11 +327,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
             from hpcui.errors import UsageError
 
             raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")
-        if cluster.job_details(job_id).state is JobState.PENDING:  # its file is not its log yet
+        details = cluster.job_details(job_id)
+        if details.state is JobState.PENDING:  # its file is not its log yet
             out.note(
                 f"job {job_id} is pending: its log begins when it starts"
                 + (" (waiting for it)" if args.follow else f" (`hpcui logs -f {job_id}` waits)")
             )
+        if details.log_note:
+            out.note(details.log_note)
         chunks = cluster.logs(job_id, "stderr" if args.stderr else "stdout", follow=args.follow)
         for chunk in chunks:
             if args.json:

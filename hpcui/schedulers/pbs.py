@@ -429,4 +429,18 @@ def _details(job_id: str, job: PbsJob) -> JobDetails:
         time_limit_s=job.walltime_limit_s,
         submit_time=job.ctime,
         start_time=job.stime,
+        log_note=_spooled_note(job),
+    )
+
+
+def _spooled_note(job: PbsJob) -> str:
+    """PBS keeps a job's stdout/stderr in the execution host's spool and copies them to
+    Output_Path/Error_Path when it ends, unless Keep_Files has `d` (direct write)."""
+    keep = job.keep_files
+    if keep is None or "d" in keep or job.state.is_final:
+        return ""
+    return (
+        f"PBS keeps this job's output on its execution host until it ends (Keep_Files={keep}): "
+        "its log appears when the job ends. Submit with `qsub -k oed` to have it written "
+        "in place as it runs."
     )

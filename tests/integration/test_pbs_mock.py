@@ -321,6 +321,7 @@ def test_details_hold_release_walltime_rerun_and_afterok_on_pbs_pro(pbs_dev):
         d = pbs_dev.job_details(first.job_id)
         assert d.state is JobState.PENDING and d.state_raw == "H"
         assert d.stdout.startswith("/") and ":" not in d.stdout and d.stdout.endswith(".log")
+        assert "Keep_Files=n" in d.log_note  # the stand-in's qstat -f says so, as PBS does
         pbs_dev.set_time_limit(first.job_id, "7m")
         assert pbs_dev.job_details(first.job_id).time_limit_s == 420
         pbs_dev.hold([first.job_id])  # held again: still fine

@@ -86,6 +86,19 @@ def test_pbs_output_path_without_its_host():
     assert d.stdout.startswith("/storage/liberec3-tul/home/") and ":" not in d.stdout
     assert d.stdout.endswith("swrap_01.o12860476")
     assert d.state is JobState.RUNNING and d.batch_host
+    # Keep_Files=n: PBS fills Output_Path only at the end, and the record says so
+    assert "Keep_Files=n" in d.log_note and "appears when the job ends" in d.log_note
+
+
+def test_pbs_direct_write_or_an_ended_job_needs_no_note():
+    text = fixture_text("pbs-pro-19.0/qstat_f_json_running.json")
+    direct = text.replace('"Keep_Files":"n"', '"Keep_Files":"oed"')  # qsub -k oed
+    assert direct != text
+    (job,) = pbs.parse_qstat_json(direct)
+    assert _details("12860476", job).log_note == ""
+    (job,) = pbs.parse_qstat_json(text)
+    ended = job.model_copy(update={"state": JobState.COMPLETED})
+    assert _details("12860476", ended).log_note == ""
 
 
 def test_after_ok_is_checked_and_rendered():

@@ -275,6 +275,8 @@ class JobScreen(JobControlMixin, Screen[None]):
             ]
             if foreign.dependency:
                 lines.append(f"dependency  {foreign.dependency}")
+            if foreign.log_note:
+                lines.append(f"note        {foreign.log_note}")
         if entry is not None:
             lines += [
                 f"scheduler   {entry.state_raw} {entry.reason}".rstrip(),
