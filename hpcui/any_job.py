@@ -60,7 +60,7 @@ def log_path(details: JobDetails, stream: _logs.Stream) -> str:
 
 def follow_logs(
     cluster: Cluster,
-    job_id: str,
+    job: str | JobDetails,
     stream: _logs.Stream = "stdout",
     *,
     follow: bool = False,
@@ -75,8 +75,8 @@ def follow_logs(
 
     A pending job's file, if there is one, is an older job's (a fixed ``-o train.log``):
     nothing is read before the job starts (Slurm truncates it then), and the local spool
-    is the job's own, not the path's."""
-    details = cluster.job_details(job_id)
+    is the job's own, not the path's. `job`: its id, or the details the caller fetched."""
+    details = job if isinstance(job, JobDetails) else cluster.job_details(job)
     path = log_path(details, stream)
     if details.state is JobState.PENDING:
         if not follow:

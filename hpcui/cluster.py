@@ -776,18 +776,22 @@ class Cluster:
         jobs = self.scheduler.history(
             sitestate.since_arg(since), job_ids, into=sitestate.HistoryJob
         )
+        records: list[JobRecord] | None = None  # the registry, read once when needed
         if job_ids is None and isinstance(since, timedelta):
-            jobs += self._own_jobs_missing(jobs, since)
+            records = self.registry.list(self.name, limit=1_000_000)
+            jobs += self._own_jobs_missing(jobs, since, records)
         if any(j.token is None for j in jobs):
             # slurmdbd keeps comments only with AccountingStoreFlags=job_comment: ask the registry
-            known = {r.job_id: r.token for r in self.registry.list(self.name, limit=1_000_000)}
+            if records is None:
+                records = self.registry.list(self.name, limit=1_000_000)
+            known = {r.job_id: r.token for r in records}
             jobs = [
                 j if j.token else j.model_copy(update={"token": known.get(j.job_id)}) for j in jobs
             ]
         return jobs
 
     def _own_jobs_missing(
-        self, jobs: list[sitestate.HistoryJob], since: timedelta
+        self, jobs: list[sitestate.HistoryJob], since: timedelta, records: list[JobRecord]
     ) -> list[sitestate.HistoryJob]:
         """hpcui's jobs of the window that sacct's time-window query left out, asked by id
         (one more sacct, only when some are missing): slurmdbd 22.05 leaves a job out of
@@ -796,7 +800,7 @@ class Cluster:
         cutoff = time.time() - since.total_seconds()
         missing = [
             r.job_id
-            for r in self.registry.list(self.name)
+            for r in records
             if r.job_id and r.submitted_at >= cutoff and r.job_id.split("_")[0] not in seen
         ]
         if not missing or getattr(self.scheduler, "accounting_off", False):  # squeue's list
@@ -863,7 +867,7 @@ class Cluster:
 
     def logs(
         self,
-        job: Job | str,
+        job: Job | str | JobDetails,
         stream: _logs.Stream = "stdout",
         rank: int | None = None,
         *,
@@ -882,23 +886,26 @@ class Cluster:
         `until` replaces "the job has ended" as the end of following (the app stops when
         its screen is hidden, and watches the state on the way); for a job hpcui did not
         submit it ends following early, besides the scheduler's word on the job's end.
+        Such a job may come as the `JobDetails` the caller fetched (not asked again).
         """
         spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
+        if isinstance(job, JobDetails) or (
+            isinstance(job, str) and self.capabilities.control and self.record(job) is None
+        ):  # not hpcui's (or not in this registry): the files its script names
+            if rank not in (None, 0):
+                job_id = job.job_id if isinstance(job, JobDetails) else job
+                raise UsageError(f"Job {job_id} is not an hpcui job: it has no ranks.")
+            return any_job.follow_logs(
+                self,
+                job,
+                stream,
+                follow=follow,
+                tail_bytes=tail_bytes,
+                timeout=timeout,
+                spool_dir=spool_dir,
+                until=until,
+            )
         if isinstance(job, str):
-            if self.capabilities.control and self.record(job) is None:
-                # not hpcui's (or not in this registry): the files its script names
-                if rank not in (None, 0):
-                    raise UsageError(f"Job {job} is not an hpcui job: it has no ranks.")
-                return any_job.follow_logs(
-                    self,
-                    job,
-                    stream,
-                    follow=follow,
-                    tail_bytes=tail_bytes,
-                    timeout=timeout,
-                    spool_dir=spool_dir,
-                    until=until,
-                )
             job = self.get_job(job)
         tasks = range(job.num_tasks) if rank is None else [rank]
         followers = _logs.followers_for(

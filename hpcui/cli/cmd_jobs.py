@@ -335,7 +335,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             )
         if details.log_note:
             out.note(details.log_note)
-        chunks = cluster.logs(job_id, "stderr" if args.stderr else "stdout", follow=args.follow)
+        chunks = cluster.logs(details, "stderr" if args.stderr else "stdout", follow=args.follow)
         for chunk in chunks:
             if args.json:
                 out.emit_json_line(LogChunk, chunk)

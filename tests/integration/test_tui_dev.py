@@ -605,26 +605,21 @@ def test_hold_and_release_several_jobs_from_the_table(dev):
             table = screen.query_one("#live", JobTable)
             keys = [f"dev:{i}" for i in ids]
             await wait_for(pilot, lambda: all(k in table.shown for k in keys), 60, "rows")
-            for key in keys:
-                table.move_cursor(row=table.get_row_index(key))
-                await pilot.press("space")
-            await pilot.press("H")
-            await wait_for(
-                pilot,
-                lambda: all(dev.job_details(i).reason == "JobHeldUser" for i in ids),
-                30,
-                "held",
-            )
-            for key in keys:
-                table.move_cursor(row=table.get_row_index(key))
-                await pilot.press("space")
-            await pilot.press("L")
-            await wait_for(
-                pilot,
-                lambda: all(dev.job_details(i).reason != "JobHeldUser" for i in ids),
-                30,
-                "released",
-            )
+
+            async def select_both_then(key: str, held: bool, what: str) -> None:
+                for row_key in keys:
+                    table.move_cursor(row=table.get_row_index(row_key))
+                    await pilot.press("space")
+                await pilot.press(key)
+                await wait_for(
+                    pilot,
+                    lambda: all((dev.job_details(i).reason == "JobHeldUser") is held for i in ids),
+                    30,
+                    what,
+                )
+
+            await select_both_then("H", True, "held")
+            await select_both_then("L", False, "released")
             return [dev.job_details(i).reason for i in ids]
 
     try:
