@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import linecache
 import sys
 import sysconfig
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -58,6 +61,46 @@ def by_value(fn: Callable[..., Any]) -> Iterator[None]:
             cloudpickle.unregister_pickle_by_value(pkg)
 
 
+#: a file larger than this travels without its lines (its traceback shows names and numbers)
+MAX_SOURCE_BYTES = 1 << 20
+
+
+def _source_lines(
+    filename: str, cache: dict[str, tuple[str, ...] | None]
+) -> tuple[str, ...] | None:
+    """The file's lines as linecache sees them now (a notebook cell's too), once per file:
+    the same tuple in every code object of a pickle, which pickle's memo stores once."""
+    if filename not in cache:
+        lines = tuple(linecache.getlines(filename))
+        cache[filename] = lines if lines and sum(map(len, lines)) <= MAX_SOURCE_BYTES else None
+    return cache[filename]
+
+
+def dumps(obj: Any) -> bytes:
+    """cloudpickle.dumps, with each by-value code object's file name and source lines kept.
+
+    Independent of how a cloudpickle release names code objects: hpcui.compute.code_source
+    restores the name after cloudpickle's own rebuild on the node.
+    """
+    import cloudpickle
+
+    from hpcui.compute.code_source import restore
+
+    lines: dict[str, tuple[str, ...] | None] = {}
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is types.CodeType:
+                make, args = cloudpickle.Pickler.dispatch_table[types.CodeType](obj)
+                name = obj.co_filename
+                return restore, (make, args, name, _source_lines(name, lines))
+            return super().reducer_override(obj)
+
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
 #: Time-limit requeues a Checkpointable gets (submitit's executors default to 3 as well).
 MAX_NUM_TIMEOUT = 3
 
@@ -75,7 +118,6 @@ def pickle_calls(
     DelayedSubmission's default countdown is 0) every signal counts as a time-out "too
     many times" and a Checkpointable is never requeued. submitit's own executors set it.
     """
-    import cloudpickle
     from submitit.core.utils import DelayedSubmission
 
     timeout_min = -(-time_s // 60) if time_s else 0
@@ -84,5 +126,5 @@ def pickle_calls(
         for a, kw in calls:
             delayed = DelayedSubmission(fn, *a, **kw)
             delayed.set_timeout(timeout_min, max_num_timeout)
-            out.append(cloudpickle.dumps(delayed))
+            out.append(dumps(delayed))
     return out
