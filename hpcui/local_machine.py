@@ -174,9 +174,8 @@ def describe(profile: Profile, machine: LocalMachine | None = None) -> Profile:
         "mem_per_node": m.mem_mb,
     }
     update = {k: v for k, v in detected.items() if getattr(profile, k) is None}
-    if not m.gpus:
-        update["notes"] = [*profile.notes, f"no GPU: {'; '.join(m.notes) or 'none found'}"]
-    elif m.notes:
-        update["notes"] = [*profile.notes, *m.notes]
+    said = [f"no GPU: {'; '.join(m.notes) or 'none found'}"] if not m.gpus else list(m.notes)
+    if said:  # each once, also when a described profile is described again
+        update["notes"] = [*profile.notes, *(n for n in said if n not in profile.notes)]
     update["description"] = f"this machine ({m.summary()}): local processes, no scheduler"
     return profile.model_copy(update=update)

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from hpcui.agent import paths, wire
 from hpcui.agent.reach import AgentUnavailable, agent_enabled, open_agent
 
-#: run inside the agent: they read no local file and import no user code
+#: run inside the agent: they read no local file and import no user code (`profiles`
+#: reads no cluster and describes this machine: the caller's own environment answers it)
 AGENT_COMMANDS = frozenset(
     {"jobs", "show", "logs", "cancel", "stop", "quota", "modules", "partitions", "clusters",
-     "profiles", "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files"}
+     "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files"}
 )  # fmt: skip
 #: safe to send again to a new agent when the first died before printing anything
 READ_ONLY = frozenset(
@@ -31,7 +32,6 @@ READ_ONLY = frozenset(
         "modules",
         "partitions",
         "clusters",
-        "profiles",
         "usage",
         "free",
         "budget",
@@ -45,6 +45,11 @@ EXIT_INTERRUPTED = 130
 
 class AgentLost(Exception):
     """The agent went away after it took the command."""
+
+
+class RunHere(Exception):
+    """The call is about this machine: the caller runs it, with its own environment
+    (hpcui.agent.this_machine says why)."""
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -105,6 +110,8 @@ def relay(sock: socket.socket, argv: Sequence[str]) -> int:
                 acked = True
             elif "exit" in msg:
                 return int(msg["exit"])
+            elif "here" in msg and not acked:  # about this machine: run with our own env
+                raise RunHere(str(msg["here"]))
             elif "retry" in msg:
                 raise AgentUnavailable("replaced")  # version or config changed: start anew
             elif not acked:  # refused before starting: this call runs directly
@@ -148,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for _attempt in range(2):  # a replaced or dead agent: once more with a new one
         try:
             return request(argv)
+        except RunHere:
+            return direct(argv)
         except AgentUnavailable as exc:
             why = str(exc)
             if why in ("replaced",) or "went away" in why:

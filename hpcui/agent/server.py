@@ -193,6 +193,12 @@ class Agent:
         if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
             wire.send(conn, {"error": "argv must be a list of strings"})
             return
+        from hpcui.agent.this_machine import local_clusters
+
+        here = local_clusters(argv)
+        if here:  # before the ack: nothing ran, the caller runs it with its environment
+            wire.send(conn, {"here": f"{', '.join(here)} is this machine"})
+            return
         client = Client(
             conn, tty if isinstance(tty, dict) else {}, env if isinstance(env, dict) else {}
         )

@@ -106,6 +106,56 @@ def test_calls_share_one_login_and_status_says_so(agent_env):
     assert usage.returncode == 2 and "hpcui exec" in usage.stderr
 
 
+def gpu_shell_path(tmp_path: Path) -> str:
+    """A PATH with the STAND-IN nvidia-smi (one H100, replayed; tests/stand_ins) and the
+    tools it replays with, and no Slurm: a laptop's shell."""
+    d = tmp_path / "gpu-shell"
+    d.mkdir()
+    smi = d / "nvidia-smi"  # not a link: the stand-in finds its fixtures beside itself
+    smi.write_text(f'#!/bin/sh\nexec {ROOT / "tests" / "stand_ins" / "nvidia-smi"} "$@"\n')
+    smi.chmod(0o755)
+    for tool in ("cat", "dirname"):  # what the stand-in replays with
+        (d / tool).symlink_to(f"/usr/bin/{tool}")
+    return str(d)
+
+
+def test_calls_about_this_machine_use_each_callers_environment(agent_env, tmp_path):
+    """Three shells share one agent; the first has Slurm on PATH. Each gets this machine as
+    its own PATH and CUDA_VISIBLE_DEVICES show it (before: the agent's, i.e. the first's)."""
+    env = agent_env("10m")
+    slurm = {**env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}  # sbatch on PATH
+    laptop = {**env, "PATH": gpu_shell_path(tmp_path)}  # an H100, no Slurm
+    hidden = {**laptop, "CUDA_VISIBLE_DEVICES": ""}  # the same, with no GPU visible
+    assert hpcui(slurm, "jobs", "-c", "dev").returncode == 0  # starts the agent, logs in
+    agent = status(slurm)
+    assert agent["running"]
+
+    def profile(shell: dict[str, str]) -> dict:
+        res = hpcui(shell, "profiles", "local", "--json")
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    on_slurm, on_gpu, none_visible = profile(slurm), profile(laptop), profile(hidden)
+    assert on_slurm["gpus_per_node"] is None  # Slurm's nodes, not this machine, run its jobs
+    assert on_gpu["gpus_per_node"] == 1 and "H100" in on_gpu["gpu_model"]
+    assert on_gpu["cores_per_node"] == os.cpu_count()
+    assert none_visible["gpus_per_node"] == 0
+    assert none_visible["notes"] == ["no GPU: CUDA_VISIBLE_DEVICES= leaves 0 of 1 GPU(s)"]
+    text = hpcui(hidden, "profiles", "local")  # the text form says what the JSON says, once
+    assert f"CPU, {os.cpu_count()} cores" in text.stdout
+    assert text.stderr.count("no GPU:") == 1, text.stderr
+
+    # a command on the local cluster: Slurm's partitions for the first shell, none (plain
+    # processes) for the laptop's, while the agent that the first shell started runs on
+    parts_slurm = hpcui(slurm, "partitions", "-c", "local", "--json")
+    parts_laptop = hpcui(laptop, "partitions", "-c", "local", "--json")
+    assert parts_slurm.returncode == 0 and parts_laptop.returncode == 0, parts_laptop.stderr
+    assert {p["partition"] for p in json.loads(parts_slurm.stdout)} >= {"cpu"}
+    assert json.loads(parts_laptop.stdout) == []
+    after = status(slurm)
+    assert after["pid"] == agent["pid"] and logins(slurm, "dev") == 1  # same agent, one login
+
+
 def test_two_calls_on_the_2fa_cluster_answer_one_totp_prompt(agent_env):
     """On a pseudo-terminal (a person): the first call asks the TOTP code, the second
     reuses the agent's authenticated connection and asks nothing."""

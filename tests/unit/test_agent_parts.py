@@ -41,11 +41,32 @@ def test_which_calls_go_to_the_agent(monkeypatch):
         ["jobs", "--help"],
         ["jobs", "--json-schema"],
         ["trust", "dev"],
+        ["profiles", "local"],  # describes this machine: the caller's PATH and GPUs
         [],  # the app
     ):
         assert not client.wanted(argv), argv
     monkeypatch.setenv("HPCUI_AGENT", "off")
     assert not client.wanted(["jobs"])
+
+
+def test_calls_on_a_cluster_without_host_are_left_to_the_caller(tmp_path, monkeypatch):
+    from hpcui.agent.this_machine import local_clusters
+
+    cfg = tmp_path / "hpcui.toml"
+    cfg.write_text(
+        'default = "hpc"\n[clusters.hpc]\nhost = "login.example"\n[clusters.box]\n'
+        'profile = "local"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    assert local_clusters(["jobs"]) == []  # the default is remote: the agent serves it
+    assert local_clusters(["jobs", "-c", "box"]) == ["box"]
+    assert local_clusters(["jobs", "--cluster=hpc,box"]) == ["box"]
+    assert local_clusters(["show", "box:12"]) == ["box"]
+    assert local_clusters(["logs", "-cbox", "3"]) == ["box"]
+    assert local_clusters(["jobs", "-c", "all"]) == []  # the remote ones share the login
+    assert local_clusters(["exec", "-c", "hpc", "--", "echo", "box:1"]) == []
+    cfg.write_text('default = "box"\n[clusters.box]\nprofile = "local"\n')
+    assert local_clusters(["jobs"]) == ["box"]
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,12 @@ def test_describe_fills_the_profile_and_keeps_what_a_user_set():
     assert describe(mine, m).cores_per_node == 8
 
 
+def test_describe_says_each_note_once_when_described_again():
+    m = LocalMachine(cores=2, mem_mb=4096, notes=("nvidia-smi not found", "rocm-smi not found"))
+    p = describe(describe(resolve_profile("local"), m), m)
+    assert p.notes == ["no GPU: nvidia-smi not found; rocm-smi not found"]
+
+
 def h100_box(gpus=1):
     g = detect({}, *tools(**nvidia())[:2]).gpus * gpus
     return describe(
