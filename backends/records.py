@@ -126,6 +126,9 @@ class JobDetails(Model):
     state: JobState
     state_raw: str = ""
     reason: str = ""
+    #: the scheduler's exit code as it prints it: Slurm's ``status:signal`` (``0:53``),
+    #: PBS's Exit_status (``-1``, ``271``); "" while it runs or where unknown
+    exit_code: str = ""
     partition: str = ""
     work_dir: str = ""
     command: str = ""  # the batch script's path as submitted ("" for srun/salloc jobs)

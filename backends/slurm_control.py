@@ -108,6 +108,7 @@ def _details(v: dict[str, str]) -> JobDetails:
         state=slurm_state(state_raw),
         state_raw=state_raw,
         reason=_none(v.get("Reason", "")),
+        exit_code=v.get("ExitCode", ""),
         partition=v.get("Partition", ""),
         work_dir=v.get("WorkDir", ""),
         command=_none(v.get("Command", "")),

@@ -242,8 +242,11 @@ class Job:
                 stderr_tail=tail,
             )
         why = "killed, out of memory, time limit or node failure"
+        said = self._scheduler_words()
         if disk_full(tail) or self._folder_nearly_full():
             why = "it could not write its result: the disk or quota of its job folder is full"
+        elif said:
+            why = said
         raise JobLostError(
             f"Job {self.job_id} on {self.cluster.name} ended {state.value} without a result "
             f"({why}). Last lines of its stderr:\n"
@@ -251,6 +254,21 @@ class Job:
             job_id=self.job_id,
             stderr_tail=tail,
         )
+
+    def _scheduler_words(self) -> str:
+        """The scheduler's own reason and exit code for a job that left no result (a job
+        that never started has an empty stderr: these are all there is); "" if it has none."""
+        from hpcui.backends.end_reasons import scheduler_words
+        from hpcui.errors import HpcuiError
+
+        scheduler = self.cluster.scheduler
+        try:
+            details = scheduler.job_details(self.job_id)
+        except (HpcuiError, NotImplementedError, OSError) as exc:
+            log.debug("no scheduler details for job %s: %s", self.job_id, exc)
+            return ""
+        label = {"slurm": "Slurm", "pbs": "PBS"}.get(scheduler.name, scheduler.name)
+        return scheduler_words(details, label)
 
     def _folder_nearly_full(self) -> bool:
         """Less than 1 MiB free where the job writes (asked only for a job that left no

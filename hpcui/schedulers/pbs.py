@@ -420,6 +420,7 @@ def _details(job_id: str, job: PbsJob) -> JobDetails:
         state=job.state,
         state_raw=job.state_raw,
         reason=job.comment or "",
+        exit_code="" if job.exit_status is None else str(job.exit_status),
         partition=job.queue or "",
         work_dir=job.work_dir or "",
         stdout=job.output_path or "",

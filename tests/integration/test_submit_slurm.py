@@ -156,6 +156,29 @@ def test_sigkilled_job_reports_failed_with_stderr_tail(site):
     assert "about to die" in err.value.stderr_tail
 
 
+def test_a_job_its_node_could_not_launch_says_the_schedulers_reason(site):
+    """Slurm cannot create the job's log in a folder the user may not write: the job ends
+    FAILED with Reason=JobLaunchFailure before any of it ran, and an empty stderr. The
+    error says what Slurm said (before: "killed, out of memory, time limit or node
+    failure ... (empty)")."""
+    job = site.submit(add, 1, 2, time="5m", extra=["--hold"])
+    site.transport.run(["chmod", "500", job.folder])  # its output file cannot be created
+    try:
+        site.release([job.job_id])
+        with pytest.raises(JobLostError) as err:
+            job.result(timeout=120)
+    finally:
+        site.transport.run(["chmod", "700", job.folder])
+    message = str(err.value)
+    assert job.state is JobState.FAILED
+    # Slurm 22.05 names it; 24.11 gives only the signal of its exit code 0:53
+    reason = "JobLaunchFailure" if site.name == "dev" else "RaisedSignal:53"
+    assert f"Slurm ended it with reason {reason}" in message, message
+    assert "exit code 0:53: its node could not launch it" in message, message
+    assert "its node could not launch it" in message
+    assert err.value.stderr_tail == ""
+
+
 def test_get_job_from_a_fresh_process(site, tmp_path):
     job = site.submit(add, 20, 22)
     job.wait(timeout=120)

@@ -240,3 +240,35 @@ def test_a_forgotten_job_falls_back_on_accounting():
     slurm, _ = _forgotten_job(ok(""), ok(""))  # sacct knows nothing of it either
     with pytest.raises(UsageError, match="MinJobAge"):
         slurm.job_details("8988")
+
+
+def test_the_schedulers_words_for_a_job_that_left_no_result():
+    """Slurm's ExitCode and PBS's Exit_status reach JobDetails, and a job that never ran
+    is explained in the scheduler's words (the dev-cluster test provokes Slurm's)."""
+    from hpcui.backends.end_reasons import scheduler_words
+
+    (done,) = slurm_control.parse_show_job(
+        fixture_text("slurm-22.05.8/scontrol_show_job_o_completed.txt")
+    )
+    assert done.exit_code == "0:0" and scheduler_words(done, "Slurm") == ""
+    failed = done.model_copy(update={"reason": "JobLaunchFailure", "exit_code": "0:53"})
+    assert scheduler_words(failed, "Slurm") == (
+        "Slurm ended it with reason JobLaunchFailure, exit code 0:53: its node could not "
+        "launch it (often an output file or working directory it cannot create or write, a "
+        "missing executable or a prolog error)"
+    )
+    node = done.model_copy(update={"reason": "NodeFail", "exit_code": "0:0"})
+    assert (
+        scheduler_words(node, "Slurm")
+        == "Slurm ended it with reason NodeFail: a node of the job failed"
+    )
+    odd = done.model_copy(update={"reason": "None", "exit_code": "2:0"})
+    assert scheduler_words(odd, "Slurm") == "Slurm ended it with exit code 2:0"
+
+    text = fixture_text("pbs-pro-19.0/qstat_f_json_running.json")
+    never = text.replace('"job_state":"R"', '"job_state":"F","Exit_status":-1')
+    assert never != text
+    (job,) = pbs.parse_qstat_json(never)
+    d = _details("12860476", job)
+    assert d.exit_code == "-1"
+    assert "exit code -1: PBS could not start it (JOB_EXEC_FAIL1" in scheduler_words(d, "PBS")
