@@ -12,7 +12,6 @@ offset: nothing is downloaded twice.
 from __future__ import annotations
 
 import codecs
-import fcntl
 import hashlib
 import json
 import logging
@@ -26,6 +25,7 @@ from pydantic import ConfigDict
 from hpcui.backends.job_paths import JobPaths, Stream
 from hpcui.backends.model import Model
 from hpcui.errors import HpcuiError, UsageError
+from hpcui.file_lock import locked
 from hpcui.transport import deadline as _deadline
 from hpcui.transport.base import Transport
 
@@ -135,8 +135,7 @@ class LogFollower:
         self._spool.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         truncate = restart or self._spool_fresh
         fd = os.open(self._spool, os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        with os.fdopen(fd, "wb") as fh, locked(fh, self._spool):
             if not truncate:
                 try:
                     meta = json.loads(self._meta().read_text())

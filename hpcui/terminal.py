@@ -13,11 +13,26 @@ import signal
 import subprocess
 import sys
 import tempfile
-import termios
-import tty
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+try:  # POSIX terminals; native Windows has neither (the rest of hpcui works there)
+    import termios
+    import tty
+except ImportError:
+    termios = tty = None  # type: ignore[assignment]
+
+
+def shell_unavailable() -> str | None:
+    """Why this Python cannot hand its terminal to a remote shell, or None when it can."""
+    if termios is None:
+        return (
+            "an interactive shell needs a POSIX terminal (termios), which this platform's "
+            "Python lacks (native Windows). Use WSL, or `ssh` to the login node and "
+            "`srun --jobid JOB --overlap --pty bash -l` there."
+        )
+    return None
 
 
 def window() -> tuple[int, int]:
@@ -31,6 +46,7 @@ def raw_terminal(fd: int) -> Iterator[None]:
     if not os.isatty(fd):
         yield
         return
+    assert termios is not None and tty is not None  # bridge() checked shell_unavailable()
     saved = termios.tcgetattr(fd)
     try:
         tty.setraw(fd)
@@ -46,6 +62,11 @@ def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     change only wakes the loop (a pipe): the resize is sent from the loop, never from the
     signal handler, which could cut into a send in progress (paramiko's channel lock, or
     a frame to the agent half written)."""
+    why = shell_unavailable()
+    if why:
+        from hpcui.errors import UsageError
+
+        raise UsageError(why)
     in_fd = (stdin or sys.stdin).fileno()
     out_fd = (stdout or sys.stdout).fileno()
     wake_r, wake_w = os.pipe()

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from hpcui.agent import paths, wire
-from hpcui.agent.reach import AgentUnavailable, agent_enabled, open_agent
+from hpcui.agent.reach import (
+    AgentUnavailable,
+    agent_enabled,
+    open_agent,
+    platform_without_agent,
+    turned_off,
+)
 
 #: run inside the agent: they read no local file and import no user code (`profiles`
 #: reads no cluster and describes this machine: the caller's own environment answers it)
@@ -151,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hpcui` script and `python -m hpcui.cli`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not wanted(argv):
+        if command_of(argv) in AGENT_COMMANDS and not turned_off():
+            why = platform_without_agent()
+            if why:  # one line: a 2FA site asks its code on every call here
+                print(f"hpcui: no agent: {why}; each call logs in by itself", file=sys.stderr)
         return direct(argv)
     for _attempt in range(2):  # a replaced or dead agent: once more with a new one
         try:

@@ -20,9 +20,20 @@ class AgentUnavailable(Exception):
     """No agent can serve this call; it runs directly (the reason is said with --debug)."""
 
 
-def agent_enabled(env: dict[str, str] | None = None) -> bool:
+def platform_without_agent() -> str | None:
+    """Why this Python can have no agent (it listens on a unix socket), or None."""
+    if not hasattr(socket, "AF_UNIX"):
+        return "this platform's Python has no unix sockets (native Windows)"
+    return None
+
+
+def turned_off(env: dict[str, str] | None = None) -> bool:
     env = dict(os.environ) if env is None else env
-    return env.get("HPCUI_AGENT", "").strip().lower() not in ("0", "off", "no", "false")
+    return env.get("HPCUI_AGENT", "").strip().lower() in ("0", "off", "no", "false")
+
+
+def agent_enabled(env: dict[str, str] | None = None) -> bool:
+    return not turned_off(env) and platform_without_agent() is None
 
 
 def persist_s() -> float:

@@ -29,14 +29,28 @@ log = logging.getLogger("hpcui.agent")
 FIRST_FRAME_TIMEOUT_S = 10.0
 
 
+#: macOS/FreeBSD's struct xucred: u_int cr_version, uid_t cr_uid, short cr_ngroups,
+#: gid_t cr_groups[16] (76 bytes with the padding after cr_ngroups); version 0
+XUCRED = struct.Struct("=IIh2x16I")
+#: LOCAL_PEERCRED at level SOL_LOCAL (0) in <sys/un.h>; Python names them on some builds
+SOL_LOCAL = getattr(socket, "SOL_LOCAL", 0)
+LOCAL_PEERCRED = getattr(socket, "LOCAL_PEERCRED", 0x001)
+
+
 def peer_uid(conn: socket.socket) -> int | None:
-    """The connecting process's uid from the kernel (SO_PEERCRED), None where unknown."""
+    """The connecting process's uid from the kernel: SO_PEERCRED on Linux, LOCAL_PEERCRED
+    (what getpeereid(3) reads) on macOS and the BSDs; None elsewhere, where the 0700
+    directory is the only guard."""
     opt = getattr(socket, "SO_PEERCRED", None)
-    if opt is None:  # pragma: no cover - not Linux: the 0700 directory is the guard
-        return None
-    raw = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return uid
+    if opt is not None:
+        raw = conn.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", raw)
+        return uid
+    if sys.platform == "darwin" or "bsd" in sys.platform:
+        raw = conn.getsockopt(SOL_LOCAL, LOCAL_PEERCRED, XUCRED.size)
+        version, uid, *_ = XUCRED.unpack_from(raw.ljust(XUCRED.size, b"\0"))
+        return uid if version == 0 else None
+    return None
 
 
 def config_stamp() -> tuple[str, float | None]:

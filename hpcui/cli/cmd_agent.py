@@ -39,6 +39,13 @@ def _gone(pid: int | None, path: str, timeout: float = 10.0) -> bool:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    from hpcui.agent.reach import platform_without_agent
+
+    why = platform_without_agent()
+    if why:
+        from hpcui.errors import UsageError
+
+        raise UsageError(f"there is no agent here: {why}. Every call logs in by itself.")
     path = paths.socket_path()
     if args.action == "stop":
         targets = sorted(glob.glob(os.path.join(os.path.dirname(path), "agent-*.sock")))

@@ -27,8 +27,11 @@ def cmd_shell(args: argparse.Namespace) -> int:
     channel is opened on the agent's login and relayed (a 2FA site asks no second code);
     the command itself always runs here, where the terminal is."""
     from hpcui.errors import UsageError
-    from hpcui.terminal import bridge, window
+    from hpcui.terminal import bridge, shell_unavailable, window
 
+    why = shell_unavailable()
+    if why:  # said before logging in: nothing is opened on the cluster
+        raise UsageError(f"`hpcui shell` is not available here: {why}")
     if not sys.stdin.isatty():
         raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")
     name, job_id = split_job_ref(args.job, cluster_name(args))

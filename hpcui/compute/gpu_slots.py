@@ -18,12 +18,13 @@ keeps a GPU.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from hpcui.file_lock import locked
 
 POLL_S = 0.5
 
@@ -59,12 +60,8 @@ def _entries(folder: Path, state: Path) -> dict[str, list[str]]:
 
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
-    with open(root / "lock", "a+b") as fd:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+    with open(root / "lock", "a+b") as fd, locked(fd, root / "lock"):
+        yield
 
 
 def _write(path: Path, text: str) -> None:

@@ -56,6 +56,21 @@ SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 _YES = {"yes": True, "true": True, "no": False, "false": False}
 
 
+def local_user_name() -> str:
+    """This machine's user name as ssh uses it (%u, and the remote user by default).
+
+    getpass reads LOGNAME/USER/LNAME/USERNAME first (Windows sets USERNAME), then the
+    password database, which a Python without `pwd` (Windows) or a user without an entry
+    (a container) lacks: that is a question for the config, not a traceback."""
+    try:
+        return getpass.getuser()
+    except (ImportError, KeyError, OSError) as exc:
+        raise ConfigError(
+            f"Cannot tell this machine's user name ({exc}): set `user = ...` in the cluster's "
+            "table, or USER / USERNAME in the environment."
+        ) from None
+
+
 def read_options(
     host: str,
     config: Path | None,
@@ -72,7 +87,7 @@ def read_options(
     files and, like there, Match user sees it."""
     reader = OptionsReader(
         original=host,
-        local_user=local_user or getpass.getuser(),
+        local_user=local_user or local_user_name(),
         home=home or os.path.expanduser("~"),
         options=dict(preset or {}),
     )
@@ -130,7 +145,7 @@ def resolve(
         preset["port"] = [str(port)]
     if proxy_jump:
         preset["proxyjump"] = proxy_jump
-    local_user = getpass.getuser()
+    local_user = local_user_name()
     options, hostname = read_options(
         host, cfg_path, system=system, home=home, local_user=local_user, preset=preset
     )

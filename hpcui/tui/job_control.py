@@ -107,8 +107,12 @@ class JobControlMixin:
 
     @work(thread=True, group="job-control", exit_on_error=False)
     def _open_shell(self, cluster: Cluster, job_id: str) -> None:
-        from hpcui.terminal import window
+        from hpcui.terminal import shell_unavailable, window
 
+        why = shell_unavailable()
+        if why:
+            self.app.call_from_thread(self.notify, why, severity="error", title="shell")  # type: ignore[attr-defined]
+            return
         cols, rows = window()
         try:
             chan = cluster.open_shell(job_id, cols=cols, rows=rows)

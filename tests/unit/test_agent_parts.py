@@ -239,3 +239,41 @@ def test_a_terminal_relayed_by_the_agent_reads_frames_and_its_end():
     agent.close()  # the agent went away mid-session
     assert term.recv(65536) == b"" and term.recv_exit_status() == _Terminal.LOST == 255
     term.close()
+
+
+def test_peer_uid_uses_local_peercred_on_macos(monkeypatch):
+    """macOS has no SO_PEERCRED: the check reads LOCAL_PEERCRED's struct xucred (what
+    getpeereid(3) reads). Simulated: the kernel's answer is packed as macOS packs it."""
+    import sys as _sys
+
+    from hpcui.agent import server
+
+    monkeypatch.delattr(socket, "SO_PEERCRED", raising=False)
+    monkeypatch.setattr(_sys, "platform", "darwin")
+    asked = []
+
+    class Conn:
+        def getsockopt(self, level, opt, size):  # type: ignore[no-untyped-def]
+            asked.append((level, opt, size))
+            return server.XUCRED.pack(0, 501, 1, 20, *[0] * 15)
+
+    assert server.peer_uid(Conn()) == 501  # type: ignore[arg-type]
+    assert asked == [(0, 1, 76)]  # SOL_LOCAL, LOCAL_PEERCRED, sizeof(struct xucred)
+    monkeypatch.setattr(_sys, "platform", "win32")
+    assert server.peer_uid(Conn()) is None  # no call of its own there (and no agent)
+
+
+def test_file_lock_without_flock_or_msvcrt(monkeypatch, tmp_path):
+    from hpcui import file_lock
+
+    monkeypatch.setattr(file_lock, "fcntl", None)
+    monkeypatch.setattr(file_lock, "msvcrt", None)
+    path = tmp_path / "spool"
+    with open(path, "ab") as one, open(path, "ab") as two:
+        with file_lock.locked(one, path):
+            assert (tmp_path / "spool.lockdir").is_dir()
+            with pytest.raises(file_lock.LockBusy), file_lock.locked(two, path, wait=False):
+                pass
+        with file_lock.locked(two, path, wait=False):  # released: free again
+            pass
+    assert not (tmp_path / "spool.lockdir").exists()
