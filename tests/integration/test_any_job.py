@@ -28,7 +28,11 @@ echo "on stderr" >&2
 
 def sbatch_script(cluster, script: str, *args: str) -> str:
     """Submit a job as a user would with sbatch in ~ (not through hpcui)."""
-    cluster.run("mkdir -p ~/anyjob && cd ~/anyjob && mkdir -p logs-plain-a logs-plain-b")
+    # every log folder the scripts name: Slurm does not create one, and a job whose output
+    # it cannot open fails at launch (JobLaunchFailure, exit code 0:53, empty stderr)
+    cluster.run(
+        "mkdir -p ~/anyjob && cd ~/anyjob && mkdir -p logs-plain-a logs-plain-b logs-plain-c"
+    )
     res = cluster.transport.run(
         f"cd ~/anyjob && sbatch --parsable {' '.join(args)}", stdin=script.encode()
     ).check("sbatch")
@@ -36,12 +40,18 @@ def sbatch_script(cluster, script: str, *args: str) -> str:
 
 
 def wait_state(cluster, job_id: str, want: set[JobState], timeout: float = 90) -> JobState:
+    """Until the job is in one of `want`; a job that reaches another final state fails the
+    wait at once, with what the scheduler said of it (it will not change any more)."""
     deadline = time.monotonic() + timeout
     while True:
-        state = cluster.job_details(job_id).state
-        if state in want:
-            return state
-        assert time.monotonic() < deadline, f"job {job_id} still {state}, wanted {want}"
+        d = cluster.job_details(job_id)
+        if d.state in want:
+            return d.state
+        assert not d.state.is_final, (
+            f"job {job_id} ended {d.state_raw} (reason {d.reason or '-'}, exit code "
+            f"{d.exit_code or '-'}, stdout {d.stdout}), wanted {want}"
+        )
+        assert time.monotonic() < deadline, f"job {job_id} still {d.state}, wanted {want}"
         time.sleep(0.5)
 
 
