@@ -266,6 +266,12 @@ async def _cluster(pilot) -> None:
 async def _help(pilot) -> None:
     await until(pilot, lambda: _connected(pilot.app))
     await pilot.press("question_mark")
+    # the help screen pushed and its animations (scrollbar, fade) done: under load (CI's
+    # two workers) a picture taken after a fixed pause once caught it mid-way
+    await until(
+        pilot, lambda: type(pilot.app.screen).__name__ != type(pilot.app.screen_stack[0]).__name__
+    )
+    await pilot.wait_for_scheduled_animations()
     await pilot.pause(0.3)
 
 
