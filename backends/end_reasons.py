@@ -46,11 +46,7 @@ def scheduler_words(details: JobDetails, scheduler: str) -> str:
     code = details.exit_code if details.exit_code not in ("", "0:0") else ""
     if not (reason or code):
         return ""
-    said = ", ".join(
-        part
-        for part in (f"reason {reason}" if reason else "", f"exit code {code}" if code else "")
-        if part
-    )
+    said = ", ".join(p for p in (reason and f"reason {reason}", code and f"exit code {code}") if p)
     meaning = _SLURM.get(reason.split(" ")[0], "") if reason else ""
     if not meaning and code == LAUNCH_FAILED:
         meaning = _SLURM["JobLaunchFailure"]

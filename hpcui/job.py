@@ -242,10 +242,9 @@ class Job:
                 stderr_tail=tail,
             )
         why = "killed, out of memory, time limit or node failure"
-        said = self._scheduler_words()
         if disk_full(tail) or self._folder_nearly_full():
             why = "it could not write its result: the disk or quota of its job folder is full"
-        elif said:
+        elif said := self._scheduler_words():  # asked only when the disk does not explain it
             why = said
         raise JobLostError(
             f"Job {self.job_id} on {self.cluster.name} ended {state.value} without a result "

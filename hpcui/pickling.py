@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import linecache
 import sys
@@ -61,19 +62,59 @@ def by_value(fn: Callable[..., Any]) -> Iterator[None]:
             cloudpickle.unregister_pickle_by_value(pkg)
 
 
-#: a file larger than this travels without its lines (its traceback shows names and numbers)
+#: a code object whose lines exceed this travels without them (its traceback shows names
+#: and line numbers only)
 MAX_SOURCE_BYTES = 1 << 20
 
 
-def _source_lines(
-    filename: str, cache: dict[str, tuple[str, ...] | None]
-) -> tuple[str, ...] | None:
-    """The file's lines as linecache sees them now (a notebook cell's too), once per file:
-    the same tuple in every code object of a pickle, which pickle's memo stores once."""
-    if filename not in cache:
-        lines = tuple(linecache.getlines(filename))
-        cache[filename] = lines if lines and sum(map(len, lines)) <= MAX_SOURCE_BYTES else None
-    return cache[filename]
+def _span(code: types.CodeType) -> tuple[int, int]:
+    """The first and last line of `code` (its decorators included: co_firstlineno)."""
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    return code.co_firstlineno, max([code.co_firstlineno, *lines])
+
+
+class _Sources:
+    """The source lines each code object of one pickle carries: its own span of its file,
+    not the whole file (a map of 1,000 calls carries each function 1,000 times), and
+    nothing for a code object inside a span already carried (a nested function, a
+    comprehension: pickled after the function that holds it)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, list[tuple[int, int]]] = {}
+
+    def lines_of(self, code: types.CodeType) -> tuple[int, tuple[str, ...]] | None:
+        name = code.co_filename
+        first, last = _span(code)
+        sent = self._sent.setdefault(name, [])
+        if any(a <= first and last <= b for a, b in sent):
+            return None
+        lines = tuple(linecache.getlines(name)[first - 1 : last])  # a notebook cell's too
+        if not lines or sum(map(len, lines)) > MAX_SOURCE_BYTES:
+            return None
+        sent.append((first, last))
+        return first, lines
+
+
+@functools.cache
+def _pickler() -> type:
+    """cloudpickle's Pickler with code objects wrapped (made once: cloudpickle is imported
+    on first use, not with hpcui)."""
+    import cloudpickle
+
+    from hpcui.compute.code_source import restore
+
+    class Pickler(cloudpickle.Pickler):
+        def __init__(self, file: Any) -> None:
+            super().__init__(file, protocol=cloudpickle.DEFAULT_PROTOCOL)
+            self.sources = _Sources()
+
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is types.CodeType:
+                make, args = cloudpickle.Pickler.dispatch_table[types.CodeType](obj)
+                return restore, (make, args, obj.co_filename, self.sources.lines_of(obj))
+            return super().reducer_override(obj)
+
+    return Pickler
 
 
 def dumps(obj: Any) -> bytes:
@@ -82,22 +123,8 @@ def dumps(obj: Any) -> bytes:
     Independent of how a cloudpickle release names code objects: hpcui.compute.code_source
     restores the name after cloudpickle's own rebuild on the node.
     """
-    import cloudpickle
-
-    from hpcui.compute.code_source import restore
-
-    lines: dict[str, tuple[str, ...] | None] = {}
-
-    class _Pickler(cloudpickle.Pickler):
-        def reducer_override(self, obj: Any) -> Any:
-            if type(obj) is types.CodeType:
-                make, args = cloudpickle.Pickler.dispatch_table[types.CodeType](obj)
-                name = obj.co_filename
-                return restore, (make, args, name, _source_lines(name, lines))
-            return super().reducer_override(obj)
-
     buf = io.BytesIO()
-    _Pickler(buf, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(obj)
+    _pickler()(buf).dump(obj)
     return buf.getvalue()
 
 

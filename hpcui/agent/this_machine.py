@@ -25,7 +25,7 @@ def _option_values(argv: Sequence[str]) -> list[str]:
             values.append(next(words, ""))
         elif word.startswith("--cluster="):
             values.append(word.split("=", 1)[1])
-        elif word.startswith("-c") and not word.startswith("--") and len(word) > 2:
+        elif word.startswith("-c") and len(word) > 2:
             values.append(word[2:])
     return values
 
@@ -35,8 +35,8 @@ def local_clusters(argv: Sequence[str]) -> list[str]:
 
     Named with `-c a,b`, as `CLUSTER:JOB`, or the config's default when none is named.
     `-c all` stays with the agent (its remote clusters share the login; the local one is
-    listed as the agent sees this machine). A config that does not load leaves the call to the agent, whose run of it
-    reports the error as a direct run would.
+    listed as the agent sees this machine). A config that does not load leaves the call to
+    the agent, whose run of it reports the error as a direct run would.
     """
     from hpcui.config import load_config
     from hpcui.errors import HpcuiError

@@ -100,3 +100,44 @@ def test_traceback_names_the_users_file_line_and_source(release: str, tmp_path: 
         ran.stdout
     ), ran.stdout
     assert "<dynamic-code>" not in ran.stdout
+
+
+NESTED = textwrap.dedent(
+    """\
+    def outer(x):
+        def inner(y):
+            raise KeyError(y)
+
+        return inner(x)
+
+
+    # UNRELATED: the rest of the file stays on the laptop
+    """
+)
+
+
+def test_a_call_carries_its_functions_lines_not_its_file(tmp_path: Path) -> None:
+    """A map of 1,000 calls pickles the function 1,000 times: each carries the function's
+    own lines (the nested one's come with the outer's), not the whole file."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "nestmod.py").write_text(NESTED + "# filler\n" * 5000)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    pkl = tmp_path / "call.pkl"
+    code = PICKLE.replace("usermod", "nestmod")
+    made = subprocess.run(
+        [sys.executable, "-c", code, str(src), str(pkl)],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    data = pkl.read_bytes()
+    assert b"UNRELATED" not in data and b"filler" not in data and len(data) < 4000
+    src.rename(tmp_path / "moved")
+    ran = subprocess.run(
+        [sys.executable, "-c", RUN.replace("except ValueError", "except KeyError"), str(pkl)],
+        env=env, capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    file = src / "nestmod.py"
+    assert f'File "{file}", line 5, in outer\n    return inner(x)\n' in ran.stdout, ran.stdout
+    assert f'File "{file}", line 3, in inner\n    raise KeyError(y)\n' in ran.stdout, ran.stdout
