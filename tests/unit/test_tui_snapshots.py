@@ -263,16 +263,32 @@ async def _cluster(pilot) -> None:
     await until(pilot, lambda: screen.query_one("#partitions").row_count == 2)
 
 
+async def settled(pilot, timeout: float = 10.0) -> None:
+    """Until two pictures 0.2 s apart are the same: the help's Markdown parses in a thread
+    and mounts its tables in batches, so under CI's load a picture taken after fixed
+    pauses once caught it half-built."""
+    deadline = time.monotonic() + timeout
+    before = pilot.app.export_screenshot()
+    while True:
+        await pilot.pause(0.2)
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("the screen kept changing for 10 s")
+        before = now
+
+
 async def _help(pilot) -> None:
-    await until(pilot, lambda: _connected(pilot.app))
+    app = pilot.app
+    await until(pilot, lambda: _connected(app))
     await pilot.press("question_mark")
-    # the help screen pushed and its animations (scrollbar, fade) done: under load (CI's
-    # two workers) a picture taken after a fixed pause once caught it mid-way
-    await until(
-        pilot, lambda: type(pilot.app.screen).__name__ != type(pilot.app.screen_stack[0]).__name__
-    )
+    await until(pilot, lambda: type(app.screen).__name__ == "HelpModal")
+    markdown = app.screen.query_one("Markdown")
+    # every group's table mounted (the Markdown parses off the event loop)
+    await until(pilot, lambda: len(markdown.query("MarkdownTable")) == 6)
     await pilot.wait_for_scheduled_animations()
-    await pilot.pause(0.3)
+    await settled(pilot)
 
 
 @pytest.mark.parametrize(
