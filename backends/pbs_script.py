@@ -251,6 +251,7 @@ def render_wrapper_script(spec: BatchSpec) -> str:
     # The wrapper's qstat shows no Variable_List: the token rides in Slurm's comment, where
     # find_token (squeue) looks after a dropped connection.
     lines.append(f"#SBATCH --comment={slurm_script.TOKEN_PREFIX}{spec.token}")
+    lines.append(f"#SBATCH --signal=USR2@{spec.signal_delay_s}")  # Torque's -l has no signal
     return "\n".join([*lines, *slurm_script.body(spec, reshape=True)])
 
 
@@ -340,6 +341,7 @@ else rsh=(ssh -o BatchMode=yes); fi
 pids=()
 for ((n = 1; n < HPCUI_NUM_NODES; n++)); do
   "${rsh[@]}" "${hosts[n]}" env HPCUI_NODE_RANK=$n HPCUI_JOB_ID="$HPCUI_JOB_ID" \
+    HPCUI_JOB_START="$HPCUI_JOB_START" \
     @INDEX@="${@INDEX@:-}" \
     PBS_JOBID="$PBS_JOBID" PBS_NODEFILE="$HPCUI_JOB_FOLDER/${HPCUI_JOB_ID}.nodes" \
     HPCUI_NUM_NODES=$HPCUI_NUM_NODES HPCUI_WORLD_SIZE=$HPCUI_WORLD_SIZE \
@@ -375,6 +377,10 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         f"export HPCUI_JOB_FOLDER={quote(spec.folder)} HPCUI_PYTHON={quote(spec.python)}",
         f"export HPCUI_LOCAL_WORLD_SIZE={spec.tasks_per_node}",
     ]
+    if spec.time_s is not None:  # PBS has no early signal: the runner sends USR2 itself
+        lines.append(
+            f"export HPCUI_TIME_LIMIT_S={spec.time_s} HPCUI_SIGNAL_DELAY_S={spec.signal_delay_s}"
+        )
     if spec.pythonpath:
         path = ":".join(spec.pythonpath)
         lines.append(f'export PYTHONPATH={quote(path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
@@ -395,7 +401,7 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         "  run_node; exit $?",
         "fi",
         _JOB_ID,
-        "export HPCUI_JOB_ID",
+        'export HPCUI_JOB_ID HPCUI_JOB_START="$(date +%s)"  # the walltime counts from here',
         f'exec >>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stdout")}" '
         f'2>>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stderr")}"',
         *spec.setup,

@@ -55,7 +55,9 @@ Sharded checkpoints and resume (FSDP; works the same for DDP):
 Every rank calls save_sharded/load_sharded (each writes/reads its own shard; DCP
 reshards on load, so 4 ranks' checkpoint loads on 2). A checkpoint counts as complete
 once its `.metadata` exists (DCP writes it last), so a job killed mid-save resumes from
-the previous one. On a time limit, resubmit the same function (or use submitit's
+the previous one. stop_requested() also turns true at the scheduler's early signal
+(`signal_delay` before the time limit; hpcui/compute/time_limit.py): the job runs on to
+its limit unless it stops itself. On a time limit, resubmit the same function (or use submitit's
 Checkpointable, whose `checkpoint()` can simply return a resubmission of the same call:
 the function finds the newest checkpoint itself).
 """
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RankInfo",
+    "at_time_limit",
     "checkpoint_path",
     "cleanup",
     "latest_checkpoint",
@@ -255,6 +258,9 @@ class _State:
     info: RankInfo | None = None
     device: Any = None
     stop: bool = False
+    #: the scheduler's early signal came (hpcui.compute.time_limit): the limit is near
+    time_limit_near: bool = False
+    time_limit_callbacks: list[Callable[[], Any]] = []
 
 
 def _dist() -> Any:
@@ -431,8 +437,28 @@ def stop_file_path(env: Mapping[str, str] | None = None) -> str | None:
     return JobPaths(folder, job_id).stop if folder and job_id else None
 
 
+def at_time_limit(callback: Callable[[], Any]) -> None:
+    """Call `callback()` once when the scheduler's early signal says the time limit is near
+    (the profile's `signal_delay`, 90 s by default, before it; Slurm may send it up to a
+    minute earlier). It runs in the signal handler, between two lines of the job's code:
+    keep it short (set a flag, save a small state), never a collective. The job then runs
+    on to the limit; stop_requested() is true from that moment."""
+    _State.time_limit_callbacks.append(callback)
+
+
+def run_time_limit_callbacks() -> None:
+    """Each at_time_limit callback once; one that raises is reported and the rest run."""
+    callbacks, _State.time_limit_callbacks = _State.time_limit_callbacks, []
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception as exc:  # the job goes on: its own code decides what a failure means
+            print(f"hpcui: at_time_limit callback {callback!r} raised {exc!r}", file=sys.stderr)
+
+
 def stop_requested() -> bool:
-    """True on EVERY rank once the stop file exists; call it at the same step on all ranks.
+    """True on EVERY rank once the stop file exists or the scheduler's early signal said the
+    time limit is near; call it at the same step on all ranks.
 
     Rank 0 looks for the file and broadcasts the answer, so all ranks leave the loop at
     the same step and no rank is left waiting in a collective (a scheduler kill of a
@@ -442,7 +468,7 @@ def stop_requested() -> bool:
     if _State.stop:
         return True
     path = stop_file_path()
-    flag = _rank() == 0 and path is not None and os.path.exists(path)
+    flag = _rank() == 0 and (_State.time_limit_near or (path is not None and os.path.exists(path)))
     dist = _dist()
     if dist is not None and dist.get_world_size() > 1:
         import torch

@@ -19,6 +19,18 @@ def hms(seconds: float | None, *, pad_hours: bool = True) -> str:
     return f"{days}-{text}" if days else text
 
 
+def clock_duration(seconds: float) -> str:
+    """squeue's time-limit style: ``3:00``, ``1:30:00``, ``2-00:00:00`` (no leading zeros),
+    the way users see their limit in the queue."""
+    s = max(0, round(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    mins, secs = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{mins:02d}:{secs:02d}"
+    return f"{hours}:{mins:02d}:{secs:02d}" if hours else f"{mins}:{secs:02d}"
+
+
 def filled(fraction: float, width: int) -> int:
     """Cells of a `width`-cell bar that `fraction` fills (clamped to 0..1): quota and GPU
     bars in the app and the CLI."""

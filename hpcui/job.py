@@ -242,6 +242,14 @@ class Job:
                 stderr_tail=tail,
             )
         why = "killed, out of memory, time limit or node failure"
+        if state is JobState.TIMEOUT:
+            raise JobLostError(
+                f"Job {self.job_id} on {self.cluster.name} {self._ran_out_of_time()} "
+                "Last lines of its stderr:\n"
+                f"{tail or '(empty)'}",
+                job_id=self.job_id,
+                stderr_tail=tail,
+            )
         if disk_full(tail) or self._folder_nearly_full():
             why = "it could not write its result: the disk or quota of its job folder is full"
         elif said := self._scheduler_words():  # asked only when the disk does not explain it
@@ -252,6 +260,23 @@ class Job:
             f"{tail or '(empty)'}",
             job_id=self.job_id,
             stderr_tail=tail,
+        )
+
+    def _ran_out_of_time(self) -> str:
+        """ "ran out of its time limit (3:00); ask for more ..." with the limit the scheduler
+        held the job to (asked of it: a job found again has no request at hand)."""
+        from hpcui.errors import HpcuiError
+        from hpcui.formatting import clock_duration
+
+        limit = ""
+        try:
+            seconds = self.cluster.scheduler.job_details(self.job_id).time_limit_s
+            limit = f" ({clock_duration(seconds)})" if seconds else ""
+        except (HpcuiError, NotImplementedError, OSError) as exc:
+            log.debug("no time limit for job %s: %s", self.job_id, exc)
+        return (
+            f"ran out of its time limit{limit}; ask for more with time=..., or make it stop "
+            "itself with hpcui.distributed.stop_requested()."
         )
 
     def _scheduler_words(self) -> str:

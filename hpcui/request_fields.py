@@ -56,6 +56,14 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     ),
     RequestField("max_restarts", int, "N", "torchrun --max-restarts", "torchrun restarts"),
     RequestField(
+        "signal_delay",
+        str,
+        "TIME",
+        "tell the job this long before its time limit (stop_requested() turns true; "
+        "default: the profile's, 90s)",
+        "early signal",
+    ),
+    RequestField(
         "modules",
         str,
         "MODULE",
@@ -87,4 +95,4 @@ API_ONLY: dict[str, str] = {
 }
 
 #: Resources field -> the keyword users write for it
-FRIENDLY: dict[str, str] = {"time_s": "time", "mem_mb": "mem"}
+FRIENDLY: dict[str, str] = {"time_s": "time", "mem_mb": "mem", "signal_delay_s": "signal_delay"}

@@ -21,7 +21,7 @@ from hpcui.backends.model import Model
 from hpcui.errors import UsageError
 from hpcui.formatting import short_duration
 from hpcui.profiles import Billing, Partition, Profile
-from hpcui.profiles.units import parse_mem_mb, parse_time
+from hpcui.profiles.units import parse_mem_mb, parse_signal_delay, parse_time
 
 __all__ = [
     "Advice",
@@ -64,6 +64,10 @@ class Resources(Model):
     array_parallelism: int | None = Field(None, ge=1)
     launcher: Literal["submitit", "torchrun"] = "submitit"
     max_restarts: int = Field(0, ge=0, description="torchrun --max-restarts (launcher='torchrun')")
+    #: seconds before the time limit the job is told it is near (None: the profile's)
+    signal_delay_s: int | None = Field(
+        None, description="early time-limit signal in seconds (accepts signal_delay='5m')"
+    )
     extra: tuple[str, ...] = ()
     #: start only after these jobs completed successfully (Job objects or ids)
     after_ok: tuple[str, ...] = ()
@@ -79,6 +83,7 @@ class Resources(Model):
         data = dict(kwargs)
         for alias, field in (
             ("time", "time_s"),
+            ("signal_delay", "signal_delay_s"),
             ("mem", "mem_mb"),
             ("project", "account"),
             ("queue", "partition"),
@@ -87,7 +92,11 @@ class Resources(Model):
                 data[field] = data.pop(alias)
         unknown = sorted(set(data) - set(cls.model_fields))
         if unknown:
-            names = {*cls.model_fields, "time", "mem", "project", "queue"} - {"time_s", "mem_mb"}
+            names = {*cls.model_fields, "time", "mem", "project", "queue", "signal_delay"} - {
+                "time_s",
+                "mem_mb",
+                "signal_delay_s",
+            }
             raise UsageError(
                 f"Unknown resource keyword(s): {', '.join(unknown)}. Resources are: "
                 f"{', '.join(sorted(names))}. "
@@ -107,6 +116,11 @@ class Resources(Model):
     @classmethod
     def _time(cls, v: Any) -> int | None:
         return None if v is None else parse_time(v)
+
+    @field_validator("signal_delay_s", mode="before")
+    @classmethod
+    def _signal_delay(cls, v: Any) -> int | None:
+        return None if v is None else parse_signal_delay(v)
 
     @field_validator("mem_mb", mode="before")
     @classmethod
@@ -222,6 +236,8 @@ class Allocation(Model):
     scheduler: str = "slurm"
     launcher: Literal["submitit", "torchrun"] = "submitit"
     max_restarts: int = 0
+    #: USR2 this long before the time limit (request, else profile; 90 s by default)
+    signal_delay_s: int = 90
     array_parallelism: int | None = None
     #: the execution queue a PBS routing queue will pick (ASPIRE 2A+: aiq1/aiq2)
     routed_to: str | None = None
@@ -609,6 +625,9 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         scheduler=profile.scheduler,
         launcher=req.launcher,
         max_restarts=req.max_restarts,
+        signal_delay_s=req.signal_delay_s
+        if req.signal_delay_s is not None
+        else profile.signal_delay_s,
         array_parallelism=req.array_parallelism,
         routed_to=routed,
         env=env,

@@ -18,6 +18,7 @@ files `Job.results()` and `Job.stdout(rank)` read, exactly as under srun tasks.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from hpcui.backends.launch import torchrun_argv
@@ -48,6 +49,10 @@ def agent(folder: str) -> None:
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         os.environ.pop(key, None)
     sys.stdout.flush()
+    # The early time-limit signal reaches every process of the step: torchrun has no
+    # handler for USR2 (its default action ends the process, and the whole job with it).
+    # Ignored here, ignored by torchrun after exec; each worker's runner handles it.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     os.execv(sys.executable, argv)
 
 

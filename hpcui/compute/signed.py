@@ -104,7 +104,11 @@ def _last_exit_handler() -> None:
 def run(folder: str) -> None:
     from submitit.core.submission import process_job
 
+    from hpcui.compute import time_limit
+
     atexit.register(_last_exit_handler)
+    time_limit.install()  # the early signal says the limit is near; the job runs to it
+    time_limit.arm_from_env()  # PBS sends none: USR2 at walltime - delay (else no-op)
     os.environ["SUBMITIT_FOLDER"] = str(folder)  # as process_job sets it: the job's paths
     write_call(folder)
     try:

@@ -18,7 +18,7 @@ from pydantic import (
 
 from hpcui.backends.model import Model
 from hpcui.errors import ConfigError
-from hpcui.profiles.units import parse_mem_mb, parse_time
+from hpcui.profiles.units import parse_mem_mb, parse_signal_delay, parse_time
 
 #: PBS sites let you ssh onto the nodes of your running job; BatchMode: never a prompt
 DEFAULT_NODE_SHELL = "ssh -o BatchMode=yes -o ConnectTimeout=10"
@@ -160,6 +160,16 @@ class Profile(Model):
         if bad:
             raise ValueError(f"env names must be shell variable names, got {bad}")
         return env
+
+    #: seconds before the time limit the scheduler signals the job (USR2): the job's
+    #: hpcui.distributed.stop_requested() turns true and a Checkpointable checkpoints; the
+    #: job runs on to the limit (Slurm may signal up to 60 s earlier than asked)
+    signal_delay_s: int = 90
+
+    @field_validator("signal_delay_s", mode="before")
+    @classmethod
+    def _signal_delay(cls, v: Any) -> int:
+        return parse_signal_delay(v)
 
     #: directives added to every Slurm script (MN5: --hint=nomultithread)
     extra_directives: list[str] = Field(default_factory=list)

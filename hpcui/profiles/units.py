@@ -73,3 +73,14 @@ def parse_mem_mb(value: str | int) -> int:
     if mb <= 0:
         raise ValueError(f"memory must be positive, got {value!r}")
     return mb
+
+
+def parse_signal_delay(value: str | int | float | timedelta) -> int:
+    """Seconds before the time limit: a bare number is seconds here (Slurm's `--signal=@N`
+    counts seconds), else as parse_time (`5m`, `0:02:00`). 1 s to 18 h (Slurm's 65535)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    seconds = parse_time(value)
+    if seconds > 65535:
+        raise ValueError(f"signal delay {value!r} is over Slurm's largest, 65535 s (18 h)")
+    return seconds

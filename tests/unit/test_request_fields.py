@@ -24,7 +24,7 @@ def test_every_option_is_accepted_by_resources_from_kwargs():
     for f in REQUEST_FIELDS:
         value = f.choices[0] if f.choices else sample[f.kind]
         value = [value] if f.repeatable else value
-        if f.keyword == "time":
+        if f.keyword in ("time", "signal_delay"):
             value = "10m"
         elif f.keyword == "mem":
             value = "4G"

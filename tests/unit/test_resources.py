@@ -430,3 +430,45 @@ def test_explain():
     assert lines[2].startswith("advice: Partition 'small-g' bills this job 2 GPU-hours")
     routed = explain(plan("aspire2a-plus", gpus=8, account="p", time="1h"))
     assert "partition normal -> aiq2" in routed
+
+
+# -- the early time-limit signal --------------------------------------------------------------
+
+
+def _spec(profile: str, **kwargs):
+    return batch_spec(plan(profile, **kwargs), folder="/f", token="t")
+
+
+def test_signal_delay_defaults_to_90_s_and_a_request_or_profile_changes_it():
+    assert "--signal=USR2@90" in directives(
+        _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", time="1h")
+    )
+    # a bare number is seconds, as in Slurm's --signal=@N (time= reads it as minutes)
+    assert "--signal=USR2@300" in directives(
+        _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", signal_delay="300")
+    )
+    assert "--signal=USR2@600" in directives(
+        _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", signal_delay="10m")
+    )
+    profile = load_profile("mn5-acc").model_copy(update={"signal_delay_s": 240})
+    alloc = resolve(Resources.from_kwargs(gpus=1, qos="acc_debug", account="a"), profile)
+    assert alloc.signal_delay_s == 240
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "19h", "soon"])
+def test_signal_delay_out_of_range_is_a_usage_error(bad):
+    with pytest.raises(UsageError, match="signal_delay"):
+        Resources.from_kwargs(signal_delay=bad)
+
+
+def test_pbs_runner_is_told_the_walltime_and_delay_and_the_wrapper_gets_slurms_signal():
+    from hpcui.backends import pbs_script
+
+    spec = _spec("aspire2a-plus", gpus=1, time="2h", signal_delay="5m", account="p1")
+    text = pbs_script.render_script(spec, "pbspro")
+    assert "export HPCUI_TIME_LIMIT_S=7200 HPCUI_SIGNAL_DELAY_S=300" in text
+    assert 'HPCUI_JOB_START="$(date +%s)"' in text
+    wrapper = pbs_script.render_wrapper_script(
+        batch_spec(plan("lumi-g", gpus=1, time="1h", account="a"), folder="/f", token="t")
+    )
+    assert "#SBATCH --signal=USR2@90" in wrapper

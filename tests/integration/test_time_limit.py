@@ -1,0 +1,72 @@
+"""Jobs run to their time limit on the dev cluster's real Slurm.
+
+Every batch script carries `--signal=USR2@N` (the profile's signal_delay, 90 s by default)
+and Slurm sends it up to a minute earlier than asked. Stock submitit ended a callable
+that cannot checkpoint right there ("timed-out and not checkpointable", FAILED after a
+fraction of its limit). Now the signal only turns hpcui.distributed.stop_requested() true:
+a job that fits its limit finishes, one that does not is ended by Slurm at the limit
+(TIMEOUT), and the client says so in words.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcui.errors import JobLostError
+
+pytestmark = pytest.mark.devcluster
+
+
+def works_for(seconds: float) -> dict:
+    """Works `seconds`, noting when stop_requested() turned true (and ignoring it); its
+    progress goes to `progress` in its job folder, where a killed job leaves it."""
+    import os
+    import time as _t
+
+    from hpcui import distributed as hd
+
+    folder = os.environ["HPCUI_JOB_FOLDER"]
+    start, noticed = _t.monotonic(), None
+    while (ran := _t.monotonic() - start) < seconds:
+        if noticed is None and hd.stop_requested():
+            noticed = ran
+        with open(os.path.join(folder, "progress.tmp"), "w") as fh:
+            fh.write(f"{ran:.1f} {'-' if noticed is None else f'{noticed:.1f}'}\n")
+        os.replace(os.path.join(folder, "progress.tmp"), os.path.join(folder, "progress"))
+        _t.sleep(0.5)
+    return {"ran_s": _t.monotonic() - start, "noticed_s": noticed}
+
+
+def _sacct(dev, job_id: str) -> tuple[str, int]:
+    out = dev.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ElapsedRaw"]).stdout
+    state, elapsed = out.strip().splitlines()[0].split("|")
+    return state, int(elapsed)
+
+
+@pytest.mark.timeout(330)
+def test_a_150_s_callable_under_a_3_minute_limit_completes(dev):
+    job = dev.submit(works_for, 150, time="3m", cpus_per_task=1, mem="500M", name="to-limit")
+    value = job.result(timeout=300)
+    assert value["ran_s"] >= 150
+    # USR2@90 under a 3-minute limit: from 30 s to 90 s in (Slurm's minute of slack); the
+    # job saw it and went on to its own end
+    assert value["noticed_s"] is not None and value["noticed_s"] < 150, value
+    state, elapsed = _sacct(dev, job.job_id)
+    assert state == "COMPLETED" and elapsed >= 150, (state, elapsed)
+
+
+@pytest.mark.timeout(240)
+def test_a_callable_that_overruns_ends_timeout_at_the_limit_and_says_so(dev):
+    job = dev.submit(
+        works_for, 600, time="1m", signal_delay=20, cpus_per_task=1, mem="500M", name="overrun"
+    )
+    with pytest.raises(JobLostError) as err:
+        job.result(timeout=200)
+    message = str(err.value)
+    assert "ran out of its time limit (1:00)" in message, message
+    assert "ask for more with time=" in message and "stop_requested()" in message
+    state, elapsed = _sacct(dev, job.job_id)
+    assert state == "TIMEOUT", state
+    assert elapsed >= 55, elapsed  # at the limit, not at the signal
+    ran, noticed = dev.run(["cat", f"{job.folder}/progress"]).stdout.split()
+    assert noticed != "-" and float(noticed) < float(ran), (ran, noticed)
