@@ -32,6 +32,8 @@ class BatchSpec:
     python: str = "python3"
     setup: tuple[str, ...] = ()
     pythonpath: tuple[str, ...] = ()  # e.g. the runtime bundle zip
+    #: (path, sha256) the script checks before it runs anything (the runtime bundle)
+    verified: tuple[tuple[str, str], ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     signal_delay_s: int = 90  # USR2 this long before the time limit: submitit checkpoints
     launcher: str = "submitit"  # "torchrun": one torchrun per node starts a rank per GPU

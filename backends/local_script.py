@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from .batch import BatchSpec
 from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
-from .shell import quote
+from .shell import quote, verify_lines
 from .states import JobState
 
 
@@ -47,6 +47,7 @@ def render_script(
     want = spec.gpus_per_node if gpu_var else 0
     if gpu_var and not want and gpu_var == "CUDA_VISIBLE_DEVICES":
         lines.append(f"export {gpu_var}=")  # no GPU asked for: none seen, none shared
+    lines += verify_lines(spec.verified)
     lines += list(spec.setup)
     submitted = submitted_name('"$1"')  # run_one's $1: the job id
     out, err = (log_name("$1", "${k}", stream) for stream in ("stdout", "stderr"))
@@ -54,6 +55,14 @@ def render_script(
     lines += [
         f"mkdir -p {state}",
         "pid=$$",
+        # A pid seen before (a reboot, another pid namespace): what an old job of that id
+        # left is not this job's, so an old outcome or GPU hold must not count for it.
+        f'rm -f {state}/"$pid".rc {state}/"$pid"_*.rc {state}/"$pid".wait {state}/"$pid"_*.wait '
+        f'{state}/gpus/held/"$pid" {state}/gpus/held/"$pid"_* '
+        f'{state}/gpus/queue/"$pid" {state}/gpus/queue/"$pid"_*',
+        # "<pid> <this script>": a signal or a liveness check reaches this launcher only
+        # while that pid still runs this script (status_command, cancel_command)
+        'me="$pid $0"',
         "run_one() {  # $1: job id, $2: array index (empty: a single job)",
         f'  if [ -n "$2" ]; then export {CALL_INDEX_ENV}="$2"; '
         f"else ln -sf {pickle_name()} {folder}/{submitted}; fi",
@@ -81,11 +90,11 @@ def render_script(
         lines.append(f'  rm -f {state}/gpus/held/"$1"')
     lines += [done, "}"]
     if size is None:
-        lines += ["ids=$pid", f"echo $pid > {state}/$pid.pid", 'run_one $pid ""']
+        lines += ["ids=$pid", f'echo "$me" > {state}/$pid.pid', 'run_one $pid ""']
     else:
         lines += [
             f'ids=$(seq -f "${{pid}}_%g" 0 {size - 1})',
-            f"for j in $ids; do echo $pid > {state}/$j.pid; done",
+            f'for j in $ids; do echo "$me" > {state}/$j.pid; done',
             f"for ((i = 0; i < {size}; i++)); do",
             f"  while (( $(jobs -rp | wc -l) >= {parallel} )); do wait -n; done",
             '  run_one "${pid}_$i" "$i" &',
@@ -95,19 +104,45 @@ def render_script(
     return "\n".join(lines) + "\n"
 
 
-def submit_command(script_path: str) -> list[str]:
-    """Start the launcher detached; prints its pid (the job id)."""
-    return ["sh", "-c", 'setsid bash "$1" </dev/null >/dev/null 2>&1 & echo $!', "sh", script_path]
+def submit_command(script_path: str, state_dir: str) -> list[str]:
+    """Start the launcher detached; prints its pid (the job id). Its `.pid` file is
+    written here, before the id is printed: a cancel or status right after the submit
+    finds it, and never an old job's of the same pid."""
+    return [
+        "sh",
+        "-c",
+        'setsid bash "$1" </dev/null >/dev/null 2>&1 & p=$!; mkdir -p "$2" && '
+        'echo "$p $1" > "$2/$p.pid"; echo $p',
+        "sh",
+        script_path,
+        state_dir,
+    ]
+
+
+#: `ours PID SCRIPT`: that pid is alive and still runs the job's launcher script (a pid
+#: the system gave to another process since is not the job); without `ps` (a bare
+#: container), alive is enough. An old `.pid` without a script name: alive is enough.
+_OURS = (
+    'ours() { kill -0 "$1" 2>/dev/null || return 1; [ -n "$2" ] || return 0; '
+    "command -v ps >/dev/null 2>&1 || return 0; "
+    'ps -p "$1" -o args= 2>/dev/null | grep -qF -- "$2"; }; '
+)
 
 
 def status_command(job_ids: Sequence[str], state_dir: str) -> str:
+    """One line per job: DONE <rc>, RUNNING, PENDING <why>, KILLED (its launcher is gone
+    without an outcome: SIGKILLed, OOM-killed, a reboot) or GONE (no launcher file yet)."""
     ids = " ".join(quote(j) for j in job_ids)
     d = quote(state_dir)
     return (
-        f'for j in {ids}; do if [ -e {d}/$j.rc ]; then echo "$j DONE $(cat {d}/$j.rc)"; '
-        f'elif [ -e {d}/$j.pid ] && kill -0 "$(cat {d}/$j.pid)" 2>/dev/null; then '
+        _OURS + f'for j in {ids}; do if [ -e {d}/$j.rc ]; then echo "$j DONE $(cat {d}/$j.rc)"; '
+        f"elif [ -e {d}/$j.pid ]; then read -r p s < {d}/$j.pid; "
+        'if ours "$p" "$s"; then '
         f'if [ -e {d}/$j.wait ]; then echo "$j PENDING $(head -c 400 {d}/$j.wait)"; '
         'else echo "$j RUNNING"; fi; '
+        # it may have written its outcome between the two looks
+        f'elif [ -e {d}/$j.rc ]; then echo "$j DONE $(cat {d}/$j.rc)"; '
+        'else echo "$j KILLED"; fi; '
         'else echo "$j GONE"; fi; done'
     )
 
@@ -123,6 +158,8 @@ def parse_status(text: str) -> dict[str, tuple[JobState, str, int | None]]:
             out[jid] = (JobState.RUNNING, word, None)
         elif word == "PENDING":
             out[jid] = (JobState.PENDING, line.split(None, 2)[2] if len(parts) > 2 else "", None)
+        elif word == "KILLED":
+            out[jid] = (JobState.FAILED, "KILLED (its processes ended without an outcome)", None)
         elif word == "DONE" and len(parts) == 3:
             if parts[2] == "CANCELLED":
                 out[jid] = (JobState.CANCELLED, "CANCELLED", None)
@@ -135,14 +172,18 @@ def parse_status(text: str) -> dict[str, tuple[JobState, str, int | None]]:
 def cancel_command(job_ids: Sequence[str], state_dir: str) -> str:
     """Mark unfinished jobs CANCELLED, then kill their launcher's process group.
 
-    The job id carries the launcher's pid, so this works even before the launcher has
-    written anything. SIGKILL, because submitit's runner ignores SIGTERM (Slurm's
-    pre-kill warning). A launcher runs a whole array: cancelling one element ends all.
+    The job id carries the launcher's pid. SIGKILL, because submitit's runner ignores
+    SIGTERM (Slurm's pre-kill warning). A launcher runs a whole array: cancelling one
+    element ends all. Nothing is signalled unless that pid still runs the job's launcher
+    (`ours`): a job that ended long ago may have left its pid to someone else's process.
     """
     d = quote(state_dir)
     ids = " ".join(quote(j) for j in job_ids)
     return (
-        f"mkdir -p {d} && cd {d} && for j in {ids}; do p=${{j%%_*}}; "
+        _OURS + f"mkdir -p {d} && cd {d} && for j in {ids}; do p=${{j%%_*}}; "
+        'f=$j.pid; [ -e "$f" ] || f=$(ls "$p".pid "$p"_*.pid 2>/dev/null | head -n 1); '
+        '[ -n "$f" ] && [ -e "$f" ] || continue; read -r q s < "$f"; '
+        '[ "$q" = "$p" ] && ours "$q" "$s" || continue; '
         '[ -e "$j.rc" ] || echo CANCELLED > "$j.rc"; '
         'for f in "$p".pid "$p"_*.pid; do [ -e "$f" ] || continue; k=${f%.pid}; '
         '[ -e "$k.rc" ] || echo CANCELLED > "$k.rc"; done; '

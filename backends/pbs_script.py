@@ -24,7 +24,7 @@ from .batch import BatchSpec
 from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
 from .pbs_dialect import PbsDialect
 from .pbs_ids import parse_pbs_id
-from .shell import quote
+from .shell import quote, verify_lines
 
 TOKEN_VAR = "HPCUI_TOKEN"
 #: the compute-side runner: submitit's process_job with the PBS job environment
@@ -393,6 +393,7 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
     lines += [
         'cd "$HPCUI_JOB_FOLDER" || exit 1',
+        *verify_lines(spec.verified),
         _RUN_NODE.replace("@RUNNER@", runner)
         .replace("@LOG_OUT@", log_name("${HPCUI_JOB_ID}", log_rank, "stdout"))
         .replace("@LOG_ERR@", log_name("${HPCUI_JOB_ID}", log_rank, "stderr")),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .batch import BatchSpec, format_duration, format_mem
 from .job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
-from .shell import quote
+from .shell import quote, verify_lines
 
 TOKEN_PREFIX = "hpcui:"
 
@@ -106,6 +106,7 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         lines.append(f'export PYTHONPATH={quote(path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
+    lines += verify_lines(spec.verified)
     lines += list(spec.setup)
     if spec.array_size is not None:
         job = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'

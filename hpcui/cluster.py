@@ -30,6 +30,7 @@ from hpcui import logs as _logs  # site state (queue, quota, modules, logs): blo
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.records import JobDetails, RemoteFile
+from hpcui.backends.shell import PREVIEW_DIGEST
 from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
@@ -50,7 +51,7 @@ from hpcui.profiles.units import parse_time
 from hpcui.registry import JobRecord, Registry, shared_registry
 from hpcui.resources import Allocation, Resources, batch_spec, explain, resolve
 from hpcui.result_signing import job_key
-from hpcui.runtime_bundle import build_bundle
+from hpcui.runtime_bundle import build_bundle, bundle_sha256
 from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.status import StatusService
 from hpcui.transport.base import Command, CommandResult, TerminalChannel, Transport
@@ -96,6 +97,7 @@ class Cluster:
         self._prompt = prompt
         self._on_unknown_host = on_unknown_host
         self._remote: submission.RemoteInfo | None = None
+        self._shared_base_said = False
         self._setup_checked = False
         self._reconciled_at: float | None = None
         self._auto_clean_thread: threading.Thread | None = None
@@ -250,13 +252,22 @@ class Cluster:
 
     @cached_property
     def status(self) -> StatusService:
-        return StatusService(
+        from hpcui.end_push import EndPush
+
+        service = StatusService(
             self.scheduler,
             on_update=lambda changed: self.registry.update_states(
                 self.name, {j: (s.state, s.state_raw) for j, s in changed.items()}
             ),
             resolve_vanished=self._resolve_vanished,
         )
+        service.end_push = EndPush(self.transport, self._job_folder, service.nudge)
+        return service
+
+    def _job_folder(self, job_id: str) -> str | None:
+        """Where a tracked job of this cluster writes its result (None: not hpcui's job)."""
+        rec = self.registry.get(self.name, job_id)
+        return rec.folder if rec is not None else None
 
     def run(self, cmd: Command, *, timeout: float | None = None) -> CommandResult:
         """Run a command on the login node (a list is quoted word by word)."""
@@ -290,6 +301,30 @@ class Cluster:
                     self.transport, self.config, python=self.python, setup=self.setup
                 )
             info = self._remote
+        if info.unsafe_base:
+            raise UsageError(
+                f"remote_base {info.shared_base} on {self.name} is writable by others, and "
+                f"your private folder in it, {info.unsafe_base}, is not yours alone (another "
+                "owner, or others may write it): hpcui puts no job there, since a file "
+                "someone else can write would run as you. Remove or fix that folder "
+                f"(chmod 700, owned by you), or set remote_base to a folder of your own."
+            )
+        if info.shared_base and not self._shared_base_said:
+            self._shared_base_said = True
+            sticky = (
+                f" Without the sticky bit on {info.shared_base} a group member can still "
+                "rename that folder away: ask its owner for `chmod +t`."
+                if info.shared_not_sticky
+                else ""
+            )
+            log.warning(
+                "remote_base %s on %s is writable by others: your jobs and runtime bundles go "
+                "into %s (0700, yours alone).%s",
+                info.shared_base,
+                self.name,
+                info.base,
+                sticky,
+            )
         want = local_version or sys.version_info[:2]
         if info.python_version is None:
             raise RemotePythonError(
@@ -325,7 +360,9 @@ class Cluster:
             )
         self._setup_checked = True
 
-    def _ensure_bundle(self, info: submission.RemoteInfo) -> str:
+    def _ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
+        """The bundle's path on the cluster and its SHA-256, which every job checks before
+        it imports it (a file there is never trusted by its name alone)."""
         digest, data = build_bundle()
         path = f"{info.base}/runtime/{digest}.zip"
         if digest not in info.bundles:
@@ -334,7 +371,7 @@ class Cluster:
             self.transport.write_file(tmp, data, mode=0o644)
             self.transport.run(["mv", "-f", tmp, path]).check("installing the runtime bundle")
             info.bundles.add(digest)
-        return path
+        return path, bundle_sha256()
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -384,6 +421,7 @@ class Cluster:
             python=self.python,
             setup=self.setup,
             pythonpath=(f"{base}/runtime/BUNDLE.zip",),
+            verified=((f"{base}/runtime/BUNDLE.zip", PREVIEW_DIGEST),),
         )
         return ScriptPreview(
             allocation=alloc, summary=explain(alloc), script=self.scheduler.render_script(spec)
@@ -413,7 +451,7 @@ class Cluster:
         info = self.remote_info()
         self._reconcile_quietly()
         self._check_setup_modules()
-        bundle = self._ensure_bundle(info)
+        bundle, bundle_sha = self._ensure_bundle(info)
         token = uuid.uuid4().hex[:16]
         folder = f"{info.base}/jobs/{token}"
         spec = batch_spec(
@@ -424,6 +462,7 @@ class Cluster:
             python=self.python,
             setup=self.setup,
             pythonpath=(bundle,),
+            verified=((bundle, bundle_sha),),
         )
         script = self.scheduler.render_script(spec)
         key = job_key(token)
@@ -681,11 +720,16 @@ class Cluster:
         return job_files.read_text(self.transport, path, limit)
 
     def download(
-        self, remote: str, local: str | Path, *, progress: Callable[[int, int], None] | None = None
+        self,
+        remote: str,
+        local: str | Path,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> tuple[int, Path]:
-        """Copy a remote file here, resuming a partial copy (`<name>.part`): bytes moved
-        now, and where the file is."""
-        return job_files.download(self.transport, remote, Path(local), progress=progress)
+        """Copy a remote file here, resuming a partial copy (`<name>.part`) of the same
+        version of the file: bytes moved now, and where the file is."""
+        return job_files.download(self.transport, remote, Path(local), progress=progress, note=note)
 
     def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
         """Submit an (edited) batch script from `work_dir`; returns the new job id."""

@@ -646,6 +646,7 @@ def batch_spec(
     python: str = "python3",
     setup: Sequence[str] = (),
     pythonpath: Sequence[str] = (),
+    verified: Sequence[tuple[str, str]] = (),
 ) -> BatchSpec:
     """The renderer's view of an allocation: the one mapping used by submit and previews.
 
@@ -664,6 +665,7 @@ def batch_spec(
         # the job's own modules load after the cluster's setup (which may make them visible)
         setup=(*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())),
         pythonpath=tuple(pythonpath),
+        verified=tuple(verified),
     )
 
 

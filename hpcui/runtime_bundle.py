@@ -53,3 +53,9 @@ def build_bundle() -> tuple[str, bytes]:
             zf.writestr(info, path.read_bytes())
     data = buf.getvalue()
     return hashlib.sha256(data).hexdigest()[:16], data
+
+
+@lru_cache(maxsize=1)
+def bundle_sha256() -> str:
+    """The bundle's whole SHA-256: what a job checks on the node before it imports it."""
+    return hashlib.sha256(build_bundle()[1]).hexdigest()

@@ -29,6 +29,13 @@ class RemoteInfo:
     python_version: tuple[int, int, int] | None
     python_error: str = ""
     bundles: set[str] = field(default_factory=set)
+    #: the configured base others can write: hpcui keeps this user's jobs in `base`, a
+    #: private folder of its own inside it ("" when the configured base is private)
+    shared_base: str = ""
+    #: that private folder exists but is not this user's alone: nothing may go there
+    unsafe_base: str = ""
+    #: the shared base lacks the sticky bit: a group member can still rename folders in it
+    shared_not_sticky: bool = False
 
 
 def base_word(remote_base: str) -> str:
@@ -42,6 +49,13 @@ def base_word(remote_base: str) -> str:
     return f'"{remote_base}"'
 
 
+#: `mine DIR`: owned by this user and writable by nobody else (POSIX find, no GNU stat)
+_MINE = (
+    'mine() { [ -O "$1" ] && [ -z "$(find "$1" -prune \\( -perm -0020 -o -perm -0002 \\) '
+    '-print 2>/dev/null)" ]; }; '
+)
+
+
 def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ()) -> str:
     """One shell line: make the job base, print home/base/bundles, run `python` after `setup`.
 
@@ -52,9 +66,15 @@ def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ())
     py = f"{quote_bytes(python).decode()} -c {quote_bytes(_PY).decode()}"
     return (
         # a new base is private; an existing one (a shared project directory, 2775) keeps
-        # the mode its owner gave it
+        # the mode its owner gave it, and this user's jobs and runtime bundles go into a
+        # private folder of their own in it: a file where others can write is never run
         f'b={base_word(cfg.remote_base)}; {{ [ -d "$b" ] || mkdir -p -m 700 "$b"; }} && '
-        'mkdir -p "$b/jobs" "$b/runtime" && '
+        f"{_MINE}"
+        'if ! mine "$b"; then printf \'SHARED=%s\\n\' "$b"; '
+        '[ -k "$b" ] || echo NOT_STICKY=1; b="$b/$(id -un)"; '
+        '[ -d "$b" ] || mkdir -m 700 "$b"; '
+        'mine "$b" || { printf \'UNSAFE=%s\\n\' "$b"; b=/nonexistent; }; fi; '
+        '[ "$b" = /nonexistent ] || mkdir -p "$b/jobs" "$b/runtime" && '
         'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
         'for f in "$b"/runtime/*.zip; do [ -e "$f" ] && printf \'BUNDLE=%s\\n\' "${f##*/}"; done; '
         f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
@@ -83,6 +103,9 @@ def probe_remote(
     return RemoteInfo(
         home=values.get("HOME", ""),
         base=values.get("BASE", ""),
+        shared_base=values.get("SHARED", ""),
+        unsafe_base=values.get("UNSAFE", ""),
+        shared_not_sticky=values.get("NOT_STICKY") == "1",
         python_version=version,  # type: ignore[arg-type]
         python_error="\n".join(pyout) if version is None else "",
         bundles=bundles,

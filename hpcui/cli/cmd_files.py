@@ -98,7 +98,9 @@ def cmd_download(args: argparse.Namespace) -> int:
         dest.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     bar = _Bar(Path(path).name) if interactive() and not args.json else None
-    moved, local = cluster.download(path, dest, progress=bar)
+    moved, local = cluster.download(
+        path, dest, progress=bar, note=lambda text: print(f"hpcui: {text}", file=sys.stderr)
+    )
     if bar:
         bar.finish()
     secs = max(time.monotonic() - started, 1e-6)

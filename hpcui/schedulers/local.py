@@ -40,7 +40,7 @@ class LocalScheduler(Scheduler):
         )
 
     def submit_command(self, script_path: str) -> Command:
-        return local_script.submit_command(script_path)
+        return local_script.submit_command(script_path, self._state_dir())
 
     def parse_submit(self, stdout: str) -> str:
         pid = stdout.strip().splitlines()[-1] if stdout.strip() else ""

@@ -14,6 +14,13 @@ Command = str | bytes | Iterable[Arg]
 
 
 @dataclass(frozen=True)
+class RemoteStat:
+    size: int
+    mtime: float
+    is_dir: bool
+
+
+@dataclass(frozen=True)
 class CommandResult:
     """What one command printed and how it exited. Bytes are decoded leniently."""
 
@@ -121,6 +128,25 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def stat_size(self, path: str) -> int | None:
         """Size of a file, None when it does not exist."""
+
+    def stat_file(self, path: str) -> RemoteStat | None:
+        """Size, mtime and kind of a path (None: it does not exist). Resumed downloads
+        compare them: a file rewritten since must not be continued from the old bytes.
+        This default asks `stat` (GNU, else BSD); SSH and local transports answer directly."""
+        res = self.run(
+            [
+                "sh",
+                "-c",
+                'stat -L -c "%F|%s|%Y" -- "$1" 2>/dev/null || stat -L -f "%HT|%z|%m" -- "$1"',
+                "sh",
+                path,
+            ]
+        )
+        kind, _, rest = res.stdout.strip().partition("|")
+        size, _, mtime = rest.partition("|")
+        if not res.ok or not size.isdigit():
+            return None
+        return RemoteStat(int(size), float(mtime or 0), kind.lower() == "directory")
 
     def free_bytes(self, path: str) -> int | None:
         """Bytes the user may still write on the filesystem holding `path` (`df -Pk`, read

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Iterable
 
 from hpcui.errors import CommandTimeout
-from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.base import Command, CommandResult, RemoteStat, Transport
 from hpcui.transport.quoting import quote_bytes, to_command
 
 
@@ -82,6 +82,15 @@ class LocalTransport(Transport):
             return os.stat(os.path.expanduser(path)).st_size
         except FileNotFoundError:
             return None
+
+    def stat_file(self, path: str) -> RemoteStat | None:
+        import stat as _stat
+
+        try:
+            st = os.stat(os.path.expanduser(path))
+        except FileNotFoundError:
+            return None
+        return RemoteStat(st.st_size, st.st_mtime, _stat.S_ISDIR(st.st_mode))
 
     def home(self) -> str:
         return os.path.expanduser("~")

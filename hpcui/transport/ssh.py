@@ -29,7 +29,7 @@ from hpcui.errors import (
     RemoteWriteError,
 )
 from hpcui.transport import deadline
-from hpcui.transport.base import Command, CommandResult, Transport
+from hpcui.transport.base import Command, CommandResult, RemoteStat, Transport
 from hpcui.transport.keys import KeyLocked, KeyUnreadable, load_private_key
 from hpcui.transport.known_hosts import KnownHosts, read_known_hosts
 from hpcui.transport.quoting import quote_argv, quote_bytes, to_command
@@ -931,6 +931,17 @@ class SshTransport(Transport):
 
         return self._file_op(f"checking {path}", stat, retry=True)
 
+    def stat_file(self, path: str) -> RemoteStat | None:
+        def stat() -> RemoteStat | None:
+            with self._sftp_lock:
+                try:
+                    st = self.sftp().stat(path)
+                except FileNotFoundError:
+                    return None
+            return RemoteStat(st.st_size or 0, float(st.st_mtime or 0), _is_dir(st.st_mode))
+
+        return self._file_op(f"checking {path}", stat, retry=True)
+
     def put_files(
         self,
         directory: str,
@@ -1040,3 +1051,9 @@ def _proxy_command(command: str) -> paramiko.ProxyCommand:
         raise ClusterConnectionError(
             f"ProxyCommand {command!r} could not be started: {exc}. Check it in your ssh config."
         ) from exc
+
+
+def _is_dir(mode: int | None) -> bool:
+    import stat as _stat
+
+    return mode is not None and _stat.S_ISDIR(mode)

@@ -166,7 +166,12 @@ class FilesModal(ModalScreen[None]):
                 )
 
         try:
-            _, local = self.cluster.download(entry.path, self.downloads, progress=progress)
+            _, local = self.cluster.download(
+                entry.path,
+                self.downloads,
+                progress=progress,
+                note=lambda text: self.app.call_from_thread(self.notify, text),
+            )
         except HpcuiError as exc:
             self.app.call_from_thread(self._said, f"download failed: {exc} (d again resumes)")
             return

@@ -319,7 +319,8 @@ def test_round_trips_per_submit_are_counted(dev_env):
 
 
 def test_the_job_base_is_made_private_but_an_existing_one_is_left_alone(dev_env):
-    """A new remote_base is created 0700; a shared project directory (2775) keeps its mode."""
+    """A new remote_base is created 0700; a shared project directory (2775) keeps its mode
+    (tests/integration/test_shared_base.py: what goes in it)."""
     from hpcui.cluster import Cluster
     from hpcui.config import load_config
 
@@ -332,7 +333,9 @@ def test_the_job_base_is_made_private_but_an_existing_one_is_left_alone(dev_env)
         fresh.run(f"rm -rf ~/base-new-{tag}").check()
     with Cluster(cfg.model_copy(update={"remote_base": f"~/base-shared-{tag}"})) as shared:
         info = shared.remote_info()
-        assert info.base.endswith(f"base-shared-{tag}")
+        # others may write it: the jobs go into a private folder of the user's own in it
+        assert info.shared_base.endswith(f"base-shared-{tag}")
+        assert info.base == f"{info.shared_base}/hpcuser"
         assert shared.run(f"stat -c %a ~/base-shared-{tag}").stdout.strip() == "2775"
         shared.run(f"rm -rf ~/base-shared-{tag}").check()
 

@@ -76,3 +76,27 @@ def test_parse_find_token():
     text = "12|hpcui:aaa\n13|hpcui:bbb\n14|\n"
     assert parse_find_token(text, "bbb") == "13"
     assert parse_find_token(text, "zzz") is None
+
+
+def test_the_bundle_is_checked_by_its_sha256_before_anything_runs(tmp_path):
+    """The check that render_script puts before srun, run by a real sh and sha256sum."""
+    import hashlib
+
+    from hpcui.backends.shell import verify_lines
+
+    bundle = tmp_path / "it's a bundle.zip"
+    bundle.write_bytes(b"the bundle hpcui uploaded")
+    good = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    spec = BatchSpec(folder="/f", token="t", name="n", verified=((str(bundle), good),))
+    script = render_script(spec)
+    check = verify_lines(spec.verified)[0]
+    assert script.index(check) < script.index("srun ")
+    assert (
+        subprocess.run(["sh", "-c", check + "; echo ran"], capture_output=True).stdout == b"ran\n"
+    )
+    bundle.write_bytes(b"a bundle someone put there")
+    swapped = subprocess.run(["sh", "-c", check + "; echo ran"], capture_output=True, text=True)
+    assert swapped.returncode == 97 and swapped.stdout == ""
+    assert "is not the file hpcui uploaded" in swapped.stderr
+    with pytest.raises(ValueError, match="SHA-256"):
+        verify_lines(((str(bundle), "abc; rm -rf ~"),))
