@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from . import slurm_queue, slurm_script
 from .batch import BatchSpec
+from .getopt_names import options_set
 from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
 from .pbs_dialect import PbsDialect
 from .pbs_ids import parse_pbs_id
@@ -161,16 +162,22 @@ def directives(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> list[str]:
 RESERVED = frozenset({"-N", "-S", "-J", "-t", "-o", "-e", "-j", "-v"})
 
 
+#: qsub's options that take no argument: getopt reads on after them within one word
+#: (`-hJ 0-3` is -h and -J 0-3)
+_NO_ARG = "fhIVXz"
+
+
 def _extra(spec: BatchSpec) -> list[str]:
     out = []
     for x in spec.extra:
         option = x if x.startswith("-") else f"-{x}"
-        flag = option.split(None, 1)[0][:2]
-        if flag in RESERVED:
+        hit = options_set(option, long_names=(), no_arg=_NO_ARG) & RESERVED
+        if hit:
             raise ValueError(
-                f"extra directive {x!r} would replace hpcui's own {flag} (hpcui sets the job's "
-                "name, shell, array, log files and token itself; use the resource keywords "
-                "for the rest)"
+                f"extra directive {x!r} would replace hpcui's own {', '.join(sorted(hit))} "
+                "(hpcui sets the job's name, shell, array, log files and token itself; qsub "
+                "reads short options run together one by one; use the resource keywords for "
+                "the rest)"
             )
         out.append(option)
     return out

@@ -13,17 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .batch import BatchSpec, format_duration, format_mem
+from .getopt_names import options_set
 from .job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
 from .shell import quote, verify_lines
 
 TOKEN_PREFIX = "hpcui:"
 
 
-#: options hpcui sets itself: an `extra` directive may not replace them (short forms too)
+#: options hpcui sets itself: an `extra` directive may not replace them (short forms too);
+#: --clusters/-M would send the job where hpcui's squeue/sacct never look
 RESERVED = frozenset(
     {"--array", "-a", "--comment", "--output", "-o", "--error", "-e", "--signal",
-     "--open-mode", "--job-name", "-J", "--parsable", "--wrap"}
+     "--open-mode", "--job-name", "-J", "--parsable", "--wrap", "--clusters", "-M"}
 )  # fmt: skip
+_RESERVED_LONG = tuple(sorted(o[2:] for o in RESERVED if o.startswith("--")))
+#: sbatch's short options that take no argument (or an optional one): getopt reads on
+#: after them within one word (`-Ha0-3` is -H and -a 0-3)
+_NO_ARG = "hHIkOQsuvVW"
 
 
 def directives(spec: BatchSpec) -> list[str]:
@@ -68,12 +74,13 @@ def directives(spec: BatchSpec) -> list[str]:
         d.append(f"--array=0-{spec.array_size - 1}{limit}")
     for x in spec.extra:
         option = x if x.startswith("-") else f"--{x}"
-        flag = option.split("=", 1)[0]
-        if flag in RESERVED or (flag[:2] in RESERVED and not flag.startswith("--")):
+        hit = options_set(option, long_names=_RESERVED_LONG, no_arg=_NO_ARG) & RESERVED
+        if hit:
             raise ValueError(
-                f"extra directive {x!r} would replace hpcui's own {flag} (hpcui sets the job's "
-                "array, comment, log files, signal and name itself; use the resource "
-                "keywords for the rest)"
+                f"extra directive {x!r} would replace hpcui's own {', '.join(sorted(hit))} "
+                "(sbatch reads a prefix of a long option, and short options run together, "
+                "as the whole option; hpcui sets the job's array, comment, log files, signal, "
+                "name and cluster itself; use the resource keywords for the rest)"
             )
         d.append(option)
     return d

@@ -81,7 +81,16 @@ def test_ordinary_values_still_pass():
     assert req.name == "train-v2.1_lr=3e-4" and len(req.extra) == 2
 
 
-@pytest.mark.parametrize("extra", ["--array=0-9", "-o/tmp/x", "--output=/tmp/x", "signal=B:TERM"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "--array=0-9", "-o/tmp/x", "--output=/tmp/x", "signal=B:TERM",
+        # sbatch's getopt_long takes unambiguous prefixes, a value after a space, and
+        # short options run together (the adversarial run's findings)
+        "--arr=0-3", "--array 0-3", "-Ha0-3", "-Ho/tmp/x", "--comm=x", "--out=/tmp/x",
+        "--err=/tmp/x", "--sig=USR1@5", "--job=n", "-M other", "--clusters=other", "-HM x",
+    ],
+)  # fmt: skip
 def test_extra_may_not_replace_hpcuis_own_directives(extra):
     from hpcui.backends.batch import BatchSpec
     from hpcui.backends.slurm_script import render_script
@@ -91,7 +100,10 @@ def test_extra_may_not_replace_hpcuis_own_directives(extra):
 
 
 @pytest.mark.parametrize("dialect", ["pbspro", "torque", "slurm-torque-wrapper"])
-@pytest.mark.parametrize("extra", ["-J0-9", "-o/tmp/x", "-vHPCUI_TOKEN=other", "N", "-joe"])
+@pytest.mark.parametrize(
+    "extra",
+    ["-J0-9", "-o/tmp/x", "-vHPCUI_TOKEN=other", "N", "-joe", "-hJ 0-3", "-VJ0-3", "-ho /tmp/x"],
+)
 def test_pbs_extra_may_not_replace_hpcuis_own_directives(extra, dialect):
     from hpcui.backends.batch import BatchSpec
     from hpcui.backends.pbs_script import directives
@@ -101,6 +113,18 @@ def test_pbs_extra_may_not_replace_hpcuis_own_directives(extra, dialect):
         directives(spec, dialect)
     ok = BatchSpec(folder="/f", token="t", name="n", extra=("-Wdepend=afterok:1",))
     assert "-Wdepend=afterok:1" in directives(ok, dialect)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    ["--partition=gpu", "-p gpu", "-Hpgpu", "--constraint=a100", "--mail-type=END",
+     "--begin=now+60", "--overcommit", "--exclusive", "-A acct", "--hold", "-k"],
+)  # fmt: skip
+def test_ordinary_extra_directives_still_pass(extra):
+    from hpcui.backends.batch import BatchSpec
+    from hpcui.backends.slurm_script import directives
+
+    assert extra in directives(BatchSpec(folder="/f", token="t", name="n", extra=(extra,)))
 
 
 def test_a_keep_policy_that_is_not_a_duration_is_a_config_error(tmp_path, monkeypatch):
