@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from .records import RemoteFile
 from .shell import quote
 
-#: type, size, mtime (epoch), name; NUL-free because names end the line (-printf escapes
-#: nothing, so a name with a newline is dropped rather than misread)
-_FORMAT = r"%y\t%s\t%T@\t%f\n"
+#: type, size, mtime (epoch), name, each entry ended by a NUL: the one byte a file name
+#: cannot hold (a name may hold a newline or a tab, and -printf escapes nothing)
+_FORMAT = r"%y\t%s\t%T@\t%f\0"
 
 
 def list_command(path: str) -> str:
@@ -24,7 +24,7 @@ def list_command(path: str) -> str:
 
 def parse_listing(text: str, folder: str) -> list[RemoteFile]:
     out = []
-    for line in text.splitlines():
+    for line in text.split("\0"):
         parts = line.split("\t", 3)
         if len(parts) != 4 or not parts[1].isdigit():
             continue

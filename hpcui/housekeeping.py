@@ -61,18 +61,26 @@ def clean(site: Site, *, older_than: timedelta | None = None, dry_run: bool = Fa
         for f, recs in by_folder.items()
         if f.startswith(base) and _TOKEN.fullmatch(f[len(base) :])
     }
-    ended = {f: recs for f, recs in by_folder.items() if all(r.state.is_final for r in recs)}
+    # The registry lags both ways: a job whose end no process was waiting for (submit
+    # without --wait) stays PENDING there, and a job it calls ended may have been requeued.
+    # So the scheduler's word for every candidate, one call; the registry learns it too.
+    ids = [r.job_id or "" for recs in by_folder.values() for r in recs]
+    now_states = site.scheduler.status(ids) if ids else {}
+    learned = {
+        r.job_id: (s.state, s.state_raw)
+        for recs in by_folder.values()
+        for r in recs
+        if r.job_id and (s := now_states.get(r.job_id)) is not None and s.state is not r.state
+    }
+    if learned and not dry_run:
+        site.registry.update_states(site.name, learned)
+
+    def over(rec: JobRecord) -> bool:  # the scheduler's state, else the registry's
+        status = now_states.get(rec.job_id or "")
+        return rec.state.is_final if status is None else not _running(status)
+
+    ended = {f: recs for f, recs in by_folder.items() if all(over(r) for r in recs)}
     active = len(by_folder) - len(ended)
-    if ended:  # the registry may lag: the scheduler's word for every candidate, one call
-        ids = [r.job_id or "" for recs in ended.values() for r in recs]
-        now_states = site.scheduler.status(ids)
-        still = {
-            f
-            for f, recs in ended.items()
-            if any(_running(now_states.get(r.job_id or "")) for r in recs)
-        }
-        active += len(still)
-        ended = {f: recs for f, recs in ended.items() if f not in still}
     cutoff = None if older_than is None else time.time() - older_than.total_seconds()
     unfetched = _unfetched(site, ended)
     chosen = {

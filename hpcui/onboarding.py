@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hpcui.backends.model import Model
 from hpcui.config import CLUSTER_NAME, ClusterConfig, load_config
-from hpcui.errors import UsageError
+from hpcui.errors import ConfigError, UsageError
 
 MARK = "@@hpcui-probe@@"
 PYTHON_MODULES = re.compile(r"^(?:cray-)?python/[A-Za-z0-9._+-]+$", re.I)
@@ -221,12 +221,35 @@ def _toml(value: object) -> str:
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
-    text = str(value)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return _toml_string(str(value))
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and every control character escaped (a
+    newline or ESC in a value is written as \\n / \\u001B and reads back as itself)."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04X}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def _key(name: str) -> str:
+    """A table key: bare where TOML allows (letters, digits, _ and -), quoted otherwise
+    (`a.b` unquoted would be a table `b` inside a table `a`)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml_string(name)
 
 
 def table_text(cluster: ClusterConfig) -> str:
-    lines = [f"[clusters.{cluster.name}]"]
+    lines = [f"[clusters.{_key(cluster.name)}]"]
     for key in ("host", "ssh_config", "user", "port", "identity_file", "proxy_jump",
                 "profile", "python", "setup", "remote_base", "defaults"):  # fmt: skip
         value = getattr(cluster, key)
@@ -237,7 +260,9 @@ def table_text(cluster: ClusterConfig) -> str:
 
 def write_table(path: Path, cluster: ClusterConfig) -> None:
     """Append the table; the result is read back before it replaces the file, and the
-    file is replaced in one rename (never half written)."""
+    file is replaced in one rename (never half written). A config that is a symbolic link
+    (dotfiles kept in a repository) stays one: its target is what gets replaced."""
+    path = path.resolve() if path.is_symlink() else path
     old = path.read_text() if path.exists() else ""
     new = old + ("\n" if old and not old.endswith("\n\n") else "") + table_text(cluster)
     if not old.strip():
@@ -247,7 +272,13 @@ def write_table(path: Path, cluster: ClusterConfig) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(new)
-        load_config(tmp).cluster(cluster.name)  # what was written reads back
+        try:
+            load_config(tmp).cluster(cluster.name)  # what was written reads back
+        except ConfigError as exc:  # a bug of ours: say it about the config, not the tmp
+            raise UsageError(
+                f"The table hpcui would add to {path} does not read back ("
+                f"{str(exc).replace(tmp, str(path))}); {path} was left as it was."
+            ) from None
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
         os.replace(tmp, path)

@@ -109,24 +109,46 @@ def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
 
 
 def edit_text(text: str, *, suffix: str) -> str:
-    """`text` after the user's editor ($VISUAL, $EDITOR, else vi) saved it; a private
-    temporary file, removed afterwards. An editor that fails leaves nothing submitted."""
+    """`text` after the user's editor ($VISUAL, $EDITOR, else vi) saved it. The file lives
+    in a private temporary folder, removed afterwards whatever the editor left there. An
+    editor that fails, or a file it left unreadable, submits nothing and says why."""
+    import shutil
+
     from hpcui.errors import UsageError
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    fd, name = tempfile.mkstemp(prefix="hpcui-", suffix=suffix)
-    path = Path(name)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        argv = shlex.split(editor)
+    except ValueError as exc:
+        raise UsageError(
+            f"Cannot read the editor command {editor!r} ($VISUAL/$EDITOR): {exc}. Fix its "
+            "quoting, e.g. EDITOR='code --wait'."
+        ) from None
+    if not argv:
+        raise UsageError("$VISUAL/$EDITOR is empty: set it to your editor (e.g. nano).")
+    folder = Path(tempfile.mkdtemp(prefix="hpcui-edit-"))  # 0700
+    path = folder / f"script{suffix}"
+    try:
+        path.write_text(text)
         try:
-            rc = subprocess.call([*shlex.split(editor), str(path)])
+            rc = subprocess.call([*argv, str(path)])
         except OSError as exc:
             raise UsageError(
-                f"Cannot start the editor {editor!r}: {exc}. Set $EDITOR (e.g. nano)."
+                f"Cannot start the editor {editor!r}: {exc.strerror or exc}. Set $EDITOR "
+                "(e.g. nano)."
             ) from None
         if rc != 0:
             raise UsageError(f"The editor exited with status {rc}: nothing was submitted.")
-        return path.read_text()
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(
+                "The edited script is not UTF-8 text: nothing was submitted. Save it as UTF-8."
+            ) from None
+        except (FileNotFoundError, IsADirectoryError):
+            raise UsageError(
+                "The editor did not leave the script as a file where it was (deleted, moved "
+                "or replaced by a folder): nothing was submitted."
+            ) from None
     finally:
-        path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -88,6 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         from hpcui.errors import HpcuiError
 
+        if isinstance(exc, UnicodeEncodeError) and "surrogates" in str(exc.reason):
+            from hpcui.errors import UsageError
+
+            bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+            shown = bad.encode("utf-8", "surrogateescape") if bad else b""
+            exc = UsageError(
+                f"An argument holds bytes that are not UTF-8 text ({shown!r}): job ids, "
+                "names and options must be text. Check the command line (a pasted id?)."
+            )
         if isinstance(exc, HpcuiError):
             print(f"hpcui: {exc}", file=sys.stderr)
         else:

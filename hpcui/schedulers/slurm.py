@@ -101,7 +101,8 @@ class SlurmScheduler(Scheduler):
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
-            self.transport.run(slurm_script.scancel_command(list(job_ids))).check("scancel")
+            res = self.transport.run(slurm_script.scancel_command(list(job_ids)))
+            _control_checked(res, "cancel", job_ids, tool="scancel")
 
     # -- site state --------------------------------------------------------------------------
 
@@ -256,13 +257,26 @@ def _forgotten(res: CommandResult) -> bool:
     return not res.ok and "invalid job id" in (res.stderr + res.stdout).lower()
 
 
-def _control_checked(res: CommandResult, verb: str, job_ids: Sequence[str]) -> None:
-    """scontrol's refusals as UsageErrors that say why and what to do next."""
+#: Slurm's words for "not your job": scontrol hold/release/update say "Invalid user id",
+#: requeue and scancel "Access/permission denied" (seen on the dev cluster's 24.11)
+_NOT_YOURS = ("invalid user id", "access/permission denied", "permission denied")
+
+
+def _control_checked(
+    res: CommandResult, verb: str, job_ids: Sequence[str], *, tool: str = "scontrol"
+) -> None:
+    """scontrol's and scancel's refusals as UsageErrors that say why and what to do next:
+    the same refusal gives the same words and exit code (2) whatever the verb."""
     if res.ok:
         return
     said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-500:] or "(no output)"
     ids = ", ".join(job_ids)
     low = said.lower()
+    if any(word in low for word in _NOT_YOURS):
+        raise UsageError(
+            f"Slurm refused to {verb} job {ids}: it is not yours ({said}). Only its owner "
+            "(or a Slurm operator) can; `hpcui jobs` lists your own jobs."
+        )
     if "invalid job id" in low:
         raise UsageError(
             f"Slurm does not know job {ids} (wrong id, or it ended longer ago than the "
@@ -270,13 +284,13 @@ def _control_checked(res: CommandResult, verb: str, job_ids: Sequence[str]) -> N
         )
     if any(word in low for word in _REFUSALS):
         raise UsageError(
-            f"Slurm refused `scontrol {verb}` for job {ids}: {said}. Check the job's state "
+            f"Slurm refused `{tool} {verb}` for job {ids}: {said}. Check the job's state "
             "with `hpcui show` (hold/release need a pending job, requeue a running or ended "
             "batch job; raising a time limit may be reserved to administrators)."
         )
     raise SchedulerError(
-        f"scontrol {verb} failed for job {ids} (exit status {res.exit_status}): {said}. "
-        "The controller may be busy or down; try again, or run scontrol on the login node."
+        f"{tool} {verb} failed for job {ids} (exit status {res.exit_status}): {said}. "
+        f"The controller may be busy or down; try again, or run {tool} on the login node."
     )
 
 

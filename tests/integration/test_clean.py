@@ -109,3 +109,30 @@ def test_a_map_leaves_four_files_per_element(dev, capsys):
     assert needed <= shared <= needed | {".submitting"}, shared  # the guard's marker
     with capsys.disabled():
         print(f"\nfiles of a 20-element map: {len(names)} (4 per element + {len(shared)})")
+
+
+def test_clean_frees_fire_and_forget_jobs_the_registry_still_calls_pending(dev_env):
+    """`hpcui submit` without --wait: no process heard the jobs end, so the registry says
+    PENDING. Before: clean kept them ("kept 2 with pending or running jobs") forever."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    cfg = load_config().cluster("dev")
+    with Cluster(cfg) as submitter:  # closed at once: nobody follows them, as after a CLI submit
+        jobs = [submitter.submit(add, i, 1, name="fire-and-forget") for i in range(2)]
+    ids = {j.job_id for j in jobs}
+    with Cluster(cfg) as later:
+        for _ in range(600):  # the scheduler's own word, not hpcui's status service
+            out = later.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "State"])
+            if out.stdout.split() == ["COMPLETED", "COMPLETED"]:
+                break
+            time.sleep(0.2)
+
+        def registry_states() -> set[JobState]:
+            return {r.state for r in later.registry.list("dev") if r.job_id in ids}
+
+        assert not any(s.is_final for s in registry_states())  # what clean used to trust
+        report = later.clean(older_than=timedelta(0))
+        assert sorted(f.folder for f in report.removed) == sorted(j.folder for j in jobs)
+        assert report.kept_active == 0
+        assert registry_states() == {JobState.COMPLETED}  # and the registry learned it
