@@ -112,28 +112,32 @@ class Cluster:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
-            if self.config.is_local:
-                from hpcui.transport.local import LocalTransport
-
-                self._transport = LocalTransport()
-            else:
-                from hpcui.transport.ssh import SshTransport
-
-                c = self.config
-                self._transport = SshTransport.from_config(
-                    c.host or "",
-                    ssh_config=c.ssh_config,
-                    user=c.user,
-                    port=c.port,
-                    identity_file=c.identity_file,
-                    known_hosts=c.known_hosts,
-                    proxy_jump=c.proxy_jump,
-                    prompt=self._prompt,
-                    on_unknown_host=self._on_unknown_host,
-                    login_shell=c.login_shell,
-                    trust_name=self.name,
-                )
+            self._transport = self.own_transport()
         return self._transport
+
+    def own_transport(self) -> Transport:
+        """This process's own connection to the cluster (the agent's is handed in; this
+        one also serves when the agent does not answer)."""
+        if self.config.is_local:
+            from hpcui.transport.local import LocalTransport
+
+            return LocalTransport()
+        from hpcui.transport.ssh import SshTransport
+
+        c = self.config
+        return SshTransport.from_config(
+            c.host or "",
+            ssh_config=c.ssh_config,
+            user=c.user,
+            port=c.port,
+            identity_file=c.identity_file,
+            known_hosts=c.known_hosts,
+            proxy_jump=c.proxy_jump,
+            prompt=self._prompt,
+            on_unknown_host=self._on_unknown_host,
+            login_shell=c.login_shell,
+            trust_name=self.name,
+        )
 
     @cached_property
     def profile(self) -> Profile:

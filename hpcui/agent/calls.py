@@ -12,6 +12,7 @@ from typing import Any
 from hpcui.agent import wire
 from hpcui.agent.routing import Client, ClientGone, serving
 from hpcui.agent.wire import b64, unb64
+from hpcui.transport import deadline
 from hpcui.transport.base import CommandResult, Transport
 
 CHUNK = 4 * 1024 * 1024
@@ -124,7 +125,9 @@ def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
         return
     client = Client(conn, {}, {}, callbacks={k: bool(v) for k, v in ask.items()})
     client.send({"ack": True})
-    with serving(client):
+    budget = req.get("budget")  # the caller's time limit: the agent's calls end by then too
+    budget = float(budget) if isinstance(budget, (int, float)) and budget >= 0 else None
+    with serving(client), deadline.within(budget):
         try:
             from hpcui.cli.common import connect
 
@@ -156,6 +159,8 @@ def _dispatch(conn: socket.socket, t: Transport, method: str, a: dict[str, Any])
         )
     if method == "put_files":
         files = {str(k): unb64(v) for k, v in a["files"].items()}
+        for name in a.get("streamed") or []:  # large files, in chunks after the request
+            files[str(name)] = b"".join(_incoming(conn))
         return _result(
             t.put_files(
                 str(a["directory"]), files, then=_bytes(a.get("then")), first=_bytes(a.get("first"))

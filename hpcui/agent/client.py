@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from hpcui.agent import paths, wire
 from hpcui.agent.reach import (
+    ACK_S,
+    AgentSilent,
     AgentUnavailable,
     agent_enabled,
     open_agent,
@@ -96,11 +98,17 @@ def relay(sock: socket.socket, argv: Sequence[str]) -> int:
     env = {k: os.environ[k] for k in ("NO_COLOR", "TERM") if k in os.environ}
     acked = printed = False
     try:
+        sock.settimeout(ACK_S)  # a stopped or hung agent must not hang the caller
         wire.send(
             sock, {"v": paths.version(), "op": "cli", "argv": list(argv), "tty": tty, "env": env}
         )
         while True:
-            msg = wire.recv(sock)
+            try:
+                msg = wire.recv(sock)
+            except TimeoutError:
+                if acked:
+                    raise
+                raise AgentSilent(f"the agent did not answer in {ACK_S:.0f} s") from None
             if "out" in msg:
                 printed = True
                 sys.stdout.write(msg["out"])
@@ -114,6 +122,7 @@ def relay(sock: socket.socket, argv: Sequence[str]) -> int:
                 wire.send(sock, {"line": answer(str(msg["ask"]), bool(msg.get("secret")))})
             elif "ack" in msg:
                 acked = True
+                sock.settimeout(None)  # the command itself takes as long as it takes
             elif "exit" in msg:
                 return int(msg["exit"])
             elif "here" in msg and not acked:  # about this machine: run with our own env
@@ -166,6 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return request(argv)
         except RunHere:
+            return direct(argv)
+        except AgentSilent as exc:
+            print(
+                f"hpcui: {exc}; running this call here (`hpcui agent stop` ends it)",
+                file=sys.stderr,
+            )
             return direct(argv)
         except AgentUnavailable as exc:
             why = str(exc)

@@ -20,6 +20,15 @@ class AgentUnavailable(Exception):
     """No agent can serve this call; it runs directly (the reason is said with --debug)."""
 
 
+class AgentSilent(AgentUnavailable):
+    """The agent took the connection but did not acknowledge the request in ACK_S (stopped,
+    hung or swamped): asking again would wait as long, so the caller goes around it."""
+
+
+#: an agent acknowledges a request as soon as it has read it, before any remote work
+ACK_S = 3.0
+
+
 def platform_without_agent() -> str | None:
     """Why this Python can have no agent (it listens on a unix socket), or None."""
     if not hasattr(socket, "AF_UNIX"):

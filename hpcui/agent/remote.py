@@ -19,7 +19,8 @@ from typing import Any
 
 from hpcui.agent import paths, reach, wire
 from hpcui.agent.wire import b64, unb64
-from hpcui.errors import ClusterConnectionError, ConnectionLost
+from hpcui.errors import ClusterConnectionError, CommandTimeout, ConnectionLost
+from hpcui.transport import deadline
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.quoting import to_command
 
@@ -28,6 +29,14 @@ log = logging.getLogger(__name__)
 #: asked again of a new agent when the first went away: they change nothing
 IDEMPOTENT = frozenset({"read_file", "stat_size", "free_bytes", "home", "stalled_s"})
 CHUNK = 4 * 1024 * 1024
+#: what the caller waits past its own time limit for the agent's answer to arrive
+ANSWER_MARGIN_S = 2.0
+
+
+class _GoAround(Exception):
+    """The agent took the connection but not the call: this process connects itself."""
+
+
 STALL_POLL_S = 2.0
 
 
@@ -169,16 +178,28 @@ class AgentTransport(Transport):
         self.prompt = prompt
         self.on_unknown_host = on_unknown_host
         self.description = f"{cluster} via the hpcui agent"
+        #: this process's own connection, made when the agent does not answer (api.connect
+        #: sets it; None: such a call fails in words instead)
+        self.direct: Callable[[], Transport] | None = None
+        self._bypass: Transport | None = None
         self._listeners: list[Callable[[float | None], None]] = []
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
 
     # -- one request ------------------------------------------------------------------------
 
-    def _call(self, method: str, args: dict[str, Any], chunks: Iterable[bytes] = ()) -> Any:
+    def _call(
+        self,
+        method: str,
+        args: dict[str, Any],
+        chunks: Iterable[bytes] = (),
+        limit: float | None = None,
+    ) -> Any:
         for attempt in range(2):
             try:
-                return self._once(method, args, chunks)
+                return self._once(method, args, chunks, limit)
+            except reach.AgentSilent as exc:  # asking again would wait as long
+                raise _GoAround(str(exc)) from exc
             except reach.AgentUnavailable as exc:
                 if attempt:
                     raise ClusterConnectionError(
@@ -187,33 +208,79 @@ class AgentTransport(Transport):
                     ) from exc
         raise AssertionError("unreachable")
 
-    def _once(self, method: str, args: dict[str, Any], chunks: Iterable[bytes]) -> Any:
+    def _either(
+        self,
+        method: str,
+        args: dict[str, Any],
+        own: Callable[[Transport], Any],
+        chunks: Iterable[bytes] = (),
+        wrap: Callable[[Any], Any] = lambda answer: answer,
+        limit: float | None = None,
+    ) -> Any:
+        """Through the agent; when it does not answer, through this process's own
+        connection from then on (said once), so a stopped agent costs one ACK_S.
+        `limit`: the call's own time limit (run's timeout), cut to the caller's budget."""
+        if self._bypass is None:
+            try:
+                return wrap(self._call(method, args, chunks, limit))
+            except _GoAround as exc:
+                if self.direct is None:
+                    raise ClusterConnectionError(
+                        f"The hpcui agent does not answer ({exc}) and this process has no "
+                        f"connection of its own to {self.cluster}. Run `hpcui agent stop`, "
+                        "or set HPCUI_AGENT=off."
+                    ) from None
+                log.warning(
+                    "the hpcui agent does not answer (%s): this process connects to %s "
+                    "itself from now on (`hpcui agent stop` ends a stuck agent)",
+                    exc,
+                    self.cluster,
+                )
+                self._bypass = self.direct()
+        return own(self._bypass)
+
+    def _once(
+        self, method: str, args: dict[str, Any], chunks: Iterable[bytes], limit: float | None
+    ) -> Any:
         try:
             sock = reach.open_agent(self.persist_s)
         except paths.UnsafeDirectory as exc:
             raise ClusterConnectionError(f"The hpcui agent's directory is unsafe: {exc}.") from exc
         acked = False
         failed: BaseException | None = None  # the agent's answer: raised as ours, below
+        budget = deadline.left(limit)  # the caller's own time limit binds the agent too
         try:
+            sock.settimeout(reach.ACK_S)
             wire.send(
                 sock,
                 {
                     "v": paths.version(), "op": "call", "cluster": self.cluster,
-                    "method": method, "args": args,
+                    "method": method, "args": args, "budget": budget,
                     "ask": {"prompt": self.prompt is not None,
                             "host_key": self.on_unknown_host is not None},
                 },
             )  # fmt: skip
-            for chunk in chunks:  # write_file: the data follows the request
-                for i in range(0, len(chunk), CHUNK):
-                    wire.send(sock, {"chunk": b64(chunk[i : i + CHUNK])})
-            if method == "write_file":
+            for part in chunks:  # write_file's data, put_files' large files: after it
+                for i in range(0, len(part), CHUNK):
+                    wire.send(sock, {"chunk": b64(part[i : i + CHUNK])})
                 wire.send(sock, {"end": True})
             received = bytearray()
             while True:
-                msg = wire.recv(sock)
+                try:
+                    msg = wire.recv(sock)
+                except TimeoutError:
+                    if not acked:
+                        raise reach.AgentSilent(
+                            f"it did not take the call in {reach.ACK_S:.0f} s"
+                        ) from None
+                    raise CommandTimeout(
+                        f"{method} on {self.cluster} through the hpcui agent did not end "
+                        f"within the caller's time limit ({budget:.0f} s)."
+                    ) from None
                 if "ack" in msg:
                     acked = True
+                    # the rest as long as the caller allows (+ a margin for the answer)
+                    sock.settimeout(None if budget is None else budget + ANSWER_MARGIN_S)
                 elif "chunk" in msg:
                     received += unb64(msg["chunk"])
                 elif "kbd" in msg:
@@ -269,7 +336,13 @@ class AgentTransport(Transport):
         args = {"cmd": b64(to_command(cmd)), "timeout": timeout}
         if stdin is not None:
             args["stdin"] = b64(stdin)
-        return self._result(self._call("run", args))
+        return self._either(
+            "run",
+            args,
+            lambda t: t.run(cmd, timeout=timeout, stdin=stdin),
+            wrap=self._result,
+            limit=timeout,
+        )
 
     def put_files(
         self,
@@ -279,42 +352,59 @@ class AgentTransport(Transport):
         then: Command | None = None,
         first: Command | None = None,
     ) -> CommandResult:
+        # a large file (a 30 MB argument's pickle) follows the request in chunks, as
+        # write_file's data does: no frame comes near the wire's limit
+        large = [name for name, data in files.items() if len(data) > CHUNK]
         args = {
             "directory": directory,
-            "files": {name: b64(data) for name, data in files.items()},
+            "files": {name: b64(data) for name, data in files.items() if name not in large},
+            "streamed": large,
             "then": None if then is None else b64(to_command(then)),
             "first": None if first is None else b64(to_command(first)),
         }
-        return self._result(self._call("put_files", args))
+        return self._either(
+            "put_files",
+            args,
+            lambda t: t.put_files(directory, files, then=then, first=first),
+            chunks=[files[name] for name in large],
+            wrap=self._result,
+        )
 
     def write_file(
         self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
     ) -> int:
-        chunks = [data] if isinstance(data, (bytes, bytearray)) else data
-        return int(self._call("write_file", {"path": path, "mode": mode}, chunks))
+        if not isinstance(data, (bytes, bytearray)):  # an iterator cannot be sent twice
+            data = b"".join(data)
+        own = lambda t: t.write_file(path, data, mode=mode)  # noqa: E731
+        return int(self._either("write_file", {"path": path, "mode": mode}, own, [data]))
 
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
-        return self._call("read_file", {"path": path, "offset": offset, "length": length})  # type: ignore[no-any-return]
+        args = {"path": path, "offset": offset, "length": length}
+        own = lambda t: t.read_file(path, offset=offset, length=length)  # noqa: E731
+        return self._either("read_file", args, own)  # type: ignore[no-any-return]
 
     def stat_size(self, path: str) -> int | None:
-        return self._call("stat_size", {"path": path})  # type: ignore[no-any-return]
+        return self._either("stat_size", {"path": path}, lambda t: t.stat_size(path))  # type: ignore[no-any-return]
 
     def free_bytes(self, path: str) -> int | None:
-        return self._call("free_bytes", {"path": path})  # type: ignore[no-any-return]
+        return self._either("free_bytes", {"path": path}, lambda t: t.free_bytes(path))  # type: ignore[no-any-return]
 
     def open_stream(self, cmd: Command) -> Any:
-        return self._call("open_stream", {"cmd": b64(to_command(cmd))})
+        return self._either(
+            "open_stream", {"cmd": b64(to_command(cmd))}, lambda t: t.open_stream(cmd)
+        )
 
     def open_terminal(self, script: str, *, term: str, cols: int, rows: int) -> Any:
         """The agent opens the pty channel on its own login: no second login (nor 2FA code)."""
         args = {"script": script, "term": term, "cols": cols, "rows": rows}
-        return self._call("open_terminal", args)
+        own = lambda t: t.open_terminal(script, term=term, cols=cols, rows=rows)  # noqa: E731
+        return self._either("open_terminal", args, own)
 
     def home(self) -> str:
-        return str(self._call("home", {}))
+        return str(self._either("home", {}, lambda t: t.home()))
 
     def stalled_s(self) -> float:
-        return float(self._call("stalled_s", {}))
+        return float(self._either("stalled_s", {}, lambda t: t.stalled_s()))
 
     def watch_stall(self, listener: Callable[[float | None], None]) -> None:
         """The agent's keepalive silence, asked every STALL_POLL_S while someone listens."""
@@ -338,6 +428,8 @@ class AgentTransport(Transport):
     def close(self) -> None:
         """This process lets go; the agent keeps the connection for the next one."""
         self._closed.set()
+        if self._bypass is not None:
+            self._bypass.close()
 
 
 def agent_transport(

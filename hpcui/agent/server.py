@@ -53,14 +53,29 @@ def peer_uid(conn: socket.socket) -> int | None:
     return None
 
 
-def config_stamp() -> tuple[str, float | None]:
-    from hpcui.config import config_path
+def config_stamp() -> tuple[str, tuple[tuple[str, float | None], ...]]:
+    """hpcui's config and every file its clusters' logins read (ssh configs, keys): an
+    edited Port, a removed key or jump host must not stay in use in a long-lived agent,
+    which is replaced when any of them changes (its next caller starts a new one)."""
+    from pathlib import Path
+
+    from hpcui.config import config_path, load_config
 
     p = config_path()
+    files = [p, Path.home() / ".ssh" / "config"]
     try:
-        return str(p), p.stat().st_mtime
-    except OSError:
-        return str(p), None
+        for c in load_config().clusters.values():
+            files += [Path(f).expanduser() for f in (c.ssh_config, c.identity_file) if f]
+    except Exception:  # a config that does not load: its own mtime says it changed
+        pass
+
+    def mtime(f: Path) -> float | None:
+        try:
+            return f.stat().st_mtime
+        except OSError:
+            return None
+
+    return str(p), tuple((str(f), mtime(f)) for f in dict.fromkeys(files))
 
 
 class Agent:
@@ -76,7 +91,7 @@ class Agent:
         self.stopping = threading.Event()
         self._listener: socket.socket | None = None
         self._inode: int | None = None
-        self._stamp: tuple[str, float | None] | None = None
+        self._stamp: tuple[str, tuple[tuple[str, float | None], ...]] | None = None
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -787,3 +787,106 @@ def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
         assert shown.returncode == 0 and "RUNNING" in shown.stdout
     finally:
         hpcui(env, "cancel", job_id)
+
+
+def test_a_stopped_agent_is_gone_around_by_the_cli_and_the_api(api_via_agent, caplog):
+    """The adversarial run froze the agent (SIGSTOP): `hpcui jobs` and result(timeout=10)
+    waited 60 s. Now a call the agent does not take within ACK_S runs on the caller's own
+    connection, said once; the caller's own time limit bounds what follows."""
+    import logging
+
+    from hpcui import api
+    from hpcui.agent.reach import ACK_S
+
+    env = api_via_agent
+    t = api.connect("dev").transport
+    assert t.run(["true"]).ok  # the agent is up and serves this process
+    pid = status(env)["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        jobs = hpcui(env, "jobs", "--json", timeout=90)
+        cli_took = time.monotonic() - started
+        assert jobs.returncode == 0 and isinstance(json.loads(jobs.stdout), list), jobs.stderr
+        assert "did not answer" in jobs.stderr and "running this call here" in jobs.stderr
+        with caplog.at_level(logging.WARNING, logger="hpcui.agent.remote"):
+            started = time.monotonic()
+            assert t.run(["echo", "direct"]).check().stdout.strip() == "direct"
+            api_took = time.monotonic() - started
+            assert t.run(["true"]).ok  # from now on this process's own connection
+        said = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
+        assert len(said) == 1, said
+        # a frozen agent costs one ACK_S, not a minute (loose bounds: a login here is ~1 s)
+        assert cli_took < ACK_S + 30 and api_took < ACK_S + 30, (cli_took, api_took)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_an_edited_ssh_config_is_used_by_the_next_call(agent_env, tmp_path):
+    """The adversarial run: an edited Port (a removed key, a jump host) stayed in use by
+    the agent, even after a reconnect. The agent is replaced when a file its logins read
+    changes, so the next call logs in with the new config."""
+    env = agent_env("5m")
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text((DEVCLUSTER / "ssh" / "config").read_text())
+    config = Path(env["HPCUI_CONFIG"])
+    config.write_text(
+        config.read_text().replace(str(DEVCLUSTER / "ssh" / "config"), str(ssh_config))
+    )
+    first = hpcui(env, "exec", "--", "true")
+    assert first.returncode == 0, first.stderr
+    pid = status(env)["pid"]
+    time.sleep(1.1)  # mtimes in whole seconds on some filesystems
+    ssh_config.write_text(ssh_config.read_text().replace("Port 2222", "Port 1", 1))
+    moved = hpcui(env, "exec", "--", "true")
+    assert moved.returncode == 3 and ":1" in moved.stderr, moved.stderr  # the new Port
+    assert status(env)["pid"] != pid  # a new agent read it
+
+
+def size_of(blob: bytes) -> int:
+    return len(blob)
+
+
+def test_a_30_mb_argument_goes_through_the_agent(api_via_agent):
+    """The adversarial run: "frame ... over the 33554432 limit" where the direct path took
+    it. Large files of an upload follow the request in chunks."""
+    from hpcui import api
+    from hpcui.agent.remote import AgentTransport
+
+    cluster = api.connect("dev")
+    assert isinstance(cluster.transport, AgentTransport)
+    blob = os.urandom(30 * 1024 * 1024)
+    job = cluster.submit(size_of, blob, time="5m", mem="1G", name="agent-30mb")
+    assert job.result(timeout=180) == len(blob)
+
+
+def test_a_prompt_left_unanswered_elsewhere_does_not_hold_a_call_past_its_timeout(api_via_agent):
+    """The adversarial run: another terminal's unanswered 2FA prompt held run(timeout=10)
+    through the agent for 29.7 s. The caller's time limit now travels with the call and
+    bounds the caller's own wait for the agent's answer (2 s margin)."""
+    import threading
+
+    from hpcui import api
+    from hpcui.errors import CommandTimeout, HpcuiError
+    from tests.support.pty_session import run_on_pty
+
+    env = api_via_agent
+    asked = threading.Event()
+
+    def never_answer(seen: bytes) -> bytes | None:
+        if seen.rstrip().endswith(b"code:"):
+            asked.set()
+        return None
+
+    argv = [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "exec", "whoami"]
+    other = threading.Thread(target=run_on_pty, args=(argv, env, never_answer, 25), daemon=True)
+    other.start()
+    assert asked.wait(30), "the other terminal was never asked its code"
+    t = api.connect("dev-2fa", prompt=lambda *a: []).transport
+    started = time.monotonic()
+    with pytest.raises(HpcuiError) as err:
+        t.run(["true"], timeout=10)
+    took = time.monotonic() - started
+    assert took < 10 + 2 + 5, (took, err.value)  # before: 29.7 s
+    assert isinstance(err.value, CommandTimeout) or "time" in str(err.value).lower(), err.value
+    other.join(60)
