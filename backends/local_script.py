@@ -90,11 +90,13 @@ def render_script(
         lines.append(f'  rm -f {state}/gpus/held/"$1"')
     lines += [done, "}"]
     if size is None:
-        lines += ["ids=$pid", f'echo "$me" > {state}/$pid.pid', 'run_one $pid ""']
+        # `<pid>.pid` was written by the submit command before it printed the id: never
+        # rewritten here (a reader must never see it half written)
+        lines += ["ids=$pid", 'run_one $pid ""']
     else:
         lines += [
             f'ids=$(seq -f "${{pid}}_%g" 0 {size - 1})',
-            f'for j in $ids; do echo "$me" > {state}/$j.pid; done',
+            f'for j in $ids; do echo "$me" > {state}/$j.pid.tmp && mv {state}/$j.pid.tmp {state}/$j.pid; done',
             f"for ((i = 0; i < {size}; i++)); do",
             f"  while (( $(jobs -rp | wc -l) >= {parallel} )); do wait -n; done",
             '  run_one "${pid}_$i" "$i" &',
@@ -125,7 +127,7 @@ def submit_command(script_path: str, state_dir: str) -> list[str]:
 _OURS = (
     'ours() { kill -0 "$1" 2>/dev/null || return 1; [ -n "$2" ] || return 0; '
     "command -v ps >/dev/null 2>&1 || return 0; "
-    'ps -p "$1" -o args= 2>/dev/null | grep -qF -- "$2"; }; '
+    'ps -ww -p "$1" -o args= 2>/dev/null | grep -qF -- "$2"; }; '
 )
 
 
@@ -137,7 +139,7 @@ def status_command(job_ids: Sequence[str], state_dir: str) -> str:
     return (
         _OURS + f'for j in {ids}; do if [ -e {d}/$j.rc ]; then echo "$j DONE $(cat {d}/$j.rc)"; '
         f"elif [ -e {d}/$j.pid ]; then read -r p s < {d}/$j.pid; "
-        'if ours "$p" "$s"; then '
+        'if [ -z "$p" ]; then echo "$j GONE"; elif ours "$p" "$s"; then '
         f'if [ -e {d}/$j.wait ]; then echo "$j PENDING $(head -c 400 {d}/$j.wait)"; '
         'else echo "$j RUNNING"; fi; '
         # it may have written its outcome between the two looks

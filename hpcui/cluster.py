@@ -260,13 +260,20 @@ class Cluster:
 
         service = StatusService(
             self.scheduler,
-            on_update=lambda changed: self.registry.update_states(
-                self.name, {j: (s.state, s.state_raw) for j, s in changed.items()}
-            ),
+            on_update=self._states_changed,
             resolve_vanished=self._resolve_vanished,
         )
         service.end_push = EndPush(self.transport, self._job_folder, service.nudge)
         return service
+
+    def _states_changed(self, changed: dict[str, JobStatus]) -> None:
+        """The registry learns them; a job that ended refreshes the queue an app shows
+        at once (a pushed end reaches its table, not only result())."""
+        self.registry.update_states(
+            self.name, {j: (s.state, s.state_raw) for j, s in changed.items()}
+        )
+        if any(s.state.is_final for s in changed.values()):
+            self._queue_changed()
 
     def _job_folder(self, job_id: str) -> str | None:
         """Where a tracked job of this cluster writes its result (None: not hpcui's job)."""

@@ -625,9 +625,7 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         scheduler=profile.scheduler,
         launcher=req.launcher,
         max_restarts=req.max_restarts,
-        signal_delay_s=req.signal_delay_s
-        if req.signal_delay_s is not None
-        else profile.signal_delay_s,
+        signal_delay_s=_signal_delay(req, profile),
         array_parallelism=req.array_parallelism,
         routed_to=routed,
         env=env,
@@ -635,6 +633,17 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         billing_unit=unit,
         advice=tuple(advice),
     )
+
+
+def _signal_delay(req: Resources, profile: Profile) -> int:
+    """The request's, else the profile's, but never more than a quarter of a short time
+    limit (a 2-minute job told "the limit is near" 90 s early would stop at 30 s; Slurm
+    may send it a minute earlier still)."""
+    if req.signal_delay_s is not None:
+        return req.signal_delay_s
+    if req.time_s:
+        return max(1, min(profile.signal_delay_s, req.time_s // 4))
+    return profile.signal_delay_s
 
 
 def batch_spec(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from hpcui.backends.states import JobState
 from hpcui.errors import JobLostError
 
 pytestmark = pytest.mark.devcluster
@@ -70,3 +71,35 @@ def test_a_callable_that_overruns_ends_timeout_at_the_limit_and_says_so(dev):
     assert elapsed >= 55, elapsed  # at the limit, not at the signal
     ran, noticed = dev.run(["cat", f"{job.folder}/progress"]).stdout.split()
     assert noticed != "-" and float(noticed) < float(ran), (ran, noticed)
+
+
+@pytest.mark.timeout(300)
+def test_the_early_signal_stops_ddp_ranks_together_under_srun_and_under_torchrun(torch_cluster):
+    """Slurm's USR2 reaches every process of the step: each rank's runner notes it, rank
+    0's stop_requested() broadcast makes all ranks leave the loop at the same step. Under
+    torchrun the agent used to die of it (USR2's default action), taking the job down."""
+    import time
+
+    from tests.integration.ranks import loop_until_stopped
+
+    small = {"time": "5m", "cpus_per_task": 1, "mem": "2G"}
+    jobs = {
+        "srun": torch_cluster.submit(loop_until_stopped, 1500, gpus=2, name="sig-srun", **small),
+        "torchrun": torch_cluster.submit(
+            loop_until_stopped, 1500, gpus=2, launcher="torchrun", name="sig-trun", **small
+        ),
+    }
+    for name, job in jobs.items():
+        deadline = time.monotonic() + 200
+        while "looping" not in job.stdout(0):
+            assert time.monotonic() < deadline, f"{name} never started looping"
+            assert not job.state.is_final, f"{name} ended early: {job.stderr(0)}"
+            time.sleep(0.5)
+        # what Slurm's --signal=USR2@N does at the time: signal the processes of the steps
+        torch_cluster.run(["scancel", "--signal=USR2", job.job_id]).check("scancel")
+    for name, job in jobs.items():
+        results = job.results(timeout=120)
+        assert all(r["stopped"] for r in results), (name, results)
+        assert len({r["step"] for r in results}) == 1, (name, results)  # the same step
+        assert "the job's time limit is near" in job.stderr(0), name
+        assert job.state is JobState.COMPLETED, (name, job.state, job.stderr(0)[-2000:])

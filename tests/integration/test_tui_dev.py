@@ -627,3 +627,39 @@ def test_hold_and_release_several_jobs_from_the_table(dev):
     finally:
         dev.cancel(ids)
     assert all(r in ("BeginTime", "None", "") for r in reasons), reasons
+
+
+def test_the_table_hears_a_jobs_end_pushed_not_at_the_queues_next_look(dev):
+    """With the queue and the status poll both slowed to 5 minutes, the row can only turn
+    COMPLETED in time if the job's end was pushed (hpcui.end_push -> status service ->
+    a queue refresh). Before, a job the queue listed was not followed at all."""
+    name = f"tuiend{uuid.uuid4().hex[:8]}"
+    job = dev.submit(nap, 12, name=name, time="5m")
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.screen.query_one("#live", JobTable)
+            key = f"dev:{job.job_id}"
+            await wait_for(pilot, lambda: cell(table, key, "state") == "RUNNING", 60, "running")
+            cluster = app.hub.conns["dev"].cluster
+            watcher, status = cluster.queue_watcher, cluster.status
+            watcher.interval = watcher._base = 300.0  # a poke brings it back to fast_s
+            status.slow_s = status.interval = 300.0
+            await wait_for(
+                pilot,
+                lambda: cell(table, key, "state") == "COMPLETED",
+                60,
+                lambda: (
+                    f"COMPLETED (state {cell(table, key, 'state')}; pushes "
+                    f"{status.end_push.pushes}, watching {sorted(status.end_push.watching)}, "
+                    f"service {status.get(job.job_id)}, polls {status.polls})"
+                ),
+            )
+            return status.end_push.pushes
+
+    try:
+        assert asyncio.run(go()) >= 1
+    finally:
+        if not job.done():
+            job.cancel()

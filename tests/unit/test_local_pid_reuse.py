@@ -24,7 +24,7 @@ from hpcui.errors import JobLostError
 
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 
-pytestmark = pytest.mark.skipif(
+_NEEDS_ROOT = pytest.mark.skipif(
     os.geteuid() != 0 or not NS_LAST_PID.exists(),
     reason="forcing a pid needs root and /proc/sys/kernel/ns_last_pid (CI has both)",
 )
@@ -68,6 +68,7 @@ def _gone(pid: int) -> bool:
     return False
 
 
+@_NEEDS_ROOT
 @pytest.mark.timeout(60)
 def test_cancel_of_an_ended_job_never_signals_the_process_that_has_its_pid_now(local):
     job = local.submit(naps, 0)
@@ -87,6 +88,7 @@ def test_cancel_of_an_ended_job_never_signals_the_process_that_has_its_pid_now(l
         bystander.wait()
 
 
+@_NEEDS_ROOT
 @pytest.mark.timeout(90)
 def test_a_new_job_never_takes_an_old_jobs_outcome_or_gpu_hold_of_the_same_pid(local):
     state = _state_dir(local)
@@ -115,3 +117,13 @@ def test_a_job_whose_processes_were_killed_ends_failed_and_says_so(local):
     assert job.wait(timeout=20) is JobState.FAILED
     with pytest.raises(JobLostError, match="ended FAILED without a result"):
         job.result(timeout=10)
+
+
+@pytest.mark.timeout(60)
+def test_cancel_right_after_submit_with_a_narrow_terminal(local, monkeypatch):
+    """`ps` cuts its lines to $COLUMNS when it is set (CI's xdist workers had it at 80):
+    the launcher's script path must still be seen whole, or cancel signals nothing."""
+    monkeypatch.setenv("COLUMNS", "40")
+    job = local.submit(naps, 60)
+    job.cancel()
+    assert job.wait(timeout=30) is JobState.CANCELLED

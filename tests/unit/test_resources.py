@@ -450,6 +450,9 @@ def test_signal_delay_defaults_to_90_s_and_a_request_or_profile_changes_it():
     assert "--signal=USR2@600" in directives(
         _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", signal_delay="10m")
     )
+    # unset, it is at most a quarter of a short limit: a 2-minute job is told at 1:30
+    two = _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", time="2m")
+    assert "--signal=USR2@30" in directives(two)
     profile = load_profile("mn5-acc").model_copy(update={"signal_delay_s": 240})
     alloc = resolve(Resources.from_kwargs(gpus=1, qos="acc_debug", account="a"), profile)
     assert alloc.signal_delay_s == 240

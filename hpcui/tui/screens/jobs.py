@@ -205,15 +205,16 @@ class JobsScreen(Screen[None]):
             self._registry_timer = self.set_timer(REGISTRY_S, self._load_registry)
 
     def _track_forgotten(self) -> None:
-        """Unfinished registry jobs the queue does not list: the cluster's status service
-        (one batched sacct for all of them) finds their end and writes it to the registry."""
-        listed = {(c, j.job_id) for c, jobs in self.queues.items() for j in jobs}
+        """Unfinished registry jobs: the cluster's status service (one batched sacct for
+        all of them) finds their end and writes it to the registry, and its end push
+        (hpcui.end_push) hears of it when the result appears; an end refreshes the queue
+        at once (Cluster._states_changed). Jobs the queue lists are tracked too, so their
+        end shows within a second, not at the queue's next look (2 s to 60 s)."""
         todo: dict[str, list[JobRecord]] = {}
         for rec in self.records:
             key = f"{rec.cluster}:{rec.job_id}"
             if rec.job_id and not rec.state.is_final and key not in self._tracked:
-                if (rec.cluster, rec.job_id) not in listed:
-                    todo.setdefault(rec.cluster, []).append(rec)
+                todo.setdefault(rec.cluster, []).append(rec)
         for name, recs in todo.items():
             cluster = self.ctx.hub.cluster(name)
             if cluster is None:
