@@ -890,3 +890,33 @@ def test_a_prompt_left_unanswered_elsewhere_does_not_hold_a_call_past_its_timeou
     assert took < 10 + 2 + 5, (took, err.value)  # before: 29.7 s
     assert isinstance(err.value, CommandTimeout) or "time" in str(err.value).lower(), err.value
     other.join(60)
+
+
+def quiet(seconds: float) -> None:
+    import time as _t
+
+    print("started", flush=True)
+    _t.sleep(seconds)
+
+
+def test_following_a_quiet_log_through_the_agent_ends_at_its_timeout(api_via_agent):
+    """The adversarial run: `logs(follow=True, timeout=10)` through the agent returned after
+    16-17 s (10 s direct). The caller's budget travels with each request now."""
+    from hpcui import api
+    from hpcui.logs import LogTimeout
+
+    cluster = api.connect("dev")
+    job = cluster.submit(quiet, 90, time="5m", name="agent-quiet")
+    try:
+        deadline = time.monotonic() + 60
+        while "started" not in job.stdout():
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.3)
+        started = time.monotonic()
+        with pytest.raises(LogTimeout):
+            for _ in cluster.logs(job, "stdout", follow=True, timeout=10):
+                pass
+        took = time.monotonic() - started
+        assert took < 10 + 3, took  # the budget, and the 2 s margin for the agent's answer
+    finally:
+        job.cancel()
