@@ -134,7 +134,10 @@ def free_by_partition(nodes: Iterable[NodeInfo]) -> list[PartitionFree]:
         p["cpus_free"] += n.cpus_idle
         p["gpus_free"] += n.gpus_free
         p["max_gpus_one_node"] = max(p["max_gpus_one_node"], n.gpus_free)
-    return [PartitionFree(**p) for p in parts.values()]
+    # sinfo lists nodes in an order of its own (by state, by node): the default
+    # partition first, then by name, the same on every call
+    ordered = sorted(parts.values(), key=lambda p: (not p["is_default"], p["partition"]))
+    return [PartitionFree(**p) for p in ordered]
 
 
 def parse_sshare(text: str) -> list[FairShare]:

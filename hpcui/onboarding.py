@@ -290,6 +290,27 @@ def write_table(path: Path, cluster: ClusterConfig) -> None:
 # --- the whole of it ----------------------------------------------------------------------
 
 
+_DESTINATION = re.compile(
+    r"(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^@:\s\[\]]+))"
+    r"(?::(?P<port>\d{1,5}))?"
+)
+
+
+def split_destination(text: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` (an IPv6 address in brackets) as (user, host, port), the way
+    `ssh`/`scp` users write a login node; a plain host or ssh alias is (None, host, None)."""
+    m = _DESTINATION.fullmatch(text.strip())
+    if m is None:
+        raise UsageError(
+            f"{text!r} is not a login node: write host, user@host or host:port "
+            "(an IPv6 address as [::1]:2222), or an ssh config alias."
+        )
+    port = int(m["port"]) if m["port"] else None
+    if port is not None and not 0 < port < 65536:
+        raise UsageError(f"Port {port} in {text!r} is not a TCP port (1-65535).")
+    return m["user"], m["v6"] or m["host"], port
+
+
 def check_name(name: str, config_path: Path) -> None:
     if not CLUSTER_NAME.fullmatch(name):
         raise UsageError(

@@ -199,6 +199,10 @@ class Resources(Model):
         return Resources(**{**base, **self.model_dump(exclude_unset=True)})
 
 
+#: a memory request below this is almost surely a unit slip (`mem="10m"` for 10 GB)
+TINY_MEM_MB = 100
+
+
 class Advice(Model):
     """A warning about a valid request: what it costs and what to ask for instead."""
 
@@ -483,6 +487,26 @@ def _billing_advice(
 # -- resolve --------------------------------------------------------------------------------
 
 
+def _most_gpus(profile: Profile) -> tuple[int, str] | None:
+    """The most GPUs one job can get where the profile says (a GPU partition's max_gpus,
+    or its max_nodes x GPUs per node), and which partition; None when it does not say."""
+    best: tuple[int, str] | None = None
+    gpn = profile.gpus_per_node or 0
+    for part in profile.partitions.values():
+        if not part.gpu:
+            continue
+        if part.max_gpus is not None:
+            most, why = part.max_gpus, f"partition {part.name}'s limit"
+        elif part.max_nodes is not None and gpn:
+            most = part.max_nodes * gpn
+            why = f"{part.max_nodes} nodes of {gpn} GPUs in partition {part.name}"
+        else:
+            return None  # a partition without a known limit: no maximum to say
+        if best is None or most > best[0]:
+            best = (most, why)
+    return best
+
+
 def _nodes_and_gpus(req: Resources, profile: Profile) -> tuple[int, int]:
     """Nodes and GPUs per node: N GPUs on G-GPU nodes -> ceil(N/G) whole nodes."""
     gpn, gpus = profile.gpus_per_node, req.gpus
@@ -502,6 +526,13 @@ def _nodes_and_gpus(req: Resources, profile: Profile) -> tuple[int, int]:
         if gpus % nodes:
             raise UsageError(f"gpus={gpus} cannot be split evenly over nodes={nodes}.")
         return nodes, gpus // nodes
+    cap = _most_gpus(profile)
+    if cap is not None and gpus > cap[0]:
+        most, where = cap
+        raise UsageError(
+            f"gpus={gpus} is more than {profile.name} gives one job: at most {most} ({where}). "
+            f"Ask for {most} or fewer."
+        )
     if gpus > gpn and gpus % gpn:
         lo, hi = (gpus // gpn) * gpn, math.ceil(gpus / gpn) * gpn
         raise UsageError(
@@ -553,6 +584,18 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         mem = profile.mem_per_gpu * gpn
 
     advice: list[Advice] = []
+    if req.mem_mb is not None and req.mem_mb < TINY_MEM_MB:
+        advice.append(
+            Advice(
+                code="tiny-mem",
+                message=(
+                    f"mem={format_mem(req.mem_mb)} per node is below 100 MB: Python alone "
+                    "needs more, and the job may be killed at start. `m`/`M` mean megabytes "
+                    "(as Slurm reads them): for gigabytes write mem='10G'."
+                ),
+                suggestion={"mem": f"{max(1, req.mem_mb)}G"},
+            )
+        )
     oversubscribed = profile.cores_per_node and tasks * cpus > profile.cores_per_node
     if oversubscribed and profile.scheduler == "local":  # a workstation: allowed, said
         advice.append(

@@ -71,9 +71,10 @@ def exit_code_for(exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hpcui` script; returns the exit code."""
-    from hpcui.cli.parser import shared_parser
+    from hpcui.cli.parser import attach_dashed_values, shared_parser
 
-    args = shared_parser().parse_args(argv)  # usage errors: message + exit 2 (argparse)
+    words = attach_dashed_values(list(sys.argv[1:] if argv is None else argv))
+    args = shared_parser().parse_args(words)  # usage errors: message + exit 2 (argparse)
     try:
         return _dispatch(args)
     except KeyboardInterrupt:

@@ -29,7 +29,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     args.host = args.host or _ask("Login host (or ssh alias)")
     if not args.host:
         raise UsageError("No host given: nothing was written.")
-    args.name = args.name or _ask("Name for it in hpcui", args.host.split(".")[0])
+    from hpcui.onboarding import split_destination
+
+    host = split_destination(args.host)[1]  # a wrong form is said now, not after every question
+    args.name = args.name or _ask("Name for it in hpcui", host.split(".")[0].replace(":", "-"))
     args.user = args.user or _ask("User name there (empty: from ssh config / this user)")
     args.key = args.key or _ask("Private key file (empty: ssh config / agent)")
     args.jump = args.jump or _ask("Jump host (empty: none)")
@@ -43,12 +46,20 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     if not args.host:
         raise UsageError("hpcui add needs --host HOST (a login node or an ssh config alias).")
+    user, host, port = onboarding.split_destination(args.host)
+    for what, given, inline in (("user", args.user, user), ("port", args.port, port)):
+        if given and inline and str(given) != str(inline):
+            raise UsageError(
+                f"--host {args.host} says {what} {inline} and --{what} says {given}: give one."
+            )
     path = Path(args.config_file).expanduser() if args.config_file else config_path()
     onboarding.check_name(args.name, path)
+    args.host = host
     base = ClusterConfig(
         name=args.name,
-        host=args.host,
-        user=args.user or None,
+        host=host,
+        port=args.port or port,
+        user=args.user or user or None,
         identity_file=args.key or None,
         proxy_jump=args.jump or None,
         ssh_config=args.ssh_config or None,

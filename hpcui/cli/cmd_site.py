@@ -415,8 +415,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
     if not cmd:
-        raise UsageError("exec needs a command, e.g. `hpcui exec -- squeue --me`.")
-    res = connect(cluster_name(args)).run(cmd)
+        raise UsageError("exec needs a command, e.g. `hpcui exec 'squeue --me'`.")
+    # as `ssh host 'cmd'`: one argument is a shell command line (pipes, `;`, quotes are the
+    # remote shell's), several are a program and its arguments, each passed as it is
+    res = connect(cluster_name(args)).run(cmd[0] if len(cmd) == 1 else cmd)
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     return res.exit_status

@@ -129,7 +129,12 @@ def _new_cluster(p: argparse.ArgumentParser, *, named: bool) -> None:
         p.add_argument("name", metavar="NAME", help="what hpcui calls the cluster (-c NAME)")
     else:
         p.add_argument("--name", help="what hpcui calls the cluster (asked if not given)")
-    p.add_argument("--host", help="login node, or a Host alias of your ~/.ssh/config")
+    p.add_argument(
+        "--host", help="login node ([user@]host[:port]), or a Host alias of your ~/.ssh/config"
+    )
+    p.add_argument(
+        "--port", type=_positive(int), metavar="N", help="SSH port (default: ssh config, 22)"
+    )
     p.add_argument("--user", help="user name on the cluster (default: ssh config, this user)")
     p.add_argument("--key", metavar="PATH", help="private key (default: ssh config, agent)")
     p.add_argument("--jump", metavar="HOST", help="jump host ([user@]host[:port])")
@@ -158,6 +163,30 @@ def _new_cluster(p: argparse.ArgumentParser, *, named: bool) -> None:
         help="the config to add to (default: HPCUI_CONFIG or the user config)",
     )
     _json(p)
+
+
+#: options whose value is itself a directive that starts with a dash (`--extra
+#: --begin=now+600`): argparse would take the value for an option of its own
+DASHED_VALUES = frozenset({"--extra"})
+
+
+def attach_dashed_values(argv: list[str]) -> list[str]:
+    """`--extra --begin=now+600` as `--extra=--begin=now+600` (what argparse accepts),
+    before a bare `--` or `exec` only: a remote command's words are never touched."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ("--", "exec"):
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if word in DASHED_VALUES and nxt is not None and nxt.startswith("-"):
+            out.append(f"{word}={nxt}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
 
 
 @functools.cache
@@ -374,7 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="accept without asking (fingerprint still printed)"
     )
 
-    s = add("exec", "run a shell command on the login node (formerly `hpcui run`)")
+    s = add(
+        "exec",
+        "run a command on the login node: one argument is a shell command line "
+        "(`hpcui exec 'squeue --me | head'`), several a program and its arguments",
+    )
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
 
     s = add("agent", "the per-user agent that keeps one connection per cluster (docs/cli.md)")

@@ -253,6 +253,15 @@ def test_no_terminal_means_no_prompt_and_a_clear_error(work):
 def test_exec_and_script_on_dev(work):
     res = hpcui(work, "exec", "--", "sh", "-c", "whoami; echo err >&2; exit 7")
     assert res.returncode == 7 and res.stdout.strip() == "hpcuser" and res.stderr.strip() == "err"
+    # one argument is a shell command line, as `ssh host 'cmd'` (issue 35, defect 2: before,
+    # "bash: squeue --me: command not found", exit 127)
+    line = hpcui(work, "exec", "whoami; echo 'a b' | tr ' ' _; exit 7")
+    assert line.returncode == 7 and line.stdout.split() == ["hpcuser", "a_b"], line.stderr
+    squeue = hpcui(work, "exec", "squeue --me")
+    assert squeue.returncode == 0 and squeue.stdout.split()[:1] == ["JOBID"], squeue.stderr
+    # several arguments stay a program and its arguments, each passed whole
+    argv = hpcui(work, "exec", "printf", "%s|", "a b", "$HOME", ";")
+    assert argv.returncode == 0 and argv.stdout == "a b|$HOME|;|", argv.stdout
     data = ok_json(hpcui(work, "script", "--gpus", "4", "--json"))
     assert "#SBATCH --gres=gpu:4" in data["script"] and data["allocation"]["partition"] == "gpu"
 

@@ -206,3 +206,47 @@ def test_the_app_offers_to_add_a_cluster_on_its_first_run(devcluster, tmp_path, 
         assert load_config(config).cluster("pilot").host == "hpcui-dev"
 
     asyncio.run(scenario())
+
+
+def test_add_takes_user_host_port_as_ssh_writes_it(devcluster, tmp_path):
+    """Issue 35, defect 3: `--host 127.0.0.1:2222` tried port 22 of a host named
+    "127.0.0.1:2222", and there was no --port."""
+    ssh_config = tmp_path / "ssh_config"  # no alias: the host key and key file only
+    ssh_config.write_text(
+        f"Host 127.0.0.1\n    IdentityFile {DEVCLUSTER}/ssh/id_ed25519\n"
+        f"    IdentitiesOnly yes\n    UserKnownHostsFile {DEVCLUSTER}/ssh/known_hosts\n"
+        "    StrictHostKeyChecking yes\n"
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(BEFORE)
+    done = _hpcui(tmp_path, config, "add", "raw", "--host", "hpcuser@127.0.0.1:2222",
+                  "--ssh-config", str(ssh_config), "--no-test", "--yes", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    cluster = load_config(config).cluster("raw")
+    assert (cluster.user, cluster.host, cluster.port) == ("hpcuser", "127.0.0.1", 2222)
+    again = _hpcui(tmp_path, config, "-c", "raw", "exec", "whoami")
+    assert again.returncode == 0 and again.stdout.strip() == "hpcuser", again.stderr
+    both = _hpcui(tmp_path, config, "add", "raw2", "--host", "127.0.0.1:2222", "--port", "2223",
+                  "--ssh-config", str(ssh_config), "--yes")  # fmt: skip
+    assert both.returncode == 2 and "give one" in both.stderr
+    assert "raw2" not in config.read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("login1.bsc.es", (None, "login1.bsc.es", None)),
+        ("alias-from-ssh-config", (None, "alias-from-ssh-config", None)),
+        ("bsc012345@glogin1.bsc.es", ("bsc012345", "glogin1.bsc.es", None)),
+        ("127.0.0.1:2222", (None, "127.0.0.1", 2222)),
+        ("me@[::1]:2200", ("me", "::1", 2200)),
+    ],
+)
+def test_a_destination_is_read_as_ssh_reads_it(text, parts):
+    assert onboarding.split_destination(text) == parts
+
+
+@pytest.mark.parametrize("bad", ["a b", "host:99999", "user@", "[::1", "host:port"])
+def test_a_destination_that_is_none_says_so(bad):
+    with pytest.raises(UsageError):
+        onboarding.split_destination(bad)

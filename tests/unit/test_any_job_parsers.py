@@ -272,3 +272,18 @@ def test_the_schedulers_words_for_a_job_that_left_no_result():
     d = _details("12860476", job)
     assert d.exit_code == "-1"
     assert "exit code -1: PBS could not start it (JOB_EXEC_FAIL1" in scheduler_words(d, "PBS")
+
+
+def test_free_lists_partitions_in_one_order_whatever_order_sinfo_gives():
+    """Issue 35, small ones: `hpcui free` ordered partitions differently on each call
+    (sinfo's node order changes with node states). Default partition first, then by name."""
+    lines = fixture_text("slurm-22.05.8-dev/sinfo_nodes_2gpu_job.txt").splitlines()
+    orders = set()
+    for shift in range(len(lines)):
+        nodes = slurm_free.parse_sinfo_nodes("\n".join(lines[shift:] + lines[:shift]) + "\n")
+        orders.add(tuple(p.partition for p in slurm_free.free_by_partition(nodes)))
+    assert len(orders) == 1
+    (order,) = orders
+    parts = slurm_free.free_by_partition(slurm_free.parse_sinfo_nodes("\n".join(lines) + "\n"))
+    default = [p.partition for p in parts if p.is_default]
+    assert list(order) == default + sorted(set(order) - set(default))

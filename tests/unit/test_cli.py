@@ -412,3 +412,14 @@ def test_script_renders_offline_for_a_pbs_profile_that_knows_its_dialect(
     script = capsys.readouterr().out
     assert "#PBS -l select=1:ncpus=28:ngpus=2" in script and "#PBS -P 12345678" in script
     assert "#PBS -l walltime=01:00:00" in script
+
+
+def test_extra_takes_a_directive_with_its_dashes():
+    """Issue 35, small ones: `--extra '--begin=now+600'` was an argparse error."""
+    from hpcui.cli.parser import attach_dashed_values, build_parser
+
+    argv = ["script", "--extra", "--begin=now+600", "--extra", "--mail-type=END", "--json"]
+    args = build_parser().parse_args(attach_dashed_values(argv))
+    assert args.res_extra == ["--begin=now+600", "--mail-type=END"] and args.json
+    after = ["-c", "dev", "exec", "tool", "--extra", "-x"]  # a remote command: untouched
+    assert attach_dashed_values(after) == after

@@ -475,3 +475,21 @@ def test_pbs_runner_is_told_the_walltime_and_delay_and_the_wrapper_gets_slurms_s
         batch_spec(plan("lumi-g", gpus=1, time="1h", account="a"), folder="/f", token="t")
     )
     assert "#SBATCH --signal=USR2@90" in wrapper
+
+
+def test_a_memory_request_below_100_mb_is_said():
+    """Issue 35, small ones: mem="10m" was taken as 10 MB without a word."""
+    alloc = plan("mn5-acc", gpus=1, qos="acc_debug", account="a", mem="10m")
+    said = [a for a in alloc.advice if a.code == "tiny-mem"]
+    assert said and "below 100 MB" in said[0].message and said[0].suggestion == {"mem": "10G"}
+    assert not [a for a in plan("mn5-acc", gpus=1, qos="acc_debug", account="a", mem="4G").advice
+                if a.code == "tiny-mem"]  # fmt: skip
+
+
+def test_more_gpus_than_the_cluster_gives_says_its_maximum():
+    """Issue 35, small ones: --gpus 99 on the 8-GPU dev cluster suggested 96 or 100."""
+    with pytest.raises(UsageError) as err:
+        plan("dev", gpus=99)
+    assert "at most 8 (partition gpu's limit)" in str(err.value)
+    assert "96" not in str(err.value)
+    assert plan("dev", gpus=8).nodes == 2
