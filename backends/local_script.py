@@ -60,9 +60,6 @@ def render_script(
         f'rm -f {state}/"$pid".rc {state}/"$pid"_*.rc {state}/"$pid".wait {state}/"$pid"_*.wait '
         f'{state}/gpus/held/"$pid" {state}/gpus/held/"$pid"_* '
         f'{state}/gpus/queue/"$pid" {state}/gpus/queue/"$pid"_*',
-        # "<pid> <this script>": a signal or a liveness check reaches this launcher only
-        # while that pid still runs this script (status_command, cancel_command)
-        'me="$pid $0"',
         "run_one() {  # $1: job id, $2: array index (empty: a single job)",
         f'  if [ -n "$2" ]; then export {CALL_INDEX_ENV}="$2"; '
         f"else ln -sf {pickle_name()} {folder}/{submitted}; fi",
@@ -90,13 +87,16 @@ def render_script(
         lines.append(f'  rm -f {state}/gpus/held/"$1"')
     lines += [done, "}"]
     if size is None:
-        # `<pid>.pid` was written by the submit command before it printed the id: never
-        # rewritten here (a reader must never see it half written)
+        # `<pid>.pid` ("<pid> <this script>": status and cancel reach this launcher only
+        # while that pid still runs it) was written by the submit command before it printed
+        # the id: never rewritten here (a reader must never see it half written)
         lines += ["ids=$pid", 'run_one $pid ""']
     else:
         lines += [
             f'ids=$(seq -f "${{pid}}_%g" 0 {size - 1})',
-            f'for j in $ids; do echo "$me" > {state}/$j.pid.tmp && mv {state}/$j.pid.tmp {state}/$j.pid; done',
+            # each element's file is the launcher's ("<pid> <script>", submit_command)
+            f"for j in $ids; do cp {state}/$pid.pid {state}/$j.pid.tmp && "
+            f"mv {state}/$j.pid.tmp {state}/$j.pid; done",
             f"for ((i = 0; i < {size}; i++)); do",
             f"  while (( $(jobs -rp | wc -l) >= {parallel} )); do wait -n; done",
             '  run_one "${pid}_$i" "$i" &',

@@ -21,6 +21,7 @@ import select
 import threading
 from collections.abc import Callable, Iterable
 
+from hpcui.backends.job_paths import RESULT_GLOB
 from hpcui.errors import HpcuiError
 from hpcui.transport.base import RemoteStream, Transport
 from hpcui.transport.quoting import quote_bytes
@@ -31,12 +32,13 @@ log = logging.getLogger(__name__)
 TICK_S = 0.2
 #: readers that ended (dropped link, killed) are restarted this often, then only polls
 MAX_RESTARTS = 5
-RESULT_GLOB = "_result.pkl"
+#: a result file's name, as grep finds it in `ls` output (`*_result.pkl`: job_paths')
+_RESULT_NAME = RESULT_GLOB.lstrip("*").replace(".", "[.]") + "$"
 
 
 def watch_command(folders: Iterable[str]) -> bytes:
     """The login node's side: one line (the count of result files) whenever it changes."""
-    count = f'ls -1 -- "$@" 2>/dev/null | grep -c "{RESULT_GLOB.replace(".", "[.]")}$"'
+    count = f'ls -1 -- "$@" 2>/dev/null | grep -c "{_RESULT_NAME}"'
     inner = (
         f'p=$({count}); m=$(stat -c %y -- "$@" 2>/dev/null); '
         f"while sleep {TICK_S}; do "
@@ -64,7 +66,9 @@ class EndPush:
         self.pushes = 0  # lines heard (for tests and benchmarks)
         self._folders: frozenset[str] = frozenset()
         self._stream: RemoteStream | None = None
-        self._thread: threading.Thread | None = None
+        #: job id -> its folder: asked of the registry once per job, not on every pass of
+        #: the status loop over every unsettled job
+        self._folder_of: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -75,7 +79,7 @@ class EndPush:
     def follow(self, job_ids: Iterable[str]) -> None:
         """Watch the folders of these jobs (the unsettled ones): a reader is (re)started
         when the set changes or the last one ended; none when there is nothing to watch."""
-        folders = frozenset(f for j in job_ids if (f := self.folder_of(j)))
+        folders = frozenset(f for j in job_ids if (f := self._folder(j)))
         with self._lock:
             alive = self._stream is not None and not self._stream.ended
             if self._closed or (folders == self._folders and (alive or not folders)):
@@ -99,13 +103,20 @@ class EndPush:
                 self.restarts = MAX_RESTARTS + 1
                 return
             stream = self._stream
-        self._thread = threading.Thread(
+        threading.Thread(
             target=self._read, args=(stream,), name="hpcui-end-push", daemon=True
-        )
-        self._thread.start()
+        ).start()
         # A result that appeared while no reader ran is in the new reader's first count,
         # so it is never news: one poll now hears of it.
         self.on_end()
+
+    def _folder(self, job_id: str) -> str | None:
+        folder = self._folder_of.get(job_id)
+        if folder is None:  # asked again until the registry knows it; never changes after
+            folder = self.folder_of(job_id)
+            if folder is not None:
+                self._folder_of[job_id] = folder
+        return folder
 
     def _read(self, stream: RemoteStream) -> None:
         while not stream.ended:

@@ -31,6 +31,7 @@ from hpcui.submission import disk_full
 from hpcui.transport import deadline
 
 if TYPE_CHECKING:  # hpcui.usage imports pydantic: only where usage is asked for
+    from hpcui.backends.records import JobDetails
     from hpcui.usage import UsageReport, UsageSample
 
 
@@ -241,39 +242,41 @@ class Job:
                 job_id=self.job_id,
                 stderr_tail=tail,
             )
-        why = "killed, out of memory, time limit or node failure"
         if state is JobState.TIMEOUT:
-            raise JobLostError(
-                f"Job {self.job_id} on {self.cluster.name} {self._ran_out_of_time()} "
-                "Last lines of its stderr:\n"
-                f"{tail or '(empty)'}",
-                job_id=self.job_id,
-                stderr_tail=tail,
-            )
-        if disk_full(tail) or self._folder_nearly_full():
-            why = "it could not write its result: the disk or quota of its job folder is full"
-        elif said := self._scheduler_words():  # asked only when the disk does not explain it
-            why = said
+            ended = self._ran_out_of_time()
+        else:
+            why = "killed, out of memory, time limit or node failure"
+            if disk_full(tail) or self._folder_nearly_full():
+                why = "it could not write its result: the disk or quota of its job folder is full"
+            elif said := self._scheduler_words():  # asked only when the disk does not explain it
+                why = said
+            ended = f"ended {state.value} without a result ({why})."
         raise JobLostError(
-            f"Job {self.job_id} on {self.cluster.name} ended {state.value} without a result "
-            f"({why}). Last lines of its stderr:\n"
+            f"Job {self.job_id} on {self.cluster.name} {ended} Last lines of its stderr:\n"
             f"{tail or '(empty)'}",
             job_id=self.job_id,
             stderr_tail=tail,
         )
 
+    def _details(self) -> JobDetails | None:
+        """The scheduler's record of this job (None where it has none to give): asked only
+        on the failure path, for its limit, reason and exit code."""
+        from hpcui.errors import HpcuiError
+
+        try:
+            return self.cluster.scheduler.job_details(self.job_id)
+        except (HpcuiError, NotImplementedError, OSError) as exc:
+            log.debug("no scheduler details for job %s: %s", self.job_id, exc)
+            return None
+
     def _ran_out_of_time(self) -> str:
         """ "ran out of its time limit (3:00); ask for more ..." with the limit the scheduler
         held the job to (asked of it: a job found again has no request at hand)."""
-        from hpcui.errors import HpcuiError
         from hpcui.formatting import clock_duration
 
-        limit = ""
-        try:
-            seconds = self.cluster.scheduler.job_details(self.job_id).time_limit_s
-            limit = f" ({clock_duration(seconds)})" if seconds else ""
-        except (HpcuiError, NotImplementedError, OSError) as exc:
-            log.debug("no time limit for job %s: %s", self.job_id, exc)
+        details = self._details()
+        seconds = details.time_limit_s if details is not None else None
+        limit = f" ({clock_duration(seconds)})" if seconds else ""
         return (
             f"ran out of its time limit{limit}; ask for more with time=..., or make it stop "
             "itself with hpcui.distributed.stop_requested()."
@@ -283,16 +286,12 @@ class Job:
         """The scheduler's own reason and exit code for a job that left no result (a job
         that never started has an empty stderr: these are all there is); "" if it has none."""
         from hpcui.backends.end_reasons import scheduler_words
-        from hpcui.errors import HpcuiError
 
-        scheduler = self.cluster.scheduler
-        try:
-            details = scheduler.job_details(self.job_id)
-        except (HpcuiError, NotImplementedError, OSError) as exc:
-            log.debug("no scheduler details for job %s: %s", self.job_id, exc)
+        details = self._details()
+        if details is None:
             return ""
-        label = {"slurm": "Slurm", "pbs": "PBS"}.get(scheduler.name, scheduler.name)
-        return scheduler_words(details, label)
+        name = self.cluster.scheduler.name
+        return scheduler_words(details, {"slurm": "Slurm", "pbs": "PBS"}.get(name, name))
 
     def _folder_nearly_full(self) -> bool:
         """Less than 1 MiB free where the job writes (asked only for a job that left no

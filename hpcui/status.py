@@ -12,11 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
 from hpcui.schedulers.base import JobStatus, Scheduler
+
+if TYPE_CHECKING:
+    from hpcui.end_push import EndPush
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ class StatusService:
         self.last_error: HpcuiError | None = None
         self.answered_at: float | None = None  # monotonic time of the last scheduler answer
         #: hpcui.end_push.EndPush: the login node says when a result appears (None: polls)
-        self.end_push: Any = None
+        self.end_push: EndPush | None = None
         self._nudged = False
         self._hot_until = 0.0
 

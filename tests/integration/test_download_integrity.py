@@ -31,68 +31,67 @@ def _cut_after_first_chunk(done: int, total: int) -> None:
         raise Cut
 
 
-def _remote_file(dev, name: str) -> tuple[str, str]:
-    folder = f"{dev.remote_info().base}/dl-{uuid.uuid4().hex[:8]}"
-    dev.run(f"mkdir -p {folder} && head -c {SIZE} /dev/urandom > {folder}/{name}").check()
-    return folder, f"{folder}/{name}"
+@pytest.fixture
+def folder(dev):
+    """A folder of this test's on the cluster, removed afterwards."""
+    path = f"{dev.remote_info().base}/dl-{uuid.uuid4().hex[:8]}"
+    dev.run(["mkdir", "-p", path]).check()
+    yield path
+    dev.run(["rm", "-rf", path])
+
+
+def _remote_file(dev, folder: str, name: str) -> str:
+    dev.run(f"head -c {SIZE} /dev/urandom > {folder}/{name}").check()
+    return f"{folder}/{name}"
+
+
+def _interrupted(dev, remote: str, tmp_path) -> None:
+    """A download cut after its first chunk (a dropped link): 4 MiB kept in `.part`."""
+    with pytest.raises(Cut):
+        dev.download(remote, tmp_path, progress=_cut_after_first_chunk)
 
 
 def _sum(dev, path: str) -> str:
     return dev.run(["sha256sum", path]).check().stdout.split()[0]
 
 
-def test_a_file_rewritten_since_the_interrupted_download_starts_over(dev, tmp_path):
-    folder, remote = _remote_file(dev, "last.pt")
-    try:
-        with pytest.raises(Cut):
-            dev.download(remote, tmp_path, progress=_cut_after_first_chunk)
-        assert (tmp_path / "last.pt.part").stat().st_size == 4 * 1024 * 1024
-        time.sleep(1.1)  # the next save, a little later (SFTP mtimes are whole seconds)
-        dev.run(f"head -c {SIZE} /dev/urandom > {remote}.new && mv {remote}.new {remote}").check()
-        notes: list[str] = []
-        moved, local = dev.download(remote, tmp_path, note=notes.append)
-        assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
-        assert moved == SIZE  # all of it again: nothing of the old version kept
-        assert notes and "changed since the partial download" in notes[0]
-        assert not (tmp_path / "last.pt.part").exists()
-        assert not (tmp_path / "last.pt.part.src").exists()
-    finally:
-        dev.run(f"rm -rf {folder}")
+def test_a_file_rewritten_since_the_interrupted_download_starts_over(dev, folder, tmp_path):
+    remote = _remote_file(dev, folder, "last.pt")
+    _interrupted(dev, remote, tmp_path)
+    assert (tmp_path / "last.pt.part").stat().st_size == 4 * 1024 * 1024
+    time.sleep(1.1)  # the next save, a little later (SFTP mtimes are whole seconds)
+    dev.run(f"head -c {SIZE} /dev/urandom > {remote}.new && mv {remote}.new {remote}").check()
+    notes: list[str] = []
+    moved, local = dev.download(remote, tmp_path, note=notes.append)
+    assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
+    assert moved == SIZE  # all of it again: nothing of the old version kept
+    assert notes and "changed since the partial download" in notes[0]
+    assert not (tmp_path / "last.pt.part").exists()
+    assert not (tmp_path / "last.pt.part.src").exists()
 
 
-def test_the_same_file_still_resumes(dev, tmp_path):
-    folder, remote = _remote_file(dev, "data.bin")
-    try:
-        with pytest.raises(Cut):
-            dev.download(remote, tmp_path, progress=_cut_after_first_chunk)
-        notes: list[str] = []
-        moved, local = dev.download(remote, tmp_path, note=notes.append)
-        assert moved == SIZE - 4 * 1024 * 1024 and notes == []
-        assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
-    finally:
-        dev.run(f"rm -rf {folder}")
+def test_the_same_file_still_resumes(dev, folder, tmp_path):
+    remote = _remote_file(dev, folder, "data.bin")
+    _interrupted(dev, remote, tmp_path)
+    notes: list[str] = []
+    moved, local = dev.download(remote, tmp_path, note=notes.append)
+    assert moved == SIZE - 4 * 1024 * 1024 and notes == []
+    assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
 
 
-def test_a_planted_part_link_is_never_written_through(dev, tmp_path):
-    folder, remote = _remote_file(dev, "model.pt")
+def test_a_planted_part_link_is_never_written_through(dev, folder, tmp_path):
+    remote = _remote_file(dev, folder, "model.pt")
     victim = tmp_path / "bashrc"
     victim.write_text("# my shell setup\n")
     (tmp_path / "model.pt.part").symlink_to(victim)  # planted in a shared download folder
-    try:
-        with pytest.raises(UsageError, match="symbolic link"):
-            dev.download(remote, tmp_path)
-        assert victim.read_text() == "# my shell setup\n"
-        assert not (tmp_path / "model.pt").exists()
-    finally:
-        dev.run(f"rm -rf {folder}")
+    with pytest.raises(UsageError, match="symbolic link"):
+        dev.download(remote, tmp_path)
+    assert victim.read_text() == "# my shell setup\n"
+    assert not (tmp_path / "model.pt").exists()
 
 
-def test_a_folder_is_refused_in_words_and_leaves_nothing(dev, tmp_path):
-    folder, _ = _remote_file(dev, "x")
-    try:
-        dev.run(f"mkdir -p {folder}/sub").check()
-        with pytest.raises(UsageError, match="is a folder: download its files"):
-            dev.download(f"{folder}/sub", tmp_path)
-        assert list(tmp_path.iterdir()) == []
-    finally:
-        dev.run(f"rm -rf {folder}")
+def test_a_folder_is_refused_in_words_and_leaves_nothing(dev, folder, tmp_path):
+    dev.run(["mkdir", "-p", f"{folder}/sub"]).check()
+    with pytest.raises(UsageError, match="is a folder: download its files"):
+        dev.download(f"{folder}/sub", tmp_path)
+    assert list(tmp_path.iterdir()) == []
