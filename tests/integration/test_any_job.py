@@ -20,7 +20,7 @@ PLAIN = """#!/bin/bash
 #SBATCH --job-name=plain-{tag}
 #SBATCH --output=logs-%x/out-%j.txt
 #SBATCH --error=logs-%x/err-%j.txt
-#SBATCH --time=5
+#SBATCH --time=2
 for i in 1 2 3 4 5; do echo "line $i"; sleep 1; done
 echo "on stderr" >&2
 """
@@ -33,8 +33,13 @@ def sbatch_script(cluster, script: str, *args: str) -> str:
     cluster.run(
         "mkdir -p ~/anyjob && cd ~/anyjob && mkdir -p logs-plain-a logs-plain-b logs-plain-c"
     )
+    # a short limit unless the test names one: a job with the partition's 2 hours (or even
+    # 5 minutes) does not backfill past another test's pending multi-node job and waits
+    # for it to start and end (CI saw a plain job pending over 120 s)
+    named = any(a.startswith(("--time", "-t")) for a in args) or "#SBATCH --time" in script
+    limit = () if named else ("--time=2",)
     res = cluster.transport.run(
-        f"cd ~/anyjob && sbatch --parsable {' '.join(args)}", stdin=script.encode()
+        f"cd ~/anyjob && sbatch --parsable {' '.join((*limit, *args))}", stdin=script.encode()
     ).check("sbatch")
     return res.stdout.strip().split(";")[0]
 
@@ -113,8 +118,8 @@ def test_hold_update_release_a_pending_job_then_requeue_it_running(site):
         site.release([job_id])
         site.hold([job_id])
         assert site.job_details(job_id).reason == "JobHeldUser"
-        site.set_time_limit(job_id, "3m")
-        assert site.job_details(job_id).time_limit_s == 180
+        site.set_time_limit(job_id, "1m")
+        assert site.job_details(job_id).time_limit_s == 60
         with pytest.raises(UsageError, match="Not a time limit"):
             site.set_time_limit(job_id, "soon")
         site.release([job_id])
@@ -257,7 +262,7 @@ def test_cli_show_logs_hold_release_update_free_budget(work):  # noqa: F811
         "--",
         "sh",
         "-c",
-        f"cd ~/anyjob && printf '%s' '{script}' | sbatch --parsable --hold",
+        f"cd ~/anyjob && printf '%s' '{script}' | sbatch --parsable --hold --time=2",
     )
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.strip()

@@ -91,6 +91,15 @@ def run_closing(go):  # type: ignore[no-untyped-def]
         hpcui.api._clusters.clear()
 
 
+def job_state(cluster, job_id: str) -> str:
+    """What the scheduler says of a job, for a failing wait's message."""
+    try:
+        d = cluster.job_details(job_id)
+    except Exception as exc:  # a message, not a check
+        return f"unknown ({exc})"
+    return f"{d.state.value} ({d.reason})"
+
+
 def cell(table: JobTable, key: str, col: str) -> str | None:
     return str(table.shown[key][col]) if key in table.shown else None
 
@@ -531,7 +540,7 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
                 pilot,
                 lambda: "plain line 3" in "\n".join(panel.lines),
                 120,
-                lambda: f"the log, got {panel.lines[-5:]}",
+                lambda: f"the log, got {panel.lines[-5:]}; job {job_state(dev, job_id)}",
             )
             await pilot.press("F")
             await wait_for(pilot, lambda: bool(app.screen.query("#files-table")), 30, "files")
@@ -557,6 +566,46 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
         "plain line 3",
     ]
     wait_state(dev, job_id, {JobState.COMPLETED})
+
+
+def test_a_plain_jobs_log_goes_on_after_the_link_drops(dev):
+    """A foreign job's log followed in the app survives a dropped SSH link, every line
+    once: the pushed reader restarts from its offset and the polls reconnect."""
+    from tests.conftest import session_sshd_pids
+    from tests.integration.test_any_job import sbatch_script, wait_state
+
+    tag = uuid.uuid4().hex[:6]
+    script = (
+        f"#!/bin/bash\n#SBATCH --output=drop-{tag}-%j.out\n"
+        'for i in $(seq 1 12); do echo "drop line $i"; sleep 0.5; done\n'
+    )
+    job_id = sbatch_script(dev, script)
+    wait_state(dev, job_id, {JobState.RUNNING})
+
+    async def go():
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await open_foreign_job(pilot, app, job_id)
+            panel = app.screen.query_one(LogPanel)
+            await wait_for(pilot, lambda: "drop line 2" in panel.lines, 60, "the first lines")
+            cluster = app.ctx.hub.cluster("dev")
+            pids = await asyncio.to_thread(session_sshd_pids, cluster.transport.run)
+            subprocess.run(["kill", "-9", *map(str, pids)], check=False)
+            await wait_for(
+                pilot,
+                lambda: "drop line 12" in panel.lines,
+                90,
+                lambda: f"the rest, got {panel.lines[-5:]}; job {job_state(dev, job_id)}",
+            )
+            return list(panel.lines)
+
+    try:
+        lines = run_closing(go)
+    finally:
+        dev.cancel([job_id])
+    assert [line for line in lines if line.startswith("drop line")] == [
+        f"drop line {i}" for i in range(1, 13)
+    ]
 
 
 def add(a, b):

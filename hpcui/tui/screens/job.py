@@ -26,7 +26,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from hpcui.backends.states import JobState
-from hpcui.errors import HpcuiError, JobError, JobFailedError
+from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlMixin
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
@@ -398,19 +398,31 @@ class JobScreen(JobControlMixin, Screen[None]):
     @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
     def _read_foreign_log(self, cluster: Cluster, job_id: str, key: tuple[str, int, int]) -> None:
         worker = get_current_worker()
-        try:
-            for chunk in cluster.logs(  # left the screen: stop polling at once
-                job_id,
-                key[0],
-                follow=True,
-                tail_bytes=TAIL_BYTES,
-                until=lambda: worker.is_cancelled,
-            ):
-                self.app.call_from_thread(self._got_text, key, chunk.text)
-                if worker.is_cancelled:
-                    return
-        except HpcuiError as exc:
-            self.app.call_from_thread(self.panel.add_lines, [f"[{exc}]"])
+        while not worker.is_cancelled:
+            try:
+                for chunk in cluster.logs(  # left the screen: stop polling at once
+                    job_id,
+                    key[0],
+                    follow=True,
+                    tail_bytes=TAIL_BYTES,
+                    until=lambda: worker.is_cancelled,
+                ):
+                    self.app.call_from_thread(self._got_text, key, chunk.text)
+                    if worker.is_cancelled:
+                        return
+                return
+            except UsageError as exc:  # the scheduler forgot the job, or no such file
+                self.app.call_from_thread(self.panel.add_lines, [f"[{exc}]"])
+                return
+            except HpcuiError as exc:  # a dropped link: say so, follow again from the spool
+                self.app.call_from_thread(self.ctx.hub.report, cluster.name, exc)
+                time.sleep(SLOW_S)
+                self.app.call_from_thread(self._reset_panel)
+            except Exception as exc:  # a defect: said in the panel, not lost in the worker
+                self.app.call_from_thread(
+                    self.panel.add_lines, [f"[following the log failed: {exc!r}]"]
+                )
+                raise
 
     def _reset_panel(self) -> None:
         job_id = self.key[1] if self.key else ""
