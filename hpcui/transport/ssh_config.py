@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import getpass
-import hashlib
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcui.errors import ConfigError
-from hpcui.transport.ssh_options import OptionsReader, env_expand, expand_hostname, percent_expand
+from hpcui.transport.ssh_options import (
+    OptionsReader,
+    env_expand,
+    expand_hostname,
+    path_tokens,
+    percent_expand,
+)
 
 DEFAULT_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -154,7 +158,7 @@ def resolve(
     port_number = _port(first.get("port"))
     alias = first.get("hostkeyalias")
     alias = alias.lower() if alias else None
-    tokens = _tokens(host, hostname, port_number, remote_user, alias, local_user, home)
+    tokens = path_tokens(host, hostname, port_number, remote_user, alias, local_user, home)
     idents = [identity_file] if identity_file else list(options.get("identityfile") or [])
     kh = [known_hosts] if known_hosts else options.get("userknownhostsfile")
     gkh = options.get("globalknownhostsfile")
@@ -194,33 +198,6 @@ def _firsts(options: dict[str, object]) -> dict[str, str]:
         key: value[0] if isinstance(value, list) else str(value)
         for key, value in options.items()
         if value and key not in ("identityfile", "certificatefile")
-    }
-
-
-def _tokens(
-    original: str,
-    hostname: str,
-    port: int,
-    user: str,
-    alias: str | None,
-    local_user: str,
-    home: str,
-) -> dict[str, str]:
-    """ssh's percent tokens for file paths (ssh_config(5) TOKENS)."""
-    long_name = socket.gethostname()
-    short_name = long_name.split(".", 1)[0]
-    return {
-        "C": hashlib.sha1(f"{long_name}{hostname}{port}{user}".encode()).hexdigest(),
-        "d": home,
-        "h": hostname,
-        "i": str(os.getuid()),
-        "k": alias or original,
-        "L": short_name,
-        "l": long_name,
-        "n": original,
-        "p": str(port),
-        "r": user,
-        "u": local_user,
     }
 
 

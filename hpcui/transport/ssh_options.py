@@ -12,8 +12,16 @@ What this reader follows (tests/unit/test_ssh_config_vs_openssh.py compares it w
 - lines: keyword, then ``=`` or whitespace, then arguments split as ``argv_split`` does
   (double/single quotes, backslash escapes, a ``#`` that starts a word ends the line);
 - ``Host`` patterns (``*``, ``?``, ``!``; case-sensitive, against the name as typed) and
-  ``Match`` (all, canonical, final, host, originalhost, user, localuser; ``!``);
-  ``Match exec``/``localnetwork`` are refused with a clear error;
+  ``Match`` (all, canonical, final, host, originalhost, user, localuser, exec; ``!``);
+  ``Match localnetwork``/``tagged`` are refused with a clear error;
+- ``Match exec "CMD"`` runs CMD as ssh does, with ``$SHELL -c`` (stdin and stdout on
+  /dev/null), its tokens expanded (%C %d %h %i %k %L %l %n %p %r %u) from what the
+  files said so far, only when the criteria before it matched; exit status 0 matches,
+  a signal is ssh's "match exec ... error". Decisions: it is bounded
+  (MATCH_EXEC_TIMEOUT_S; ssh would wait for ever), its stderr is kept for the error
+  message instead of reaching the terminal (the app owns it), a command is run once per
+  resolution (both passes share the answer), and a host or user name with shell
+  characters is refused before it reaches the shell (OpenSSH 9.6 bans them too);
 - ``Include``: globbed, relative to ~/.ssh (/etc/ssh for the system file), each file
   read with the includer's Host/Match state, which is restored afterwards; an include in
   an inactive block reads nothing;
@@ -26,9 +34,15 @@ What this reader follows (tests/unit/test_ssh_config_vs_openssh.py compares it w
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import hashlib
+import logging
 import os
 import re
+import signal
+import socket
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,11 +50,16 @@ from pathlib import Path
 
 from hpcui.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 MAX_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
+#: how long a `Match exec` command may take (a VPN probe: `nc -z -w 1 gw 22`)
+MATCH_EXEC_TIMEOUT_S = 10.0
+#: what may not be in a name that a `Match exec` command line receives through a token
+_SHELL_CHARS = re.compile(r"[\s'\"`;&|<>$\\(){}!*?\[\]~#^]")
 ACCUMULATE = {"identityfile", "certificatefile", "localforward", "remoteforward",
               "dynamicforward", "sendenv", "setenv"}  # fmt: skip
 UNSUPPORTED_MATCH = {
-    "exec": "runs a command to decide",
     "localnetwork": "depends on the local machine's network interfaces",
     "tagged": "depends on ssh -P / Tag",
 }
@@ -134,6 +153,8 @@ class OptionsReader:
     final: bool = False
     want_final: bool = False
     host: str = ""  # what Host lines match: as typed, then (final pass) the final name
+    #: `Match exec` answers of this resolution, by expanded command
+    exec_answers: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.host = self.host or self.original
@@ -245,6 +266,14 @@ class OptionsReader:
                 raise ConfigError(f"{where}: Match {attrib} needs a value.")
             value = words[i]
             i += 1
+            if attrib == "exec":
+                command = self._exec_command(value, where)  # a bad token fails even if skipped
+                if not result:  # ssh skips an exec once an earlier criterion failed
+                    continue
+                matched = self._exec(command, where)
+                if matched == negate:
+                    result = False
+                continue
             if attrib in UNSUPPORTED_MATCH:
                 if result:  # ssh skips an exec once an earlier criterion failed
                     raise ConfigError(
@@ -267,6 +296,31 @@ class OptionsReader:
                 result = False
         return result
 
+    def _exec_command(self, template: str, where: str) -> str:
+        host = self._match_host()
+        user = str(self._first("user") or self.local_user)
+        alias = self._first("hostkeyalias") or host
+        for what, name in (("host", host), ("host as typed", self.original), ("user", user),
+                           ("HostKeyAlias", alias)):  # fmt: skip
+            if _SHELL_CHARS.search(name):
+                raise ConfigError(
+                    f"{where}: `Match exec` would hand the {what} {name!r} to a shell, and it "
+                    "holds characters a shell reads; use a plain name."
+                )
+        port = self._first("port") or "22"
+        if not port.isdigit():
+            raise ConfigError(f"{where}: Port {port!r} is not a number.")
+        tokens = path_tokens(
+            self.original, host, int(port), user, alias,
+            self.local_user, self.home,
+        )  # fmt: skip
+        return percent_expand(template, tokens, "Match exec")
+
+    def _exec(self, command: str, where: str) -> bool:
+        if command not in self.exec_answers:
+            self.exec_answers[command] = run_match_exec(command, where)
+        return self.exec_answers[command]
+
     def _first(self, key: str) -> str | None:
         value = self.options.get(key)
         return value[0] if isinstance(value, list) and value else None
@@ -276,6 +330,71 @@ class OptionsReader:
         if self.final:
             return self.host
         return expand_hostname(hostname, self.original) if hostname else self.original
+
+
+def run_match_exec(command: str, where: str) -> bool:
+    """ssh's execute_in_shell: True when the command exits 0 (see the module's doc)."""
+    shell = os.environ.get("SHELL") or "/bin/sh"
+    if not os.access(shell, os.X_OK):
+        raise ConfigError(
+            f'{where}: Shell "{shell}" is not executable, so `Match exec` cannot run (as ssh '
+            "says); set SHELL to your shell."
+        )
+    try:
+        proc = subprocess.Popen(
+            [shell, "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # a timeout ends the command and what it started
+        )
+    except OSError as exc:
+        raise ConfigError(f"{where}: match exec '{command}' could not start: {exc}.") from None
+    try:
+        _, err = proc.communicate(timeout=MATCH_EXEC_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise ConfigError(
+            f"{where}: match exec '{command}' did not finish in {MATCH_EXEC_TIMEOUT_S:g} s "
+            "(ssh would wait for it). Make the command end sooner (e.g. `nc -z -w 1 ...`)."
+        ) from None
+    said = err.decode(errors="replace").strip()
+    if proc.returncode < 0:
+        raise ConfigError(
+            f"{where}: match exec '{command}' error: it exited abnormally "
+            f"(signal {-proc.returncode}){': ' + said if said else ''}."
+        )
+    log.debug("match exec %r: exit status %d %s", command, proc.returncode, said)
+    return proc.returncode == 0
+
+
+def path_tokens(
+    original: str,
+    hostname: str,
+    port: int,
+    user: str,
+    alias: str | None,
+    local_user: str,
+    home: str,
+) -> dict[str, str]:
+    """ssh's percent tokens (ssh_config(5) TOKENS) for file paths and `Match exec`."""
+    long_name = socket.gethostname()
+    short_name = long_name.split(".", 1)[0]
+    return {
+        "C": hashlib.sha1(f"{long_name}{hostname}{port}{user}".encode()).hexdigest(),
+        "d": home,
+        "h": hostname,
+        "i": str(os.getuid()),
+        "k": alias or original,
+        "L": short_name,
+        "l": long_name,
+        "n": original,
+        "p": str(port),
+        "r": user,
+        "u": local_user,
+    }
 
 
 def expand_hostname(template: str, host: str) -> str:

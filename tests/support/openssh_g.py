@@ -22,8 +22,11 @@ def write_case(home: Path, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
-def ssh_g(home: Path, config: Path, hosts: list[str], env: dict[str, str]) -> list[dict]:
-    """``ssh -G -F config HOST`` for each host: {key: [values...]} or {"error": text}."""
+def ssh_g(
+    home: Path, config: Path, hosts: list[str], env: dict[str, str], *, limit_s: float = 30.0
+) -> list[dict]:
+    """``ssh -G -F config HOST`` for each host: {key: [values...]} or {"error": text}; one
+    that runs past `limit_s` (a `Match exec` that hangs) is stopped: an error."""
     me = pwd.getpwuid(os.getuid())
     passwd = home.parent / f"{home.name}.passwd"
     lines = []
@@ -38,7 +41,7 @@ def ssh_g(home: Path, config: Path, hosts: list[str], env: dict[str, str]) -> li
     script = [f"mount --bind {shlex.quote(str(passwd))} /etc/passwd || exit 99"]
     for i, host in enumerate(hosts):
         script.append(
-            f"ssh -G -F {shlex.quote(str(config))} {shlex.quote(host)} "
+            f"timeout -s KILL {limit_s:g} ssh -G -F {shlex.quote(str(config))} {shlex.quote(host)} "
             f"> {out}/{i}.out 2> {out}/{i}.err < /dev/null"
         )
     done = subprocess.run(
@@ -54,7 +57,7 @@ def ssh_g(home: Path, config: Path, hosts: list[str], env: dict[str, str]) -> li
     for i in range(len(hosts)):
         text = (out / f"{i}.out").read_text()
         if not text:
-            answers.append({"error": (out / f"{i}.err").read_text().strip()})
+            answers.append({"error": (out / f"{i}.err").read_text().strip() or "no answer"})
             continue
         options: dict[str, list[str]] = {}
         for line in text.splitlines():

@@ -16,6 +16,7 @@ import shutil
 import pytest
 
 from hpcui.errors import ConfigError
+from hpcui.transport import ssh_options
 from hpcui.transport.ssh_config import read_options, resolve
 from hpcui.transport.ssh_options import percent_expand
 from tests.support.openssh_g import ssh_g, write_case
@@ -242,6 +243,47 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
         {"config": ("Host a\n  User pass1\nMatch final\n  User pass2\n  Port 2213\n")},
         ["a"],
     ),
+    # -- Match exec: ssh runs the command with $SHELL -c while it reads -------------------
+    (
+        "match-exec-true-and-false",
+        {"config": 'Match exec "true"\n  User by-exec\nMatch exec "exit 1"\n  Port 2214\n'},
+        ["a"],
+    ),
+    (
+        "match-exec-vpn-idiom",  # a jump host only outside the VPN (centre docs' pattern)
+        {
+            "config": (
+                "Host jureca\n  HostName jureca.example.org\n"
+                'Match host jureca.example.org exec "! test -e {home}/vpn-up"\n'
+                "  ProxyJump gw.example.org\n"
+                'Match host jureca.example.org !exec "test -e {home}/vpn-up"\n  Port 2215\n'
+            )
+        },
+        ["jureca", "other"],
+    ),
+    (
+        "match-exec-tokens",
+        {
+            "config": (
+                "Host a\n  HostName h.example\n  Port 2222\n  User bob\n  HostKeyAlias kalias\n"
+                'Match exec "test %h = h.example -a %p = 2222 -a %r = bob -a %n = a -a %k = kalias '
+                "-a %d = {home} -a %u = $(id -un) -a %i = $(id -u) -a %l = $(uname -n) "
+                '-a %C = $(printf %%s%%s%%s%%s $(uname -n) h.example 2222 bob | sha1sum | cut -c1-40)"\n'
+                "  IdentityFile ~/.ssh/tokens_matched\n"
+            )
+        },
+        ["a"],
+    ),
+    (
+        "match-exec-runs-after-earlier-values",  # it sees the User set above it, not below
+        {"config": 'Host a\n  User early\nMatch exec "test %r = early"\n  Port 2216\n'},
+        ["a", "b"],
+    ),
+    (
+        "match-exec-hangs",  # ssh would wait for ever; both give up (hpcui: its timeout)
+        {"config": 'Match exec "sleep 30"\n  User never\n'},
+        ["a"],
+    ),
     # -- jumps and proxies -----------------------------------------------------------------
     ("proxyjump", {"config": "Host c\n  ProxyJump gw\n"}, ["c"]),
     ("proxyjump-chain", {"config": "Host c\n  ProxyJump u1@gw1:2222,gw2\n"}, ["c"]),
@@ -381,11 +423,18 @@ def _ours(home, config, host) -> dict:
     }
 
 
+#: configs ssh -G cannot finish (it is stopped after HANG_S) and hpcui refuses
+REFUSED_BY_BOTH = {"match-exec-hangs"}
+HANG_S = 1.5
+REFUSALS: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
-def answers(tmp_path_factory) -> dict[str, list[tuple[str, dict, dict | str]]]:
+def answers(tmp_path_factory, monkeypatch_module) -> dict[str, list[tuple[str, dict, dict | str]]]:
     """Every case's hosts resolved by both, in one sweep (one namespace per case)."""
     if os.geteuid() != 0:
         pytest.fail("this comparison needs root (unshare) as the dev cluster does")
+    monkeypatch_module.setattr(ssh_options, "MATCH_EXEC_TIMEOUT_S", 0.5)
     base = tmp_path_factory.mktemp("openssh")
     saved = {k: os.environ.get(k) for k in ENV}
     os.environ.update(ENV)
@@ -395,9 +444,17 @@ def answers(tmp_path_factory) -> dict[str, list[tuple[str, dict, dict | str]]]:
             home = base / name
             write_case(home, {k: v.replace("{home}", str(home)) for k, v in files.items()})
             config = home / ".ssh" / "config"
-            theirs = ssh_g(home, config, hosts, {**os.environ, **ENV, "HOME": str(home)})
+            env = {**os.environ, **ENV, "HOME": str(home)}
+            limit = HANG_S if name in REFUSED_BY_BOTH else 30.0
+            theirs = ssh_g(home, config, hosts, env, limit_s=limit)
             rows = []
             for host, ssh in zip(hosts, theirs, strict=True):
+                if name in REFUSED_BY_BOTH:
+                    with pytest.raises(ConfigError) as refused:
+                        _ours(home, config, host)
+                    rows.append((host, "refused" if "error" in ssh else ssh, "refused"))
+                    REFUSALS[name] = str(refused.value)
+                    continue
                 assert "error" not in ssh, f"{name}/{host}: ssh -G failed: {ssh['error']}"
                 try:
                     ours: dict | str = _ours(home, config, host)
@@ -412,6 +469,30 @@ def answers(tmp_path_factory) -> dict[str, list[tuple[str, dict, dict | str]]]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def test_a_hanging_match_exec_is_refused_with_its_timeout(answers):
+    assert answers["match-exec-hangs"] == [("a", "refused", "refused")]
+    assert "match exec 'sleep 30' did not finish in 0.5 s" in REFUSALS["match-exec-hangs"]
+
+
+def test_the_match_exec_cases_match_where_they_mean_to(answers):
+    """Agreement alone would pass if both sides skipped every block: ssh's own answers."""
+    theirs = {name: {host: t for host, t, _ in answers[name]} for name in answers}
+    assert (theirs["match-exec-true-and-false"]["a"]["user"],
+            theirs["match-exec-true-and-false"]["a"]["port"]) == ("by-exec", 22)  # fmt: skip
+    vpn = theirs["match-exec-vpn-idiom"]
+    assert vpn["jureca"]["proxy_jump"] == "gw.example.org" and vpn["jureca"]["port"] == 2215
+    assert vpn["other"]["proxy_jump"] is None and vpn["other"]["port"] == 22
+    assert "~/.ssh/tokens_matched" in theirs["match-exec-tokens"]["a"]["identity_templates"]
+    after = theirs["match-exec-runs-after-earlier-values"]
+    assert (after["a"]["port"], after["b"]["port"]) == (2216, 22)
 
 
 def test_there_are_at_least_forty_configs():

@@ -3,9 +3,12 @@ test_ssh_config_vs_openssh.py)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from hpcui.errors import ConfigError
+from hpcui.transport import ssh_options
 from hpcui.transport.ssh_config import resolve
 from hpcui.transport.ssh_options import split_args, split_keyword
 
@@ -19,7 +22,9 @@ def _resolve(tmp_path, text: str, host: str = "a", **kw):
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('Match exec "test -f /x"\n  User u\n', "Match exec` runs a command"),
+        ('Match exec "kill -9 $$"\n  User u\n', "match exec 'kill -9 $$' error"),
+        ('Match exec "echo %j"\n  User u\n', "%j, which is not defined"),
+        ('Match host other exec "echo %j"\n  User u\n', "%j, which is not defined"),  # as ssh
         ("Match localnetwork 10.0.0.0/8\n  User u\n", "network interfaces"),
         ("Host a\n  Port 99999\n", "not a port number"),
         ("Host a\n  Port twenty\n", "not a port number"),
@@ -45,6 +50,39 @@ def test_match_exec_after_a_failed_criterion_is_not_reached(tmp_path):
     # ssh skips an exec once an earlier criterion failed: so does hpcui (no error)
     target = _resolve(tmp_path, 'Match host other exec "false"\n  User u\n')
     assert target.user != "u"
+
+
+def test_match_exec_runs_once_per_resolution_and_again_in_the_next(tmp_path):
+    """Both passes (Match final) share one answer; a new resolution asks again (a VPN may
+    have come up since)."""
+    count = tmp_path / "count"
+    text = f'Match exec "echo x >> {count}"\n  User u\nMatch final exec "echo x >> {count}"\n'
+    assert _resolve(tmp_path, text).user == "u"
+    assert count.read_text() == "x\n"
+    _resolve(tmp_path, text)
+    assert count.read_text() == "x\nx\n"
+
+
+def test_a_hanging_match_exec_ends_with_its_timeout_and_what_it_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(ssh_options, "MATCH_EXEC_TIMEOUT_S", 0.3)
+    marker = tmp_path / "child-lived"
+    text = f'Match exec "(sleep 0.5; touch {marker}) & sleep 30"\n  User u\n'
+    with pytest.raises(ConfigError, match=r"did not finish in 0.3 s.*nc -z -w 1"):
+        _resolve(tmp_path, text)
+    time.sleep(0.8)  # the background child was killed with its group: it never touches
+    assert not marker.exists()
+
+
+def test_match_exec_keeps_stderr_for_the_error_and_refuses_shell_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    with pytest.raises(ConfigError, match=r"exited abnormally.*went wrong"):
+        _resolve(tmp_path, 'Match exec "echo went wrong >&2; kill -9 $$"\n  User u\n')
+    with pytest.raises(ConfigError, match="characters a shell reads"):
+        _resolve(tmp_path, 'Match exec "test %n = x"\n  User u\n', host="a;touch_pwned")
+    assert not (tmp_path / "touch_pwned").exists()
+    monkeypatch.setenv("SHELL", str(tmp_path / "noshell"))
+    with pytest.raises(ConfigError, match="is not executable"):
+        _resolve(tmp_path, 'Match exec "true"\n  User u\n')
 
 
 def test_an_include_loop_is_an_error_not_a_hang(tmp_path):
