@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Literal
 
@@ -29,6 +29,8 @@ __all__ = [
     "detect_module_system",
     "keyword_command",
     "list_command",
+    "listed",
+    "module_label",
     "module_state",
     "parse_avail",
     "parse_envmodules_json",
@@ -266,8 +268,33 @@ def parse_list(text: str) -> list[Module]:
                 if target:
                     module = module.model_copy(update={"aliases": (name,)})
                 numbered.append((int(number), _with_flags(module, flags)))
-    listed = [m for _, m in sorted(numbered, key=lambda pair: pair[0])] + terse
+    listed = [m for _, m in sorted(numbered, key=lambda pair: pair[0])] + _fold_alias_lines(terse)
     return [m.model_copy(update={"loaded": True}) for m in listed]
+
+
+def _fold_alias_lines(terse: list[Module]) -> list[Module]:
+    """Lmod 8.7.27+ follows a module loaded by another name with that name on a line of
+    its own, decorated for the module ("intel/15.0.2" then "intel/15"; "nvhpc/24.4.0" then
+    "nvhpc/24 <H>"). Lmod loads one version of a name at a time, so a line with the name
+    of the module above it is that module's alias line (a `module_alias` to another name,
+    "torch" after "pytorch/2.13.0", needs avail to tell: `module_state`)."""
+    out: list[Module] = []
+    for m in terse:
+        last = out[-1] if out else None
+        if last is not None and last.version is not None and m.name == last.name:
+            aliases = (
+                last.aliases if m.full_name == last.full_name else (*last.aliases, m.full_name)
+            )
+            out[-1] = last.model_copy(
+                update={
+                    "aliases": aliases,
+                    "hidden": last.hidden or m.hidden,
+                    "sticky": last.sticky or m.sticky,
+                }
+            )
+            continue
+        out.append(m)
+    return out
 
 
 def _with_flags(module: Module, flags: AbstractSet[str]) -> Module:
@@ -314,18 +341,23 @@ def _lmod_marked_default(weight: str) -> bool:
 def parse_lmod_spider_json(text: str) -> list[Module]:
     """Lmod ``spider -o spider-json``: {package: {modulefile path: info}}.
 
-    The default is the marked one, else the highest version, as Lmod resolves it.
+    The default is the marked one, else the highest version that is not hidden, as Lmod
+    resolves it. The version is what follows the package in ``fullName``: for a version
+    hidden by its dot ("foo/.2.0") some Lmod releases repeat the default's in ``Version``.
     """
     out = []
     for package, versions in _json_object(text).items():
         infos = sorted(versions.values(), key=lambda i: i.get("pV", ""))
         marked = [i for i in infos if _lmod_marked_default(i.get("wV", ""))]
-        default = (marked or infos)[-1]
+        shown = [i for i in infos if not i.get("hidden")]
+        default = (marked or shown or infos)[-1]
         for info in infos:
-            # the name is the package key and the version Lmod's Version field: a hidden
-            # version is "foo/.2.0", a name may hold "/" itself (hierarchy, "intel/mpi")
-            full, version = info["fullName"], info.get("Version") or None
-            name = package if full.startswith(f"{package}/") or full == package else full
+            # the name is the package key (it may hold "/" itself: "intel/mpi")
+            full = info["fullName"]
+            if full.startswith(f"{package}/"):
+                name, version = package, full[len(package) + 1 :] or None
+            else:
+                name, version = full, info.get("Version") or None
             out.append(
                 Module(
                     name=name,
@@ -414,6 +446,29 @@ def parse_load_error(text: str) -> ModuleLoadFailure | None:
     if m := _LMOD_ERROR.search(text) or _ENV_ERROR.search(text):
         return ModuleLoadFailure(modules=[], message=m[1].strip())
     return None
+
+
+def module_label(m: Module) -> str:
+    """How Lmod's own list names it: an alias with its target ("torch -> pytorch/2.13.0";
+    a loaded module by the name it was loaded with, "gcc/13 -> gcc/13.2.0")."""
+    if m.alias_of:
+        return f"{m.full_name} -> {m.alias_of}"
+    return f"{m.aliases[0]} -> {m.full_name}" if m.aliases else m.full_name
+
+
+def listed(
+    modules: Iterable[Module], query: str = "", *, show_hidden: bool = False
+) -> list[Module]:
+    """What a list of available modules shows, as ``module avail`` does: hidden modules
+    only with ``show_hidden``, when loaded, or when asked for by their full name (what
+    ``module load`` takes: "cuda/12.2", "foo/.2.0"); ``query`` filters by name."""
+    q = query.strip().lower()
+    return [
+        m
+        for m in modules
+        if (not q or q in m.full_name.lower())
+        and (show_hidden or not m.hidden or m.loaded or m.full_name.lower() == q)
+    ]
 
 
 def module_state(

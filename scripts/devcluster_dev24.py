@@ -15,7 +15,8 @@ first site, on ports of its own:
 Python 3.11 is provided as sites do: a `python/3.11` modulefile over an interpreter under
 /opt/python/3.11 (Debian 12's CPython 3.11, copied from this machine with the one library
 trixie lacks), and `pytorch/2.13.0` over a venv made from it. Lmod's tree has the first
-site's modules plus an alias and a hidden module (/opt/site/modulefiles/.modulerc.lua).
+site's modules plus an alias, a version alias, hidden versions (by hide_version, loaded
+through an alias, and by a leading dot) in /opt/site/modulefiles (.modulerc.lua).
 """
 
 from __future__ import annotations
@@ -481,6 +482,15 @@ StorageLoc=slurm_acct_db
     return changed
 
 
+def _placeholder(name: str, version: str, what: str) -> str:
+    return (
+        f"help([[{what} {version} (placeholder: sets a variable only)]])\n"
+        f'whatis("Name: {name}")\nwhatis("Version: {version}")\n'
+        f'whatis("Description: {what} (placeholder)")\n'
+        f'setenv("HPCUI_{name.upper()}_VERSION", "{version}")\n'
+    )
+
+
 LUA = {
     "python/3.11.lua": f"""\
 help([[Python 3.11 (CPython under {PY311}) -- hpcui dev cluster site {NAME}]])
@@ -518,10 +528,20 @@ depends_on("python/3.11")
 setenv("VIRTUAL_ENV", "{TORCH_VENV}")
 prepend_path("PATH", "{TORCH_VENV}/bin")
 """,
-    # what the first site lacks: an alias (`module load torch`) and a hidden module
+    # placeholders for the shapes of Lmod 8.7.27+'s alias lines and hidden versions
+    "gcc/13.2.0.lua": _placeholder("gcc", "13.2.0", "GNU compilers"),
+    "nvhpc/23.11.lua": _placeholder("nvhpc", "23.11", "NVIDIA HPC SDK"),
+    "nvhpc/24.4.0.lua": _placeholder("nvhpc", "24.4.0", "NVIDIA HPC SDK (hidden version)"),
+    "nccl/2.18.lua": _placeholder("nccl", "2.18", "NVIDIA collective communications"),
+    "nccl/.2.21.lua": _placeholder("nccl", ".2.21", "NCCL test build, hidden by its dot"),
+    # what the first site lacks: an alias (`module load torch`) and a hidden module; a
+    # version alias (`gcc/13`), a hidden version loaded through an alias (`nvhpc/24`)
     ".modulerc.lua": f"""\
 module_alias("torch", "pytorch/{TORCH_VERSION}")
 hide_version("cuda/12.2")
+module_version("gcc/13.2.0", "13")
+hide_version("nvhpc/24.4.0")
+module_alias("nvhpc/24", "nvhpc/24.4.0")
 """,
 }
 DEFAULTS = {"python": "3.11.lua", "cuda": "12.4.lua"}

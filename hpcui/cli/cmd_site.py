@@ -95,13 +95,21 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def cmd_modules(args: argparse.Namespace) -> int:
     from hpcui.backends.modules import Module
+    from hpcui.sitestate import listed, module_label
 
     cluster = connect(cluster_name(args))
+    unlisted = 0  # hidden modules --avail leaves out
     if args.search:
         mods = cluster.module_search(args.search)
     else:
         state = cluster.modules(with_setup=args.setup)
-        mods = state.available if args.avail else state.loaded
+        mods = (
+            state.loaded
+            if args.avail is None
+            else listed(state.available, args.avail, show_hidden=args.hidden)
+        )
+        if args.avail is not None:
+            unlisted = len(listed(state.available, args.avail, show_hidden=True)) - len(mods)
         if state.setup_failure is not None:  # a job with this setup would fail the same way
             out.warn(f"the setup of {cluster.name} fails: {state.setup_failure.message}")
     if args.json:
@@ -116,7 +124,7 @@ def cmd_modules(args: argparse.Namespace) -> int:
         ["MODULE", "FLAGS", "DESCRIPTION"],
         [
             (
-                f"{m.full_name} -> {m.alias_of}" if m.alias_of else m.full_name,
+                module_label(m),
                 flags(m),
                 (m.description or "").splitlines()[0] if m.description else "",
             )
@@ -126,11 +134,21 @@ def cmd_modules(args: argparse.Namespace) -> int:
     )
     if not mods:
         what = (
-            f"matching {args.search!r}" if args.search else "available" if args.avail else "loaded"
+            f"matching {args.search!r}"
+            if args.search
+            else "loaded"
+            if args.avail is None
+            else f"available named like {args.avail!r}"
+            if args.avail
+            else "available"
         )
         out.note(f"no modules {what} on {cluster.name}")
     else:
         out.note("flags: D default, L loaded, S sticky, H hidden (loadable, not in a plain avail)")
+    if unlisted:
+        out.note(
+            f"{unlisted} hidden module(s) not listed: --hidden lists them, or name one in full"
+        )
     return EXIT_OK
 
 

@@ -336,8 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("modules", "loaded environment modules (or --avail, --search)")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--avail", action="store_true", help="available modules, defaults marked")
+    g.add_argument(
+        "--avail",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="available modules, defaults marked (NAME: those whose name contains it; a "
+        "hidden module shows when NAME is its full name)",
+    )
     g.add_argument("--search", metavar="TERM", help="modules whose name contains TERM")
+    s.add_argument("--hidden", action="store_true", help="with --avail: hidden modules too (H)")
     s.add_argument(
         "--setup",
         action="store_true",

@@ -7,7 +7,7 @@ bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
 ``parse_quota`` is the public quota parser (it recognises the tool from its output).
 """
 
-from hpcui.backends.modules import Module, ModuleState, ModuleSystem
+from hpcui.backends.modules import Module, ModuleState, ModuleSystem, listed, module_label
 from hpcui.backends.quota import QuotaEntry, QuotaParseError, parse_quota
 from hpcui.backends.records import PartitionInfo
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
@@ -56,7 +56,9 @@ __all__ = [
     "fetch_own_usage",
     "fetch_quota",
     "is_rate_limited",
+    "listed",
     "missing_modules",
+    "module_label",
     "parse_quota",
     "search_modules",
     "setup_modules",

@@ -212,13 +212,15 @@ def test_site_state_human_and_json(work):
     assert {p["partition"] for p in rows} >= {"cpu", "gpu"}
     assert next(p for p in rows if p["partition"] == "gpu")["gpus_per_node"] == 4
 
-    avail = ok_json(hpcui(work, "modules", "--avail", "--json"))
+    avail = ok_json(hpcui(work, "modules", "--avail", "--hidden", "--json"))
     assert any(m["full_name"] == "cuda/12.4" and m["default"] for m in avail)
     assert any(m["full_name"] == "cuda/12.2" and m["hidden"] for m in avail)
     assert any(m["full_name"] == "torch" and m["alias_of"] == "pytorch/2.13.0" for m in avail)
-    human = hpcui(work, "modules", "--avail")
+    human = hpcui(work, "modules", "--avail")  # hidden ones stay hidden, and it says so
     assert "torch -> pytorch/2.13.0" in human.stdout, human.stdout
-    assert any(ln.split()[:2] == ["cuda/12.2", "H"] for ln in human.stdout.splitlines())
+    assert "cuda/12.2" not in human.stdout and "1 hidden module(s) not listed" in human.stderr
+    named = hpcui(work, "modules", "--avail", "cuda/12.2")  # found when asked for by name
+    assert any(ln.split()[:2] == ["cuda/12.2", "H"] for ln in named.stdout.splitlines())
     found = hpcui(work, "modules", "--search", "cuda")
     assert found.returncode == 0 and "cuda/12.4" in found.stdout
     loaded = hpcui(work, "modules", "--json")

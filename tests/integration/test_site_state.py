@@ -197,6 +197,16 @@ def test_lmod_modules_live(site):
     assert failed.setup_failure is not None and failed.setup_failure.modules == ["nope/1.0"]
     assert "module spider" in failed.setup_failure.message
     assert all("#hpcui-setup#" not in m.full_name for m in failed.loaded)
+    if site.name == "dev24":  # Lmod 8.7.60's alias lines and hidden versions (issue 38)
+        site.config.setup = ["module load gcc/13 nvhpc/24"]
+        loaded = site.modules(with_setup=True).loaded
+        assert [(m.full_name, m.aliases, m.hidden) for m in loaded] == [
+            ("gcc/13.2.0", ("gcc/13",), False),
+            ("nvhpc/24.4.0", ("nvhpc/24",), True),
+        ]
+        avail = {m.full_name: m for m in state.available}
+        assert avail["nvhpc/23.11"].default and not avail["nvhpc/24.4.0"].default
+        assert avail["nccl/.2.21"].hidden and avail["nccl/2.18"].default
 
 
 def test_follow_a_running_jobs_log(site):

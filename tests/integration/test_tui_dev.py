@@ -422,9 +422,25 @@ def test_cluster_screen_shows_quota_partitions_modules(dev_env):
             await pilot.press(*"cuda")
             await pilot.pause(0.3)
             cuda = [str(mods.get_row_at(i)[0]) for i in range(mods.row_count)]
-            return quota, names, cuda, str(screen.query_one("#conn").render()), free, all_mods
+            versions = [str(mods.get_row_at(i)[1]) for i in range(mods.row_count)]
+            await pilot.press(*"/12.2")  # a hidden module shows when named in full
+            await pilot.pause(0.3)
+            named = [tuple(map(str, mods.get_row_at(i)[:3])) for i in range(mods.row_count)]
+            return (
+                quota,
+                names,
+                cuda,
+                str(screen.query_one("#conn").render()),
+                free,
+                all_mods,
+                (
+                    versions,
+                    named,
+                ),
+            )
 
-    quota, names, cuda, conn, free, all_mods = asyncio.run(go())
+    quota, names, cuda, conn, free, all_mods, (versions, named) = asyncio.run(go())
+    assert versions == ["12.4"] and named == [("cuda", "12.2", "H")]  # issue 38: hidden
     assert {"lmod", "settarg"} <= all_mods and "Core" not in all_mods  # defect 11
     assert "gpu " in free and "/8 GPUs free" in free
     assert "df" in quota and "%" in quota

@@ -63,7 +63,7 @@ def test_environment_modules_lists_down_the_columns_too():
 
 
 @pytest.mark.parametrize("lmod", ["lmod-8.6.19-dev", "lmod-8.7.60-dev24"])
-def test_spider_json_names_come_from_the_package_and_version_fields(lmod):
+def test_spider_json_names_come_from_the_package_and_the_full_name(lmod):
     from hpcui.backends.modules import parse_lmod_spider_json
 
     text = (FIXTURES / lmod / "spider_json_hidden_dot_version.stdout").read_text()
@@ -73,3 +73,26 @@ def test_spider_json_names_come_from_the_package_and_version_fields(lmod):
     assert found["foo/1.0"].default and not hidden.default
     mpi = found["intel/mpi/2021.9"]
     assert (mpi.name, mpi.version) == ("intel/mpi", "2021.9")
+
+
+def test_a_hidden_versions_version_comes_from_its_full_name_not_the_version_field():
+    """Issue 38, 2: some Lmod releases repeat the default's version in a dot-hidden entry's
+    `Version` ("foo/.2.0" with Version "1.0", as a held-out output showed). Constructed
+    from dev24's capture with only that field changed; the hidden version is no default
+    even though it sorts highest."""
+    from hpcui.backends.modules import parse_lmod_spider_json
+
+    text = (FIXTURES / "lmod-8.7.60-dev24" / "spider_json_hidden_dot_version.stdout").read_text()
+    assert '"Version":".2.0"' in text
+    found = {
+        m.full_name: m
+        for m in parse_lmod_spider_json(text.replace('"Version":".2.0"', '"Version":"1.0"'))
+    }
+    hidden = found["foo/.2.0"]
+    assert (hidden.name, hidden.version, hidden.hidden, hidden.default) == (
+        "foo",
+        ".2.0",
+        True,
+        False,
+    )
+    assert (found["foo/1.0"].version, found["foo/1.0"].default) == ("1.0", True)

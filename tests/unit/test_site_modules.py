@@ -170,3 +170,70 @@ def test_lmods_own_modules_are_lmod_and_settarg_not_versions_of_core():
     assert (settarg.name, settarg.version) == ("settarg", "")
     assert mods["python/3.11"].name == "python" and mods["python/3.11"].version == "3.11"
     assert not any(m.name == "Core" for m in mods.values())
+
+
+TREE2 = "lmod-8.7.60-dev24"
+
+
+def _tree2_state(listed_name: str, setup: list[str]) -> ModuleState:
+    t = scripted(
+        framed(
+            fixture_text(f"{TREE2}/{listed_name}"),
+            fixture_text(f"{TREE2}/tree2_show_hidden_t_avail.stdout"),
+            fixture_text(f"{TREE2}/tree2_spider_json.stdout"),
+        )
+    )
+    return fetch_modules(t, "lmod", setup=setup)
+
+
+def test_lmod_8_7_alias_lines_are_the_module_above_not_another_one() -> None:
+    """Issue 38, 1: `module load gcc/13 nvhpc/24` on dev24's Lmod 8.7.60: the terse list
+    follows each module with the name it was loaded by ("gcc/13"; "nvhpc/24 <H>" for a
+    hidden version loaded through a module_alias). One entry per module, as the numbered
+    list shows ("1) gcc/13 -> gcc/13.2.0   2) nvhpc/24.4.0 (H)")."""
+    from hpcui.backends.modules import module_label, parse_list
+
+    terse = parse_list(fixture_text(f"{TREE2}/version_alias_hidden_t_list.stdout"))
+    numbered = parse_list(fixture_text(f"{TREE2}/version_alias_hidden_list.stdout"))
+    assert [(m.full_name, m.aliases, m.hidden) for m in terse] == [
+        ("gcc/13.2.0", ("gcc/13",), False),
+        ("nvhpc/24.4.0", ("nvhpc/24",), True),
+    ]
+    assert [(m.full_name, m.hidden) for m in numbered] == [(m.full_name, m.hidden) for m in terse]
+    assert [module_label(m) for m in terse] == ["gcc/13 -> gcc/13.2.0", "nvhpc/24 -> nvhpc/24.4.0"]
+    state = _tree2_state("version_alias_hidden_t_list.stdout", ["module load gcc/13 nvhpc/24"])
+    assert [m.full_name for m in state.loaded] == ["gcc/13.2.0", "nvhpc/24.4.0"]
+    avail = {m.full_name: m for m in state.available}
+    assert avail["gcc/13"].alias_of == "gcc/13.2.0" and avail["nvhpc/24"].alias_of == "nvhpc/24.4.0"
+    assert avail["nvhpc/24.4.0"].loaded and avail["nvhpc/24.4.0"].hidden
+
+
+def test_a_hidden_version_is_no_default_and_shows_only_when_named() -> None:
+    """Issue 38, 2: spider's default is the highest version that is not hidden, as Lmod
+    loads it (captured: `module load nvhpc` gives 23.11, `module load nccl` 2.18); hidden
+    versions stay out of a list unless asked for by full name, or loaded."""
+    from hpcui.backends.modules import listed, parse_avail
+
+    state = _tree2_state("nccl_default_t_list.stdout", [])
+    avail = {m.full_name: m for m in state.available}
+    loads = {
+        name: fixture_text(f"{TREE2}/{name}_default_t_list.stdout").strip()
+        for name in ("nccl", "nvhpc")
+    }
+    assert loads == {"nccl": "nccl/2.18", "nvhpc": "nvhpc/23.11"}
+    for full in loads.values():
+        assert avail[full].default
+    assert not avail["nccl/.2.21"].default and avail["nccl/.2.21"].hidden
+    assert (avail["nccl/.2.21"].name, avail["nccl/.2.21"].version) == ("nccl", ".2.21")
+    assert not avail["nvhpc/24.4.0"].default and avail["nvhpc/24.4.0"].hidden
+    plain = [m.full_name for m in listed(state.available)]
+    shown_by_lmod = [
+        m.full_name for m in parse_avail(fixture_text(f"{TREE2}/tree2_t_avail.stdout"))
+    ]
+    assert sorted(plain) == sorted(shown_by_lmod)  # what `module avail` shows, no more
+    assert [m.full_name for m in listed(state.available, "nccl/.2.21")] == ["nccl/.2.21"]
+    assert [m.full_name for m in listed(state.available, "nccl")] == ["nccl/2.18"]
+    assert len(listed(state.available, show_hidden=True)) == len(state.available)
+    loaded_hidden = _tree2_state("nccl_hidden_by_name_t_list.stdout", ["module load nccl/.2.21"])
+    assert [(m.full_name, m.hidden) for m in loaded_hidden.loaded] == [("nccl/.2.21", True)]
+    assert "nccl/.2.21" in [m.full_name for m in listed(loaded_hidden.available)]

@@ -18,6 +18,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
 from hpcui.formatting import filled, printable
+from hpcui.sitestate import listed, module_label
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.hub import STATUS_LOOK
 from hpcui.tui.rows import hms
@@ -311,10 +312,10 @@ class ClusterScreen(Screen[None]):
         if name != self.name_shown:
             return
         self.modules = state
-        loaded = ", ".join(m.full_name for m in state.loaded) or "none"
+        loaded = ", ".join(module_label(m) for m in state.loaded) or "none"
         failed = f"\n⚠ setup fails: {state.setup_failure.message}" if state.setup_failure else ""
         self.query_one("#loaded", Static).update(f"loaded: {loaded}{failed}")
-        self._fill_modules(state.available)
+        self._fill_modules(listed(state.available))
 
     def _fill_modules(self, modules: list[Module]) -> None:
         table = self.query_one("#modules", DataTable)
@@ -335,8 +336,7 @@ class ClusterScreen(Screen[None]):
     def _mod_filter(self, event: Input.Changed) -> None:
         if self.modules is None:
             return
-        q = event.value.lower()
-        self._fill_modules([m for m in self.modules.available if q in m.full_name.lower()])
+        self._fill_modules(listed(self.modules.available, event.value))
 
     @on(Input.Submitted, "#mod-q")
     def _mod_search(self, event: Input.Submitted) -> None:
