@@ -96,3 +96,17 @@ def test_a_hidden_versions_version_comes_from_its_full_name_not_the_version_fiel
         False,
     )
     assert (found["foo/1.0"].version, found["foo/1.0"].default) == ("1.0", True)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("intel/15.0.2\nintel/15\n", [("intel/15.0.2", ("intel/15",), False)]),
+        ("foo/24.4.0\nfoo/24.4.0 <H>\n", [("foo/24.4.0", (), True)]),
+        ("gcc/12.2.0\nopenmpi/4.1.5\n", [("gcc/12.2.0", (), False), ("openmpi/4.1.5", (), False)]),
+    ],
+)
+def test_the_held_out_alias_and_hidden_lines_are_one_module(text, want):
+    """Issue 38, 1: the two shapes the held-out set showed (as the issue quotes them), and
+    two different modules staying two."""
+    assert [(m.full_name, m.aliases, m.hidden) for m in parse_list(text)] == want
