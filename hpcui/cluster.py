@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from pathlib import Path
@@ -27,48 +24,32 @@ from hpcui import (
     usage,
 )
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
-from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.records import JobDetails, RemoteFile
-from hpcui.backends.shell import PREVIEW_DIGEST
 from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
-    CommandTimeout,
-    ConnectionLost,
     HpcuiError,
-    RemotePythonError,
-    RemoteWriteError,
     SchedulerError,
-    SubmitOutcomeUnknown,
-    SubmitRejected,
     UsageError,
 )
 from hpcui.job import Job
-from hpcui.pickling import pickle_calls
 from hpcui.profiles import Profile, resolve_profile
 from hpcui.profiles.units import parse_time
 from hpcui.registry import JobRecord, Registry, shared_registry
-from hpcui.resources import Allocation, Resources, batch_spec, explain, resolve
+from hpcui.resources import Allocation, Resources
 from hpcui.result_signing import job_key
-from hpcui.runtime_bundle import build_bundle, bundle_sha256
 from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
 from hpcui.status import StatusService
+from hpcui.submitter import ScriptPreview, Submitted, Submitter
+from hpcui.submitter import plan as submitter_plan
+from hpcui.submitter import preview_script as submitter_preview
 from hpcui.transport.base import Command, CommandResult, TerminalChannel, Transport
 
 log = logging.getLogger(__name__)
 
-#: cut-off submissions are looked for at most this often by the polls (forced on a miss)
-RECONCILE_S = 30.0
 #: the `keep` policy runs at most this often per cluster
 AUTO_CLEAN_S = 86400.0
-
-
-@dataclass(frozen=True)
-class ScriptPreview:
-    allocation: Allocation
-    summary: str  # explain(): the shape, then advice lines
-    script: str
 
 
 def _silence_submitit() -> None:
@@ -86,6 +67,7 @@ class Cluster:
         config: ClusterConfig,
         *,
         transport: Transport | None = None,
+        scheduler: Scheduler | None = None,
         registry: Registry | None = None,
         prompt: Callable[..., list[str]] | None = None,
         on_unknown_host: Callable[[str, str, str], bool] | None = None,
@@ -93,6 +75,8 @@ class Cluster:
         self.config = config
         self.name = config.name
         self._transport = transport
+        if scheduler is not None:  # given (tests, a caller with its own): not made from the kind
+            self.__dict__["scheduler"] = scheduler
         self._registry = registry
         self._prompt = prompt
         self._on_unknown_host = on_unknown_host
@@ -226,7 +210,16 @@ class Cluster:
     ) -> housekeeping.CleanReport:
         """Remove the remote folders of ended jobs whose results are fetched (or, with
         `older_than`, of every ended job submitted before then). See hpcui.housekeeping."""
-        return housekeeping.clean(self, older_than=older_than, dry_run=dry_run)
+        return housekeeping.clean(
+            self.name,
+            self.registry,
+            self.transport,
+            self.scheduler,
+            remote_base=self.remote_info().base,
+            result_cache=self.result_cache,
+            older_than=older_than,
+            dry_run=dry_run,
+        )
 
     def _auto_clean(self) -> None:
         """The config's `keep` policy: at most once a day per cluster (a stamp beside the
@@ -298,93 +291,28 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- remote environment ----------------------------------------------------------------
+    # -- submit (hpcui.submitter) -----------------------------------------------------------
+
+    @cached_property
+    def submitter(self) -> Submitter:
+        """This cluster's submissions, made with its parts when first needed."""
+        return Submitter(
+            name=self.name,
+            config=self.config,
+            profile=self.profile,
+            python=self.python,
+            setup=self.setup,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            registry=self.registry,
+            track=lambda ids: self.status.track(ids),
+            on_submitted=self._submitted,
+            missing_setup_modules=self.missing_setup_modules,
+        )
 
     def remote_info(self, *, local_version: tuple[int, int] | None = None) -> submission.RemoteInfo:
-        """Home, job base and Python of the cluster, probed once in one round trip.
-
-        Refuses when the remote Python's minor version differs from ours: cloudpickle
-        cannot carry a function across it.
-        """
-        with self._lock:
-            if self._remote is None:
-                self._remote = submission.probe_remote(
-                    self.transport, self.config, python=self.python, setup=self.setup
-                )
-            info = self._remote
-        if info.unsafe_base:
-            raise UsageError(
-                f"remote_base {info.shared_base} on {self.name} is writable by others, and "
-                f"your private folder in it, {info.unsafe_base}, is not yours alone (another "
-                "owner, or others may write it): hpcui puts no job there, since a file "
-                "someone else can write would run as you. Remove or fix that folder "
-                f"(chmod 700, owned by you), or set remote_base to a folder of your own."
-            )
-        if info.shared_base and not self._shared_base_said:
-            self._shared_base_said = True
-            sticky = (
-                f" Without the sticky bit on {info.shared_base} a group member can still "
-                "rename that folder away: ask its owner for `chmod +t`."
-                if info.shared_not_sticky
-                else ""
-            )
-            log.warning(
-                "remote_base %s on %s is writable by others: your jobs and runtime bundles go "
-                "into %s (0700, yours alone).%s",
-                info.shared_base,
-                self.name,
-                info.base,
-                sticky,
-            )
-        want = local_version or sys.version_info[:2]
-        if info.python_version is None:
-            raise RemotePythonError(
-                f"No usable Python on {self.name}: `{self.python}` failed "
-                f"({info.python_error.strip() or 'no output'}). Set `python = ...` (and `setup` "
-                "lines such as `module load python/3.X`) in this cluster's config."
-            )
-        if info.python_version[:2] != tuple(want):
-            have = ".".join(map(str, info.python_version[:2]))
-            local = ".".join(map(str, want))
-            raise RemotePythonError(
-                f"{self.name}'s Python is {have} (`{self.python}`), this machine runs "
-                f"{local}: cloudpickle cannot carry functions across minor versions. Load a "
-                f'Python {local} on the cluster (e.g. setup = ["module load python/{local}"] and '
-                f'python = "python3", or a venv\'s python), or run hpcui locally with Python {have}.'
-            )
-        return info
-
-    def _check_setup_modules(self) -> None:
-        """Before the first submit: every module the `setup` lines load must exist here.
-
-        `module load` of a missing module only prints an error and the job would run
-        without it (or fail much later); say so now, with the fix. Once per process.
-        """
-        if self._setup_checked or not sitestate.setup_modules(self.setup):
-            return
-        missing = self.missing_setup_modules()
-        if missing:
-            raise UsageError(
-                f"setup of cluster {self.name!r} loads {', '.join(missing)}, which "
-                f"{self.name} does not have. Fix `setup` in the cluster config; "
-                f"`hpcui modules -c {self.name} --search NAME` lists what exists."
-            )
-        self._setup_checked = True
-
-    def _ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
-        """The bundle's path on the cluster and its SHA-256, which every job checks before
-        it imports it (a file there is never trusted by its name alone)."""
-        digest, data = build_bundle()
-        path = f"{info.base}/runtime/{digest}.zip"
-        if digest not in info.bundles:
-            self.transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
-            tmp = f"{path}.part"
-            self.transport.write_file(tmp, data, mode=0o644)
-            self.transport.run(["mv", "-f", tmp, path]).check("installing the runtime bundle")
-            info.bundles.add(digest)
-        return path, bundle_sha256()
-
-    # -- submit ----------------------------------------------------------------------------
+        """Home, job base and Python of the cluster, probed once (see Submitter)."""
+        return self.submitter.remote_info(local_version=local_version)
 
     def submit(
         self,
@@ -395,7 +323,8 @@ class Cluster:
         **resource_kwargs: Any,
     ) -> Job:
         """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...)."""
-        return self._submit(fn, [(args, dict(kwargs or {}))], resources, resource_kwargs, False)[0]
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
 
     def map(
         self,
@@ -408,202 +337,53 @@ class Cluster:
         calls = [(tuple(items), {}) for items in zip(*iterables)]
         if not calls:
             return []
-        return self._submit(fn, calls, resources, resource_kwargs, True)
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return self._jobs(self.submitter.submit(fn, calls, req, True))
+
+    def _jobs(self, done: Submitted) -> list[Job]:
+        return [
+            Job(
+                self,
+                jid,
+                done.folder,
+                num_tasks=done.num_tasks,
+                name=done.name,
+                result_key=done.result_key,
+                result_cache=self.result_cache,
+            )
+            for jid in done.ids
+        ]
+
+    def _submitted(self) -> None:
+        self._queue_changed()
+        self._auto_clean()
 
     def plan(self, resources: Resources | None = None, **resource_kwargs: Any) -> Allocation:
         """Validate a request against the profile without touching the network."""
-        return self._plan(resources or Resources.from_kwargs(**resource_kwargs), "hpcui")
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return submitter_plan(self.config, self.profile, req, "hpcui")
 
     def preview_script(
         self, *, array_size: int | None = None, **resource_kwargs: Any
     ) -> ScriptPreview:
-        """The batch script a submit with these resources would send, and the plan's summary.
-
-        No network: the job folder, token and runtime bundle exist only at submit time, so
-        the script names them ``HOME/.hpcui/jobs/TOKEN`` and ``.../runtime/BUNDLE.zip``.
-        """
-        alloc = self.plan(**resource_kwargs)
-        base = self.config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
-        spec = batch_spec(
-            alloc,
-            folder=f"{base}/jobs/TOKEN",
-            token="TOKEN",
-            array_size=array_size,
+        """The batch script a submit with these resources would send (no network)."""
+        return submitter_preview(
+            self.config,
+            self.profile,
+            self.scheduler,
             python=self.python,
             setup=self.setup,
-            pythonpath=(f"{base}/runtime/BUNDLE.zip",),
-            verified=((f"{base}/runtime/BUNDLE.zip", PREVIEW_DIGEST),),
-        )
-        return ScriptPreview(
-            allocation=alloc, summary=explain(alloc), script=self.scheduler.render_script(spec)
+            array_size=array_size,
+            **resource_kwargs,
         )
 
     def remember(self, job: Job, key: str, value: Any) -> None:
         """Keep `value` (JSON) in the job's registry record, e.g. the form that made it."""
         self.registry.set_meta(self.name, job.job_id, key, value)
 
-    def _plan(self, req: Resources, default_name: str) -> Allocation:
-        return resolve(req.merged(self.config.defaults), self.profile, default_name=default_name)
-
-    def _submit(
-        self,
-        fn: Callable[..., Any],
-        calls: list[tuple[tuple, dict]],
-        resources: Resources | None,
-        resource_kwargs: dict[str, Any],
-        is_array: bool,
-    ) -> list[Job]:
-        if not callable(fn):
-            raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
-        req = resources or Resources.from_kwargs(**resource_kwargs)
-        alloc = self._plan(req, getattr(fn, "__name__", "hpcui"))
-        # fails early on unpicklable input
-        pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
-        info = self.remote_info()
-        self._reconcile_quietly()
-        self._check_setup_modules()
-        bundle, bundle_sha = self._ensure_bundle(info)
-        token = uuid.uuid4().hex[:16]
-        folder = f"{info.base}/jobs/{token}"
-        spec = batch_spec(
-            alloc,
-            folder=folder,
-            token=token,
-            array_size=len(calls) if is_array else None,
-            python=self.python,
-            setup=self.setup,
-            pythonpath=(bundle,),
-            verified=((bundle, bundle_sha),),
-        )
-        script = self.scheduler.render_script(spec)
-        key = job_key(token)
-        # the key in a file of the upload (0700 folder), never in a command's text
-        files = {SCRIPT: script.encode(), RESULT_KEY: key.hex().encode() + b"\n"}
-        if is_array:
-            files[CALLS_PACK] = pack_calls(pickles)
-        else:
-            files[pickle_name()] = pickles[0]
-        records = [
-            JobRecord(
-                cluster=self.name,
-                token=token,
-                array_index=i if is_array else -1,
-                name=alloc.name,
-                folder=folder,
-                num_tasks=alloc.num_tasks,
-                meta={"script": script, "signed": True, "submitter": submit_recovery.submitter()}
-                if i == 0
-                else {"signed": True},
-            )
-            for i in range(len(calls))
-        ]
-        with submit_recovery.in_flight(self.name, token):
-            self.registry.add(records)  # before sbatch: a crash leaves a findable record
-            try:
-                base_id = self._submit_idempotent(folder, token, files)
-            except (SubmitRejected, RemoteWriteError):  # nothing was submitted, for certain
-                self.registry.remove_token(self.name, token)
-                with contextlib.suppress(HpcuiError):
-                    self.transport.run(["rm", "-rf", folder])
-                raise
-            except (ConnectionLost, CommandTimeout, SchedulerError) as exc:
-                base_id = self._outcome_unknown(token, exc)
-        # anything else (KeyboardInterrupt...) leaves the record to submit_recovery
-        self.registry.set_job_ids(self.name, token, base_id, is_array)
-        ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
-        self.status.track(ids)
-        self._queue_changed()
-        self._auto_clean()
-        return [
-            Job(
-                self,
-                jid,
-                folder,
-                num_tasks=alloc.num_tasks,
-                name=alloc.name,
-                result_key=key,
-                result_cache=self.result_cache,
-            )
-            for jid in ids
-        ]
-
-    def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
-        """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
-        sched = self.scheduler
-        submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
-        claim = submission.submit_claim()
-        try:
-            res = self.transport.put_files(folder, files, then=submit, first=claim)
-        except ConnectionLost as exc:
-            log.warning("connection dropped during submit of %s; recovering", token)
-            job_id = self._recover_submit(folder, token)
-            if job_id is not None:
-                return job_id
-            log.warning("token %s not found on %s: submitting again", token, self.name)
-            try:
-                res = self.transport.put_files(folder, files, then=submit, first=claim)
-            except ConnectionLost:
-                raise exc from None
-        if not res.ok:
-            said = (res.stderr or res.stdout).strip()
-            if submission.disk_full(said):
-                # a write failed: before the claim or the unpack (nothing submitted), or the
-                # job id's (sbatch ran): the token decides, never a guess
-                job_id = self._recover_submit(folder, token)
-                if job_id is not None:
-                    return job_id
-                raise RemoteWriteError(
-                    f"Submitting to {self.name} failed: the disk or quota under "
-                    f"{folder.rsplit('/jobs/', 1)[0]} is full ({said}). Nothing was submitted. "
-                    "Free space there (`hpcui quota` shows usage) or set remote_base to a "
-                    "filesystem with room, then submit again."
-                )
-            raise SubmitRejected(
-                f"{self.name} rejected the job: {said}. Fix the "
-                "request (partition, qos, account, time) and submit again."
-            )
-        return sched.parse_submit(res.stdout)
-
-    def _outcome_unknown(self, token: str, exc: HpcuiError) -> str:
-        """The submit was cut off after its claim: finished now if its folder already holds
-        the answer, else the record stays for `reconcile_submissions` (never deleted while
-        the job may exist, never submitted again)."""
-        with contextlib.suppress(HpcuiError):
-            found = submit_recovery.finish_cut_off(self, tokens=[token]).found
-            if token in found:
-                return found[token]
-        raise SubmitOutcomeUnknown(
-            f"Submitting to {self.name} was cut off: {exc} Whether the job reached the "
-            f"scheduler is not known yet. hpcui kept its record (token {token}) and finds the "
-            f"job by that token on the next poll or `hpcui jobs -c {self.name}` - do not "
-            "submit it again.",
-            token=token,
-        ) from exc
-
     def reconcile_submissions(self, *, force: bool = False) -> submit_recovery.Recovered:
-        """Finish submissions cut off earlier (a killed client, a lost link, a timeout).
-
-        Costs a local registry query; the cluster is asked only when one is unfinished, and
-        at most every RECONCILE_S unless forced.
-        """
-        now = time.monotonic()
-        last = self._reconciled_at
-        if not force and last is not None and now - last < RECONCILE_S:
-            return submit_recovery.Recovered()
-        self._reconciled_at = now
-        return submit_recovery.finish_cut_off(self)
-
-    def _reconcile_quietly(self) -> None:
-        try:
-            self.reconcile_submissions()
-        except HpcuiError as exc:  # a look-up for later must not fail what the user asked
-            log.warning("could not finish cut-off submissions on %s: %s", self.name, exc)
-
-    def _recover_submit(self, folder: str, token: str) -> str | None:
-        res = self.transport.run(submission.recover_command(folder))
-        if res.ok and res.stdout.strip():
-            return self.scheduler.parse_submit(res.stdout)
-        return self.scheduler.find_token(token)
+        """Finish submissions cut off earlier (a killed client, a lost link, a timeout)."""
+        return self.submitter.reconcile(force=force)
 
     # -- existing jobs ---------------------------------------------------------------------
 
@@ -800,7 +580,7 @@ class Cluster:
         return sitestate.QueueWatcher(self._fetch_queue, name=self.name)
 
     def _fetch_queue(self) -> list[sitestate.QueueJob]:
-        self._reconcile_quietly()
+        self.submitter.reconcile_quietly()
         return self.scheduler.queue(into=sitestate.QueueJob)
 
     def queue(
@@ -827,7 +607,7 @@ class Cluster:
         job_ids: list[str] | None = None,
     ) -> list[sitestate.HistoryJob]:
         """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
-        self._reconcile_quietly()
+        self.submitter.reconcile_quietly()
         jobs = self.scheduler.history(
             sitestate.since_arg(since), job_ids, into=sitestate.HistoryJob
         )

@@ -16,15 +16,16 @@ import re
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 from hpcui import submission
 from hpcui.backends.job_paths import result_name
 from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
-from hpcui.cluster_parts import ClusterParts as Site
 from hpcui.errors import HpcuiError
 from hpcui.job import kept_result_path
-from hpcui.registry import JobRecord
+from hpcui.registry import JobRecord, Registry
+from hpcui.schedulers.base import Scheduler
 from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
 
@@ -49,10 +50,21 @@ class CleanReport(Model):
     kept_unfetched: int  # ended, a result not fetched yet, not older than the policy
 
 
-def clean(site: Site, *, older_than: timedelta | None = None, dry_run: bool = False) -> CleanReport:
-    base = site.remote_info().base.rstrip("/") + "/jobs/"
+def clean(
+    name: str,
+    registry: Registry,
+    transport: Transport,
+    scheduler: Scheduler,
+    *,
+    remote_base: str,
+    result_cache: Path,
+    older_than: timedelta | None = None,
+    dry_run: bool = False,
+) -> CleanReport:
+    """Cluster `name`'s ended job folders under `remote_base` (see the module's doc)."""
+    base = remote_base.rstrip("/") + "/jobs/"
     by_folder: dict[str, list[JobRecord]] = {}
-    for rec in site.registry.list(site.name, limit=10_000_000):
+    for rec in registry.list(name, limit=10_000_000):
         if rec.job_id and not rec.meta.get("cleaned_at"):
             by_folder.setdefault(rec.folder, []).append(rec)
     # ours only: a folder hpcui made under this cluster's job base, named by its token
@@ -65,7 +77,7 @@ def clean(site: Site, *, older_than: timedelta | None = None, dry_run: bool = Fa
     # without --wait) stays PENDING there, and a job it calls ended may have been requeued.
     # So the scheduler's word for every candidate, one call; the registry learns it too.
     ids = [r.job_id or "" for recs in by_folder.values() for r in recs]
-    now_states = site.scheduler.status(ids) if ids else {}
+    now_states = scheduler.status(ids) if ids else {}
     learned = {
         r.job_id: (s.state, s.state_raw)
         for recs in by_folder.values()
@@ -73,7 +85,7 @@ def clean(site: Site, *, older_than: timedelta | None = None, dry_run: bool = Fa
         if r.job_id and (s := now_states.get(r.job_id)) is not None and s.state is not r.state
     }
     if learned and not dry_run:
-        site.registry.update_states(site.name, learned)
+        registry.update_states(name, learned)
 
     def over(rec: JobRecord) -> bool:  # the scheduler's state, else the registry's
         status = now_states.get(rec.job_id or "")
@@ -82,21 +94,21 @@ def clean(site: Site, *, older_than: timedelta | None = None, dry_run: bool = Fa
     ended = {f: recs for f, recs in by_folder.items() if all(over(r) for r in recs)}
     active = len(by_folder) - len(ended)
     cutoff = None if older_than is None else time.time() - older_than.total_seconds()
-    unfetched = _unfetched(site, ended)
+    unfetched = _unfetched(transport, result_cache, ended)
     chosen = {
         f: recs
         for f, recs in ended.items()
         if f not in unfetched or (cutoff is not None and max(r.submitted_at for r in recs) < cutoff)
     }
-    removed = _remove(site.transport, list(chosen), dry_run=dry_run)
+    removed = _remove(transport, list(chosen), dry_run=dry_run)
     out = [
         CleanedFolder(folder=f, job_ids=[r.job_id or "" for r in chosen[f]], files=n, bytes=size)
         for f, (n, size) in removed.items()
     ]
     if not dry_run:
-        site.registry.mark_cleaned(site.name, [f for f in removed], time.time())
+        registry.mark_cleaned(name, [f for f in removed], time.time())
     return CleanReport(
-        cluster=site.name,
+        cluster=name,
         dry_run=dry_run,
         removed=out,
         files=sum(c.files for c in out),
@@ -111,17 +123,19 @@ def _running(status: object) -> bool:
     return isinstance(state, JobState) and not state.is_final
 
 
-def _unfetched(site: Site, ended: dict[str, list[JobRecord]]) -> set[str]:
+def _unfetched(
+    transport: Transport, result_cache: Path, ended: dict[str, list[JobRecord]]
+) -> set[str]:
     """Folders holding a result this machine has no copy of (one remote listing)."""
     if not ended:
         return set()
-    remote = submission.list_results(site.transport, list(ended))  # result file name -> ok
+    remote = submission.list_results(transport, list(ended))  # result file name -> ok
     out = set()
     for folder, recs in ended.items():
         for rec in recs:
             for task in range(rec.num_tasks):
                 name = result_name(rec.job_id or "", str(task))
-                kept = kept_result_path(site.result_cache, folder, rec.job_id or "", task)
+                kept = kept_result_path(result_cache, folder, rec.job_id or "", task)
                 if name in remote and not kept.exists():
                     out.add(folder)
     return out

@@ -26,14 +26,15 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hpcui import submission
-from hpcui.cluster_parts import ClusterParts as Cluster
 from hpcui.errors import HpcuiError
-from hpcui.registry import JobRecord
+from hpcui.registry import JobRecord, Registry
+from hpcui.schedulers.base import Scheduler
+from hpcui.transport.base import Transport
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,17 @@ class Recovered:
     waiting: list[str] = field(default_factory=list)  # still being submitted somewhere
 
 
-def finish_cut_off(cluster: Cluster, *, tokens: Iterable[str] | None = None) -> Recovered:
-    """Finish the abandoned submissions of `cluster` (or exactly `tokens`, abandoned or not).
+def finish_cut_off(
+    name: str,
+    registry: Registry,
+    transport: Transport,
+    scheduler: Scheduler,
+    track: Callable[[list[str]], None],
+    *,
+    tokens: Iterable[str] | None = None,
+) -> Recovered:
+    """Finish the abandoned submissions of cluster `name` (or exactly `tokens`, abandoned or
+    not); a job found is tracked with `track`.
 
     One remote command per 100 folders, plus one token lookup only for a claim whose
     shell died without an answer.
@@ -108,7 +118,7 @@ def finish_cut_off(cluster: Cluster, *, tokens: Iterable[str] | None = None) -> 
     want = None if tokens is None else set(tokens)
     recs = [
         r
-        for r in cluster.registry.unfinished_submissions(cluster.name)
+        for r in registry.unfinished_submissions(name)
         if (r.token in want if want is not None else abandoned(r))
     ]
     out = Recovered()
@@ -117,23 +127,30 @@ def finish_cut_off(cluster: Cluster, *, tokens: Iterable[str] | None = None) -> 
     verdicts: dict[str, submission.FolderVerdict] = {}
     for start in range(0, len(recs), BATCH):
         folders = [r.folder for r in recs[start : start + BATCH]]
-        res = cluster.transport.run(submission.reconcile_command(folders))
+        res = transport.run(submission.reconcile_command(folders))
         res.check("looking for cut-off submissions")
         verdicts.update(submission.parse_reconcile(res.stdout))
     for rec in recs:
         verdict = verdicts.get(rec.folder, submission.FolderVerdict("LIVE"))
-        _finish(cluster, rec, verdict, out)
+        _finish(name, registry, transport, scheduler, track, rec, verdict, out)
     return out
 
 
 def _finish(
-    cluster: Cluster, rec: JobRecord, verdict: submission.FolderVerdict, out: Recovered
+    name: str,
+    registry: Registry,
+    transport: Transport,
+    scheduler: Scheduler,
+    track: Callable[[list[str]], None],
+    rec: JobRecord,
+    verdict: submission.FolderVerdict,
+    out: Recovered,
 ) -> None:
-    name, token = cluster.name, rec.token
+    token = rec.token
     job_id: str | None = None
     if verdict.state == "ID":
         try:
-            job_id = cluster.scheduler.parse_submit(verdict.answer)
+            job_id = scheduler.parse_submit(verdict.answer)
         except HpcuiError:
             verdict = submission.FolderVerdict("DEAD")  # an answer with no id: ask the token
     if verdict.state == "LIVE":
@@ -143,21 +160,21 @@ def _finish(
         log.warning(
             "submission %s on %s never reached its claim: nothing was submitted", token, name
         )
-        cluster.registry.remove_token(name, token)
+        registry.remove_token(name, token)
         if verdict.state == "UNCLAIMED":
             with contextlib.suppress(HpcuiError):
-                cluster.transport.run(["rm", "-rf", rec.folder])
+                transport.run(["rm", "-rf", rec.folder])
         out.not_submitted.append(token)
         return
     if job_id is None:  # DEAD: the scheduler's own list decides
-        job_id = cluster.scheduler.find_token(token)
+        job_id = scheduler.find_token(token)
     if job_id is None:
         log.warning("submission %s on %s: %s", token, name, NOT_SUBMITTED)
-        cluster.registry.mark_not_submitted(name, token, NOT_SUBMITTED)
+        registry.mark_not_submitted(name, token, NOT_SUBMITTED)
         out.not_submitted.append(token)
         return
-    cluster.registry.set_job_ids(name, token, job_id, is_array=rec.array_index >= 0)
-    ids = [r.job_id for r in cluster.registry.by_token(name, token) if r.job_id]
-    cluster.status.track(ids)
+    registry.set_job_ids(name, token, job_id, is_array=rec.array_index >= 0)
+    ids = [r.job_id for r in registry.by_token(name, token) if r.job_id]
+    track(ids)
     log.warning("submission %s on %s finished after a cut-off: job %s", token, name, job_id)
     out.found[token] = job_id

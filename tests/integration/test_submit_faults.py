@@ -1,6 +1,6 @@
 """A drop or a client SIGKILL at each step of a submit ends in exactly one job hpcui knows.
 
-The steps of one submit (hpcui.cluster._submit): the record, the upload (SFTP), the claim
+The steps of one submit (hpcui.submitter.Submitter.submit): the record, the upload (SFTP), the claim
 of the job folder, sbatch, the job id landing in the folder, the client reading it. (A
 map's calls go up as one pack file since issue 20, written directly: there is no tar to
 unpack after the claim any more, so that step and its faults are gone.) Faults are injected where a real one strikes:
@@ -46,7 +46,7 @@ def faulty(dev_env):
     dev = stand_ins.install("sbatch")
     ctl = stand_ins.install()  # a second connection: gates and checks, never cut
     ctl.run("mkdir -p ~/faultgates").check()
-    dev._ensure_bundle(dev.remote_info())
+    dev.submitter.ensure_bundle(dev.remote_info())
     yield dev, ctl
     dev.close()
     ctl.close()
@@ -148,7 +148,7 @@ CLIENT = textwrap.dedent(
     from hpcui.config import load_config
     name, step = sys.argv[1:3]
     dev = Cluster(load_config().cluster("dev"))
-    dev._ensure_bundle(dev.remote_info())
+    dev.submitter.ensure_bundle(dev.remote_info())
     if step == "upload":
         write = dev.transport.write_file
         def half_then_die(path, data, **kw):  # killed with half the upload written

@@ -251,7 +251,7 @@ def _kill_session_sshd(cluster) -> None:
 def link_cut_after(dev, seconds: float = 1.0) -> Iterator[None]:
     """The session's sshd is SIGKILLed `seconds` into the block (the runtime bundle is
     uploaded before); afterwards the link must have been lost and regained once."""
-    dev._ensure_bundle(dev.remote_info())
+    dev.submitter.ensure_bundle(dev.remote_info())
     connects = dev.transport.connects
     session = int(dev.run("echo $PPID").stdout.strip())
     killer = threading.Timer(seconds, lambda: subprocess.run(["kill", "-9", str(session)]))

@@ -287,8 +287,12 @@ def test_cluster_queue_and_history_through_the_adapter(tmp_path) -> None:
     t = CannedTransport({"squeue": ok(SQUEUE), "sacct": ok(no_comment), "sinfo": ok(SINFO)})
     registry = Registry(tmp_path / "reg.sqlite")
     registry.add([JobRecord(cluster="c", token="tok2002", folder="/f", job_id="2002")])
-    cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t, registry=registry)
-    cluster.__dict__["scheduler"] = SlurmScheduler(t)
+    cluster = Cluster(
+        ClusterConfig(name="c", host="h"),
+        transport=t,
+        scheduler=SlurmScheduler(t),
+        registry=registry,
+    )
     active = cluster.queue()
     assert {j.state for j in active} <= {
         JobState.PENDING,
@@ -325,8 +329,12 @@ def test_history_asks_by_id_for_own_jobs_the_time_window_left_out(tmp_path) -> N
     registry.add([JobRecord(cluster="c", token="tok3069", folder="/f", job_id="3069")])
     registry.add([JobRecord(cluster="c", token="old", folder="/f", job_id="17",
                             submitted_at=time.time() - 7200)])  # fmt: skip
-    cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t, registry=registry)
-    cluster.__dict__["scheduler"] = SlurmScheduler(t)
+    cluster = Cluster(
+        ClusterConfig(name="c", host="h"),
+        transport=t,
+        scheduler=SlurmScheduler(t),
+        registry=registry,
+    )
     hist = {h.job_id: h for h in cluster.history(timedelta(hours=1))}
     assert hist["3069"].hpcui and hist["3069"].state is JobState.FAILED
     assert "3068" in hist and "17" not in hist  # 17 is older than the window: not asked
@@ -342,8 +350,7 @@ def test_cluster_queue_error_is_the_schedulers(tmp_path) -> None:
     t = CannedTransport(
         {"squeue": CommandResult(1, b"", b"slurm_load_jobs error: Unable to contact")}
     )
-    cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t)
-    cluster.__dict__["scheduler"] = SlurmScheduler(t)
+    cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t, scheduler=SlurmScheduler(t))
     with pytest.raises(SchedulerError, match="Unable to contact"):
         cluster.queue()
 
