@@ -17,16 +17,14 @@ from hpcui import (
     housekeeping,
     job_files,
     local_machine,
-    log_push,
     sitestate,
     submission,
     submit_recovery,
     usage,
 )
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
-from hpcui.backends.nodelist import expand_nodelist
+from hpcui.any_job import OtherJob
 from hpcui.backends.records import JobDetails, RemoteFile
-from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
     HpcuiError,
@@ -418,6 +416,31 @@ class Cluster:
             cleaned_at=rec.meta.get("cleaned_at"),
         )
 
+    def job(self, ref: str) -> Job | OtherJob:
+        """The one place that tells hpcui's jobs from the user's others: hpcui's `Job` when
+        the registry knows the id, else a handle for another job of the user made from the
+        scheduler's record (asked once). UsageError when neither knows it."""
+        if self.record(str(ref)) is not None or not self.capabilities.control:
+            return self.get_job(str(ref))
+        return any_job.OtherJob(
+            self.job_details(str(ref)),
+            cluster=self.name,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            log_follow=self.config.log_follow,
+            spool_dir=self.log_spool,
+            changed=self._changed,
+        )
+
+    @property
+    def log_spool(self) -> Path:
+        """Where followed logs are kept on this machine (beside the registry, files 0600)."""
+        return self.registry.path.parent / "logs" / self.name
+
+    def _changed(self, job_ids: list[str]) -> None:
+        self.status.track(job_ids)  # its state changes: fast polling again
+        self._queue_changed()
+
     def _resolve_vanished(self, job_ids: list[str]) -> dict[str, JobStatus]:
         """Jobs the scheduler forgot (no accounting): judge them by their result files."""
         by_folder: dict[str, list[str]] = {}
@@ -435,8 +458,7 @@ class Cluster:
         if not job_ids:
             return
         self.scheduler.cancel(job_ids)
-        self.status.track(job_ids)  # fast polling again until they are final
-        self._queue_changed()
+        self._changed(job_ids)  # fast polling again until they are final
 
     # -- any job of the user (hpcui.any_job): details, script, control ---------------------
 
@@ -463,12 +485,7 @@ class Cluster:
     def set_time_limit(self, job_id: str, time: str | int) -> None:
         """A new time limit (`"2:00:00"`, `"90m"`, seconds); Slurm lets users only lower
         it unless the site allows more, and says so."""
-        try:
-            seconds = parse_time(time)
-        except ValueError:
-            seconds = None
-        if not seconds:
-            raise UsageError(f"Not a time limit: {time!r} (e.g. 2:00:00, 90m, 1-12:00:00).")
+        seconds = any_job.time_limit_seconds(time)
         self._control(lambda ids: self.scheduler.set_time_limit(ids[0], seconds), [job_id])
 
     def open_shell(
@@ -483,17 +500,9 @@ class Cluster:
         """An interactive shell inside a running job (srun --overlap --pty): the channel
         the caller bridges to its terminal. UsageError while the job does not run."""
         details = self.job_details(str(job_id))
-        if details.state is not JobState.RUNNING:
-            raise UsageError(
-                f"Job {job_id} is {details.state.value}: a shell needs a running job"
-                + (" (wait for it to start)." if not details.state.is_final else ".")
-            )
-        if node and details.nodelist and node not in expand_nodelist(details.nodelist):
-            raise UsageError(
-                f"Job {job_id} does not run on {node} (its nodes: {details.nodelist})."
-            )
-        script = self.scheduler.shell_script(str(job_id), node)
-        return self.transport.open_terminal(script, term=term, cols=cols, rows=rows)
+        return any_job.open_shell(
+            self.transport, self.scheduler, details, node=node, term=term, cols=cols, rows=rows
+        )
 
     def job_folder(self, job_id: str) -> str:
         """Where a job's files are: hpcui's job folder, else the job's working directory."""
@@ -524,7 +533,15 @@ class Cluster:
 
     def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
         """Submit an (edited) batch script from `work_dir`; returns the new job id."""
-        job_id = any_job.resubmit(self, script, work_dir=work_dir, name=name)
+        job_id = any_job.resubmit(
+            self.name,
+            self.config.remote_base,
+            self.transport,
+            self.scheduler,
+            script,
+            work_dir=work_dir,
+            name=name,
+        )
         self._queue_changed()
         return job_id
 
@@ -533,8 +550,7 @@ class Cluster:
         if not ids:
             raise UsageError("No job given: name at least one job id.")
         verb(ids)
-        self.status.track(ids)  # its state changes: fast polling again
-        self._queue_changed()
+        self._changed(ids)
 
     # -- what running jobs use (hpcui.usage) --------------------------------------------------
 
@@ -702,7 +718,7 @@ class Cluster:
 
     def logs(
         self,
-        job: Job | str | JobDetails,
+        job: Job | OtherJob | str,
         stream: _logs.Stream = "stdout",
         rank: int | None = None,
         *,
@@ -719,42 +735,11 @@ class Cluster:
         0600) that a later call replays from disk: nothing is downloaded twice, also
         after a reconnect or in a new process. `spool=False` keeps nothing locally.
         `until` replaces "the job has ended" as the end of following (the app stops when
-        its screen is hidden, and watches the state on the way); for a job hpcui did not
-        submit it ends following early, besides the scheduler's word on the job's end.
-        Such a job may come as the `JobDetails` the caller fetched (not asked again).
+        its screen is hidden, and watches the state on the way). An id is looked up once
+        (`job`); a handle in hand is not asked again.
         """
-        spool_dir = self.registry.path.parent / "logs" / self.name if spool else None
-        if isinstance(job, JobDetails) or (
-            isinstance(job, str) and self.capabilities.control and self.record(job) is None
-        ):  # not hpcui's (or not in this registry): the files its script names
-            if rank not in (None, 0):
-                job_id = job.job_id if isinstance(job, JobDetails) else job
-                raise UsageError(f"Job {job_id} is not an hpcui job: it has no ranks.")
-            return any_job.follow_logs(
-                self,
-                job,
-                stream,
-                follow=follow,
-                tail_bytes=tail_bytes,
-                timeout=timeout,
-                spool_dir=spool_dir,
-                until=until,
-            )
-        if isinstance(job, str):
-            job = self.get_job(job)
-        tasks = range(job.num_tasks) if rank is None else [rank]
-        followers = _logs.followers_for(
-            self.transport,
-            job.folder,
-            job.job_id,
-            tasks,
-            stream,
-            tail_bytes=tail_bytes,
-            spool_dir=spool_dir,
-        )
-        if follow and self.config.log_follow == "push":
-            return log_push.follow_pushed(
-                followers, until or job.done, stream=stream, timeout=timeout
-            )
-        done = (until or job.done) if follow else None
-        return _logs.follow_many(followers, done, stream=stream, timeout=timeout)
+        handle = self.job(job) if isinstance(job, str) else job
+        return handle.logs(
+            stream, rank, follow=follow, tail_bytes=tail_bytes, timeout=timeout, spool=spool,
+            until=until,
+        )  # fmt: skip

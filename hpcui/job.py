@@ -6,7 +6,7 @@ import logging
 import os
 import pickle
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -19,7 +19,6 @@ from hpcui.backends.job_paths import (
     split_signature,
 )
 from hpcui.backends.states import JobState
-from hpcui.cluster_parts import ClusterParts
 from hpcui.errors import (
     JobCancelledError,
     JobFailedError,
@@ -32,12 +31,29 @@ from hpcui.transport import deadline
 
 if TYPE_CHECKING:  # hpcui.usage imports pydantic: only where usage is asked for
     from hpcui.backends.records import JobDetails
+    from hpcui.config import ClusterConfig
+    from hpcui.logs import LogChunk
+    from hpcui.schedulers.base import Scheduler
+    from hpcui.status import StatusService
+    from hpcui.transport.base import Transport
     from hpcui.usage import UsageReport, UsageSample
 
 
-class JobHost(ClusterParts, Protocol):
-    """What a Job needs of its cluster (a `Cluster` is one): Job never imports Cluster."""
+class JobHost(Protocol):
+    """What a Job needs of its cluster (a `Cluster` is one): Job never imports Cluster, which
+    imports it. The one Protocol of the core; every other part is passed concretely."""
 
+    name: str
+    config: ClusterConfig
+
+    @property
+    def transport(self) -> Transport: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
+    @property
+    def status(self) -> StatusService: ...
+    @property
+    def log_spool(self) -> Path: ...
     def cancel(self, job_ids: list[str]) -> None: ...
     def usage(self, job_ids: Iterable[str]) -> dict[str, UsageSample]: ...
     def usage_report(self, job_id: str) -> UsageReport: ...
@@ -78,6 +94,10 @@ class Job:
 
     def __repr__(self) -> str:
         return f"Job({self.cluster.name}:{self.job_id}, {self.state.value})"
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name
 
     # -- state -----------------------------------------------------------------------------
 
@@ -128,6 +148,40 @@ class Job:
 
     def cancel(self) -> None:
         self.cluster.cancel([self.job_id])
+
+    def logs(
+        self,
+        stream: Stream = "stdout",
+        rank: int | None = None,
+        *,
+        follow: bool = False,
+        tail_bytes: int | None = None,
+        timeout: float | None = None,
+        spool: bool = True,
+        until: Callable[[], bool] | None = None,
+    ) -> Iterator[LogChunk]:
+        """Its log text as it appears, per rank (all ranks when `rank` is None); see
+        `Cluster.logs`."""
+        from hpcui import log_push
+        from hpcui import logs as _logs
+
+        host = self.cluster
+        tasks = range(self.num_tasks) if rank is None else [rank]
+        followers = _logs.followers_for(
+            host.transport,
+            self.folder,
+            self.job_id,
+            tasks,
+            stream,
+            tail_bytes=tail_bytes,
+            spool_dir=host.log_spool if spool else None,
+        )
+        done = until or self.done
+        if follow and host.config.log_follow == "push":
+            return log_push.follow_pushed(followers, done, stream=stream, timeout=timeout)
+        return _logs.follow_many(
+            followers, done if follow else None, stream=stream, timeout=timeout
+        )
 
     # -- what it uses --------------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
-from hpcui.cli.common import cluster_name, connect, foreign_job, get_job, several_clusters
+from hpcui.cli.common import cluster_name, connect, get_job, job_handle, several_clusters
 
 if TYPE_CHECKING:
+    from hpcui.any_job import OtherJob
     from hpcui.cli.models import ResultOutput
     from hpcui.job import Job
 
@@ -195,13 +196,14 @@ def _registry_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from hpcui.any_job import OtherJob
     from hpcui.cli.models import ShowOutput
 
-    foreign = foreign_job(args, args.job)
-    if foreign is not None:
-        return _show_foreign(args, *foreign)
-    job = get_job(args, args.job)
+    job = job_handle(args, args.job)
+    if isinstance(job, OtherJob):
+        return _show_foreign(args, job)
     cluster = job.cluster
+    cluster.status.poll_once()  # the registry's state may be stale: one batched poll
     rec = cluster.registry.get(cluster.name, job.job_id)
     status = cluster.status.get(job.job_id)
     accounting = None
@@ -269,13 +271,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show_foreign(args: argparse.Namespace, cluster: Any, job_id: str) -> int:
+def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
     """A job hpcui did not submit: what the scheduler says of it."""
     from hpcui.cli.models import ShowOutput
 
-    d = cluster.job_details(job_id)
+    d = job.details
     info = ShowOutput(
-        cluster=cluster.name,
+        cluster=job.cluster_name,
         job_id=d.job_id,
         name=d.name,
         state=d.state,
@@ -292,7 +294,7 @@ def _show_foreign(args: argparse.Namespace, cluster: Any, job_id: str) -> int:
         return EXIT_OK
     out.key_values(
         [
-            ("job", f"{d.job_id} on {cluster.name} (not submitted by hpcui)"),
+            ("job", f"{d.job_id} on {job.cluster_name} (not submitted by hpcui)"),
             ("name", d.name),
             ("user", d.user),
             (
@@ -317,17 +319,17 @@ def _show_foreign(args: argparse.Namespace, cluster: Any, job_id: str) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from hpcui.any_job import OtherJob
     from hpcui.backends.states import JobState
     from hpcui.logs import LogChunk
 
-    foreign = foreign_job(args, args.job)
-    if foreign is not None:
-        cluster, job_id = foreign
+    job = job_handle(args, args.job)
+    if isinstance(job, OtherJob):  # one handle from the id to the scheduler and back
+        job_id, details = job.job_id, job.details
         if args.rank not in (None, 0):
             from hpcui.errors import UsageError
 
             raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")
-        details = cluster.job_details(job_id)
         if details.state is JobState.PENDING:  # its file is not its log yet
             out.note(
                 f"job {job_id} is pending: its log begins when it starts"
@@ -335,7 +337,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             )
         if details.log_note:
             out.note(details.log_note)
-        chunks = cluster.logs(details, "stderr" if args.stderr else "stdout", follow=args.follow)
+        chunks = job.logs("stderr" if args.stderr else "stdout", follow=args.follow)
         for chunk in chunks:
             if args.json:
                 out.emit_json_line(LogChunk, chunk)
@@ -343,7 +345,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 sys.stdout.write(chunk.text)
                 sys.stdout.flush()
         return EXIT_OK
-    job = get_job(args, args.job, refresh=False)
     stream = "stderr" if args.stderr else "stdout"
     if args.rank is not None and not 0 <= args.rank < job.num_tasks:
         from hpcui.errors import UsageError
@@ -354,7 +355,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     headers = args.rank is None and job.num_tasks > 1 and not args.json
     target = sys.stdout
     last = None
-    for chunk in job.cluster.logs(job, stream, args.rank, follow=args.follow):
+    for chunk in job.logs(stream, args.rank, follow=args.follow):
         if args.json:
             out.emit_json_line(LogChunk, chunk)
             continue
@@ -448,15 +449,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     code = EXIT_OK
     for ref in args.jobs:
         try:
-            foreign = foreign_job(args, ref)
-            if foreign is not None:  # any job of the user, as scancel/qdel would
-                cluster, job_id = foreign
-                cluster.job_details(job_id)  # unknown: a clear error (scancel says 0)
-                cluster.cancel([job_id])
-            else:
-                job = get_job(args, ref, refresh=False)
-                job.cancel()
-                cluster, job_id = job.cluster, job.job_id
+            job = job_handle(args, ref)  # any job of the user, as scancel/qdel would;
+            job.cancel()  # an id neither registry nor scheduler knows: a clear error
+            name, job_id = job.cluster_name, job.job_id
         except HpcuiError as exc:
             code = code or exit_code_for(exc)
             results.append(
@@ -466,11 +461,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             )
             print(f"hpcui: {exc}", file=sys.stderr)
             continue
-        results.append(
-            ActionOutput(cluster=cluster.name, job_id=job_id, ok=True, message="cancelled")
-        )
+        results.append(ActionOutput(cluster=name, job_id=job_id, ok=True, message="cancelled"))
         if not args.json:
-            print(f"cancelled {job_id} on {cluster.name}")
+            print(f"cancelled {job_id} on {name}")
     if args.json:
         out.emit_json(list[ActionOutput], results)
     return code

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hpcui.cli.parser import RESOURCE_PREFIX
 
 if TYPE_CHECKING:
+    from hpcui.any_job import OtherJob
     from hpcui.cluster import Cluster
     from hpcui.job import Job
 
@@ -146,15 +147,12 @@ def get_job(args: argparse.Namespace, ref: str, *, refresh: bool = True) -> Job:
     return job
 
 
-def foreign_job(args: argparse.Namespace, ref: str) -> tuple[Cluster, str] | None:
-    """(cluster, id) when `ref` names a job this registry does not know but the scheduler
-    can describe (any job of the user: `hpcui logs 1234` for a plain sbatch job); None
-    for hpcui's own jobs, which take the registry's path."""
+def job_handle(args: argparse.Namespace, ref: str) -> Job | OtherJob:
+    """The job `ref` names: hpcui's `Job`, or the handle of another job of the user that
+    the scheduler describes (`hpcui logs 1234` for a plain sbatch job); `Cluster.job`
+    decides which."""
     name, job_id = split_job_ref(ref, cluster_name(args))
-    cluster = connect(name)
-    if not cluster.capabilities.control or cluster.record(job_id) is not None:
-        return None
-    return cluster, job_id
+    return connect(name).job(job_id)
 
 
 def resource_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def sbatch_script(cluster, script: str, *args: str) -> str:
     # every log folder the scripts name: Slurm does not create one, and a job whose output
     # it cannot open fails at launch (JobLaunchFailure, exit code 0:53, empty stderr)
     cluster.run(
-        "mkdir -p ~/anyjob && cd ~/anyjob && mkdir -p logs-plain-a logs-plain-b logs-plain-c"
+        "mkdir -p ~/anyjob && cd ~/anyjob && mkdir -p logs-plain-a logs-plain-b logs-plain-c logs-plain-w"
     )
     # a short limit unless the test names one: a job with the partition's 2 hours (or even
     # 5 minutes) does not backfill past another test's pending multi-node job and waits
@@ -81,6 +81,33 @@ def test_a_plain_sbatch_jobs_logs_are_followed_from_its_own_paths(site):
     assert err == "on stderr\n"
     with pytest.raises(UsageError, match="no ranks"):
         site.logs(job_id, rank=1)
+
+
+def test_a_job_id_walks_to_the_scheduler_and_back_through_one_handle(site, monkeypatch):
+    """Issue 37: `hpcui logs 4242` for a plain job: `Cluster.job` asks the scheduler once
+    and hands back an `OtherJob`; following its log (to the end) goes through that handle
+    alone: the Cluster's own job methods are gone meanwhile, and the scheduler is asked
+    only whether the job ended."""
+    from hpcui.any_job import OtherJob
+
+    job_id = sbatch_script(site, PLAIN.format(tag="w"))
+    before = site.scheduler.calls
+    handle = site.job(job_id)
+    assert isinstance(handle, OtherJob) and handle.job_id == job_id
+    assert site.scheduler.calls == before + 1  # one scontrol for the id
+
+    def gone(*_a, **_k):
+        raise AssertionError("the walk went back through the Cluster")
+
+    for name in ("job", "job_details", "record", "get_job", "logs", "batch_script"):
+        monkeypatch.setattr(site, name, gone)
+    text = "".join(c.text for c in handle.logs(follow=True, timeout=120))
+    assert [line for line in text.splitlines() if line] == [f"line {i}" for i in range(1, 6)]
+    asked = site.scheduler.calls - before - 1
+    assert 0 < asked <= 10  # "has it ended?" every STATE_POLL_S (5 s), no other question
+    monkeypatch.undo()
+    assert isinstance(site.job(job_id), OtherJob)
+    wait_state(site, job_id, {JobState.COMPLETED})
 
 
 FIXED = """#!/bin/bash

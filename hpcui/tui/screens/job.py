@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from hpcui.any_job import OtherJob
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
@@ -35,7 +36,6 @@ from hpcui.tui.rows import hms, state_text
 from hpcui.tui.widgets import DEFAULT_METRIC, LogPanel, MetricPlot
 
 if TYPE_CHECKING:
-    from hpcui.backends.records import JobDetails
     from hpcui.cluster import Cluster
     from hpcui.job import Job
     from hpcui.registry import JobRecord
@@ -159,7 +159,7 @@ class JobScreen(JobControlMixin, Screen[None]):
         self.workers.cancel_group(self, "job-usage")
         self.workers.cancel_group(self, "job-details")
         self.key = (cluster, job_id)
-        self.job = self.record = self.entry = self.accounting = self.foreign = None
+        self.job = self.record = self.entry = self.accounting = self.foreign = self.other = None
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
@@ -175,20 +175,23 @@ class JobScreen(JobControlMixin, Screen[None]):
         record = self.ctx.registry.get(cluster_name, job_id)
         entry = None
         job = None
-        foreign: JobDetails | None = None
+        other: OtherJob | None = None
         foreign_script = ""
         problem = ""
         if cluster is None:
             problem = f"{cluster_name} is not connected (Cluster screen: 4)."
         else:
             try:
-                job = cluster.get_job(job_id) if record is not None else None
+                if record is not None or cluster.capabilities.control:
+                    handle = cluster.job(job_id)  # hpcui's, or the scheduler's word (once)
+                    if isinstance(handle, OtherJob):
+                        other = handle
+                        with contextlib.suppress(HpcuiError):
+                            foreign_script = handle.batch_script()
+                    else:
+                        job = handle
                 if self.ctx.hub.conns[cluster_name].has_queue:
                     entry = queue_entry(cluster, job_id, max_age_s=30)
-                if record is None and cluster.capabilities.control:
-                    foreign = cluster.job_details(job_id)  # not hpcui's: the scheduler's word
-                    with contextlib.suppress(HpcuiError):
-                        foreign_script = cluster.batch_script(job_id)
             except HpcuiError as exc:
                 problem = str(exc)
         self.app.call_from_thread(
@@ -198,7 +201,7 @@ class JobScreen(JobControlMixin, Screen[None]):
             record,
             entry,
             problem,
-            foreign,
+            other,
             foreign_script,
         )
 
@@ -209,12 +212,14 @@ class JobScreen(JobControlMixin, Screen[None]):
         record: JobRecord | None,
         entry: QueueJob | None,
         problem: str,
-        foreign: JobDetails | None = None,
+        other: OtherJob | None = None,
         foreign_script: str = "",
     ) -> None:
         if key != self.key:
             return  # the user opened another job meanwhile
+        foreign = other.details if other is not None else None
         self.job, self.record, self.entry, self.foreign = job, record, entry, foreign
+        self.other = other
         self.num_tasks = record.num_tasks if record else 1
         self._details(problem)
         script = (record.meta.get("script") if record else None) or foreign_script
@@ -391,17 +396,17 @@ class JobScreen(JobControlMixin, Screen[None]):
         if job is None:  # any other job: the files its script names (hpcui.any_job)
             if self.foreign is not None and self.foreign.state is JobState.PENDING:
                 self.panel.add_lines([PENDING_NOTE])  # its file may hold an older job's log
-            self._read_foreign_log(cluster, self.key[1], (self.stream, 0, self._generation))
+            if self.other is not None:
+                self._read_foreign_log(self.other, (self.stream, 0, self._generation))
             return
         self._read_log(cluster, job, (self.stream, self.rank, self._generation))
 
     @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
-    def _read_foreign_log(self, cluster: Cluster, job_id: str, key: tuple[str, int, int]) -> None:
+    def _read_foreign_log(self, other: OtherJob, key: tuple[str, int, int]) -> None:
         worker = get_current_worker()
         while not worker.is_cancelled:
             try:
-                for chunk in cluster.logs(  # left the screen: stop polling at once
-                    job_id,
+                for chunk in other.logs(  # left the screen: stop polling at once
                     key[0],
                     follow=True,
                     tail_bytes=TAIL_BYTES,
@@ -415,7 +420,7 @@ class JobScreen(JobControlMixin, Screen[None]):
                 self.app.call_from_thread(self.panel.add_lines, [f"[{exc}]"])
                 return
             except HpcuiError as exc:  # a dropped link: say so, follow again from the spool
-                self.app.call_from_thread(self.ctx.hub.report, cluster.name, exc)
+                self.app.call_from_thread(self.ctx.hub.report, other.cluster_name, exc)
                 time.sleep(SLOW_S)
                 self.app.call_from_thread(self._reset_panel)
             except Exception as exc:  # a defect: said in the panel, not lost in the worker
