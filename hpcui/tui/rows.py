@@ -51,7 +51,7 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
 
 #: explicit colours, not ANSI names: a browser's terminal (hpcui serve) and many terminal
 #: themes draw ANSI blue as dark blue on near-black. Each has a contrast of at least 4.5:1
-#: on the dark theme's background (tests/unit/test_tui_daily_driver.py checks it).
+#: on the dark theme's background (tests/system/test_tui_daily_driver.py checks it).
 STATE_STYLE: dict[JobState, str] = {
     JobState.SUBMITTING: "#36c5c5",
     JobState.PENDING: "#e5b400",

@@ -3,10 +3,8 @@ registry, and queue snapshots replayed from captured squeue output (tests/fixtur
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
-import time
 from datetime import datetime, timezone
 
 import pytest
@@ -24,6 +22,7 @@ from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
 from hpcui.tui.screens.jobs import JobsScreen, QueueUpdate
 from hpcui.tui.widgets import LogPanel, MetricPlot
 from tests.conftest import fixture_text
+from tests.support.pilot import run, wait_for
 
 SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
 
@@ -41,18 +40,6 @@ def snapshot(jobs: list[QueueJob]) -> QueueSnapshot:
     return QueueSnapshot(
         jobs=jobs, taken_at=datetime.now(timezone.utc), took_s=0.01, changed=True, next_refresh_s=2
     )
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.05)
 
 
 async def show_all_jobs(pilot, jobs) -> JobTable:
@@ -334,39 +321,6 @@ def test_host_key_modal_answers_the_core(box, accept):
     answer, text = run(go())
     assert answer is accept
     assert "SHA256:abc" in text and "ssh-ed25519" in text
-
-
-def test_every_screen_renders(box):
-    """Snapshot-style: each mode draws its own parts (text checked, not pixels)."""
-
-    async def go():
-        app = HpcuiApp()
-        out = {}
-        async with app.run_test(size=(140, 40)) as pilot:
-            await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
-            for key, mode in (("1", "jobs"), ("3", "submit"), ("4", "cluster")):
-                await pilot.press(key)
-                await pilot.pause(0.6)
-                out[mode] = app.export_screenshot()
-            await pilot.press("question_mark")
-            await pilot.pause(0.3)
-            out["help"] = app.export_screenshot()
-            await pilot.press("escape", "1", "h")
-            await pilot.pause(0.3)
-            out["history"] = app.export_screenshot()
-        return out
-
-    shots = run(go())
-
-    def has(svg: str, *words: str) -> bool:
-        text = svg.replace("&#160;", " ")
-        return all(w.replace(" ", "&#160;") in svg or w in text for w in words)
-
-    assert has(shots["jobs"], "elapsed/limit", "partition/qos", "hpcui jobs")
-    assert has(shots["submit"], "what to run", "#!/bin/bash")
-    assert has(shots["cluster"], "connected", "Quota", "Partitions", "Modules")
-    assert has(shots["help"], "hpcui keys")
-    assert has(shots["history"], "efficiency", "history (24 h)")
 
 
 # -- keymap overrides from the config ------------------------------------------------------------

@@ -5,7 +5,6 @@ palette, folded arrays, columns chosen by width, the Submit form offline."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -15,13 +14,7 @@ from hpcui.tui.modals import HELP_DETAIL, HelpModal
 from hpcui.tui.screens.cluster import ClusterScreen
 from hpcui.tui.screens.job import JobScreen
 from hpcui.tui.screens.jobs import JobsScreen
-
-
-async def wait_for(pilot, cond, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await pilot.pause(0.05)
+from tests.support.pilot import wait_for
 
 
 def open_help(size: tuple[int, int]):
