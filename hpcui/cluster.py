@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -14,9 +12,9 @@ from typing import Any
 
 from hpcui import (
     any_job,
+    cluster_setup,
     housekeeping,
     job_files,
-    local_machine,
     sitestate,
     submission,
     submit_recovery,
@@ -27,17 +25,15 @@ from hpcui.any_job import OtherJob
 from hpcui.backends.records import JobDetails, RemoteFile
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
-    HpcuiError,
-    SchedulerError,
     UsageError,
 )
 from hpcui.job import Job
-from hpcui.profiles import Profile, resolve_profile
-from hpcui.profiles.units import parse_time
+from hpcui.profiles import Profile
 from hpcui.registry import JobRecord, Registry, shared_registry
 from hpcui.resources import Allocation, Resources
 from hpcui.result_signing import job_key
 from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
+from hpcui.sitestate.site import SiteView
 from hpcui.status import StatusService
 from hpcui.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submitter import plan as submitter_plan
@@ -45,9 +41,6 @@ from hpcui.submitter import preview_script as submitter_preview
 from hpcui.transport.base import Command, CommandResult, TerminalChannel, Transport
 
 log = logging.getLogger(__name__)
-
-#: the `keep` policy runs at most this often per cluster
-AUTO_CLEAN_S = 86400.0
 
 
 def _silence_submitit() -> None:
@@ -78,10 +71,6 @@ class Cluster:
         self._registry = registry
         self._prompt = prompt
         self._on_unknown_host = on_unknown_host
-        self._remote: submission.RemoteInfo | None = None
-        self._shared_base_said = False
-        self._setup_checked = False
-        self._reconciled_at: float | None = None
         self._auto_clean_thread: threading.Thread | None = None
         self._lock = threading.Lock()
         _silence_submitit()
@@ -98,94 +87,38 @@ class Cluster:
         return self._transport
 
     def own_transport(self) -> Transport:
-        """This process's own connection to the cluster (the agent's is handed in; this
-        one also serves when the agent does not answer)."""
-        if self.config.is_local:
-            from hpcui.transport.local import LocalTransport
-
-            return LocalTransport()
-        from hpcui.transport.ssh import SshTransport
-
-        c = self.config
-        return SshTransport.from_config(
-            c.host or "",
-            ssh_config=c.ssh_config,
-            user=c.user,
-            port=c.port,
-            identity_file=c.identity_file,
-            known_hosts=c.known_hosts,
-            proxy_jump=c.proxy_jump,
-            prompt=self._prompt,
-            on_unknown_host=self._on_unknown_host,
-            login_shell=c.login_shell,
-            trust_name=self.name,
+        """This process's own connection to the cluster (see cluster_setup.own_transport)."""
+        return cluster_setup.own_transport(
+            self.config, prompt=self._prompt, on_unknown_host=self._on_unknown_host
         )
 
     @cached_property
     def profile(self) -> Profile:
-        """The site profile; on this machine without Slurm, filled in with its own cores,
-        memory and GPUs (hpcui.local_machine) before the config's overrides."""
-        name, user = self._profile_name, self.config.user_profiles
-        overrides = self.config.profile_overrides or None
-        if self.config.is_local and self._kind == "local":
-            return local_machine.describe(resolve_profile(name, user)).with_overrides(overrides)
-        profile = resolve_profile(name, user, overrides)
-        if profile.scheduler == "local" and self._kind != "local":  # `local` with Slurm on PATH
-            profile = profile.model_copy(update={"scheduler": self._kind})
-        return profile
+        return cluster_setup.profile_for(self.config, self._kind)
 
     @cached_property
     def _kind(self) -> str:
-        """slurm, pbs or local: the config's, else the profile's (`local` with Slurm on
-        PATH is Slurm)."""
-        if self.config.scheduler != "auto":
-            return self.config.scheduler
-        named = resolve_profile(
-            self._profile_name, self.config.user_profiles, self.config.profile_overrides or None
-        )
-        return local_machine.scheduler_kind(named)
-
-    @property
-    def _profile_name(self) -> str:
-        return self.config.profile or ("local" if self.config.is_local else "generic")
+        return cluster_setup.scheduler_kind(self.config)
 
     @property
     def python(self) -> str:
-        """The Python jobs run with: the cluster config's, else the profile's, else (on
-        this machine without Slurm) the one running hpcui, with its packages, else python3."""
-        if chosen := self.config.python or self.profile.python:
-            return chosen
-        return sys.executable if self.config.is_local and self._kind == "local" else "python3"
+        """The Python jobs run with (see cluster_setup.job_python)."""
+        return cluster_setup.job_python(self.config, self.profile, self._kind)
 
     @property
     def setup(self) -> list[str]:
         """Shell lines run before Python: the cluster config's, else the profile's."""
-        return list(self.config.setup if self.config.setup is not None else self.profile.setup)
+        return cluster_setup.job_setup(self.config, self.profile)
 
     @cached_property
     def scheduler(self) -> Scheduler:
-        kind = self._kind
-        if kind == "slurm":
-            from hpcui.schedulers.slurm import SlurmScheduler
-
-            return SlurmScheduler(self.transport)
-        if kind == "local":
-            from hpcui.schedulers.local import LocalScheduler
-
-            return LocalScheduler(
-                self.transport,
-                lambda: f"{self.remote_info().base}/local",
-                local_machine.this_machine if self.config.is_local else None,
-            )
-        if kind == "pbs":
-            from hpcui.schedulers.pbs import PbsScheduler
-
-            return PbsScheduler(
-                self.transport,
-                dialect=self.profile.pbs_dialect,
-                node_shell=self.profile.node_shell,
-            )
-        raise UsageError(f"Scheduler {kind!r} of cluster {self.name!r} is not supported yet.")
+        return cluster_setup.make_scheduler(
+            self._kind,
+            self.config,
+            self.profile,
+            self.transport,
+            lambda: f"{self.remote_info().base}/local",
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -220,30 +153,12 @@ class Cluster:
         )
 
     def _auto_clean(self) -> None:
-        """The config's `keep` policy: at most once a day per cluster (a stamp beside the
-        registry, shared by every process), in the background; never fails a submit."""
-        if not self.config.keep:
-            return
+        """The config's `keep` policy (housekeeping.auto_clean): at most once a day."""
         stamp = self.registry.path.parent / "housekeeping" / f"{self.name}.last"
-        try:
-            if time.time() - stamp.stat().st_mtime < AUTO_CLEAN_S:
-                return
-        except FileNotFoundError:
-            pass
-        stamp.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        stamp.touch()
-        older = timedelta(seconds=parse_time(self.config.keep))
-
-        def work() -> None:
-            try:
-                report = self.clean(older_than=older)
-                log.info("keep=%s on %s: %d folders, %d files removed", self.config.keep,
-                         self.name, len(report.removed), report.files)  # fmt: skip
-            except HpcuiError as exc:
-                log.warning("automatic clean of %s failed: %s", self.name, exc)
-
-        self._auto_clean_thread = threading.Thread(target=work, name="hpcui-keep", daemon=True)
-        self._auto_clean_thread.start()
+        cleaning = housekeeping.auto_clean(
+            self.config.keep, stamp, lambda older: self.clean(older_than=older)
+        )
+        self._auto_clean_thread = cleaning or self._auto_clean_thread
 
     @cached_property
     def status(self) -> StatusService:
@@ -278,8 +193,8 @@ class Cluster:
     def close(self) -> None:
         if "status" in self.__dict__:
             self.status.close()
-        if "queue_watcher" in self.__dict__:
-            self.queue_watcher.close()
+        if "site" in self.__dict__:
+            self.site.close()
         if self._transport is not None:
             self._transport.close()
 
@@ -555,28 +470,14 @@ class Cluster:
     # -- what running jobs use (hpcui.usage) --------------------------------------------------
 
     def usage_store(self, job_id: str) -> usage.UsageStore:
-        """A job's kept samples, beside the log spool (the id made a safe file name: it may
-        come from a command line)."""
-        return usage.UsageStore(
-            self.registry.path.parent / "usage" / self.name / f"{usage.file_name(job_id)}.jsonl"
-        )
+        """A job's kept samples, beside the log spool."""
+        return usage.store_for(self.registry.path.parent / "usage", self.name, job_id)
 
     def usage(self, job_ids: Iterable[str]) -> dict[str, usage.UsageSample]:
-        """One sample per job now (one scheduler-side command each), kept with its history.
-
-        Per node and GPU of the job: utilisation, memory, power; per step: CPU % and RSS.
-        A job that is not running gets a sample with a note and no figures.
-        """
-        out = {}
-        for jid in job_ids:
-            store = self.usage_store(jid)
-            res = self.transport.run(self.scheduler.usage_command(jid), timeout=60)
-            reading = self.scheduler.parse_usage(res.stdout, jid)
-            sample = usage.to_sample(self.name, jid, reading, store.last())
-            if sample.gpus or sample.tasks:  # an empty look (job not running) is not history
-                store.append(sample)
-            out[jid] = sample
-        return out
+        """One sample per job now (one scheduler-side command each), kept with its history
+        (per node and GPU: utilisation, memory, power; per step: CPU % and RSS)."""
+        root = self.registry.path.parent / "usage"
+        return usage.look(root, self.name, self.transport, self.scheduler, job_ids)
 
     def usage_report(self, job_id: str) -> usage.UsageReport:
         """The kept samples of a job: the newest, mean/peak per GPU, and verdicts."""
@@ -584,37 +485,34 @@ class Cluster:
 
     def _queue_changed(self) -> None:
         """After a submit or cancel: watchers refresh fast again (only if one exists)."""
-        if "queue_watcher" in self.__dict__:
-            self.queue_watcher.poke()
+        if "site" in self.__dict__:
+            self.site.poke_queue()
 
-    # == site state: queue, history, partitions, quota, modules, logs ========================
-    # Thin wrappers; the logic lives in hpcui.sitestate and hpcui.logs (see docs/site-state.md).
+    # == site state: queue, history, partitions, quota, modules (hpcui.sitestate.site) ======
 
     @cached_property
+    def site(self) -> SiteView:
+        return SiteView(
+            name=self.name,
+            config=self.config,
+            profile=self.profile,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            registry=self.registry,
+            before_listing=lambda: self.submitter.reconcile_quietly(),
+        )
+
+    @property
     def queue_watcher(self) -> sitestate.QueueWatcher:
         """The ONE queue poll of this cluster: screens subscribe to it instead of polling."""
-        return sitestate.QueueWatcher(self._fetch_queue, name=self.name)
-
-    def _fetch_queue(self) -> list[sitestate.QueueJob]:
-        self.submitter.reconcile_quietly()
-        return self.scheduler.queue(into=sitestate.QueueJob)
+        return self.site.queue_watcher
 
     def queue(
         self, *, include_finished: bool = False, max_age_s: float = 0.0
     ) -> list[sitestate.QueueJob]:
         """All of the user's jobs (hpcui's have `token`), estimated start for pending ones.
-
-        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call).
-        """
-        snap = self.queue_watcher.refresh(max_age_s=max_age_s)
-        if snap.error is not None:
-            exc = self.queue_watcher.last_exception
-            if isinstance(exc, HpcuiError):
-                raise exc
-            raise SchedulerError(
-                f"Listing the queue on {self.name} failed: {snap.error}. Retry in a minute."
-            )
-        return list(snap.jobs) if include_finished else snap.active
+        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call)."""
+        return self.site.queue(include_finished=include_finished, max_age_s=max_age_s)
 
     def history(
         self,
@@ -623,92 +521,39 @@ class Cluster:
         job_ids: list[str] | None = None,
     ) -> list[sitestate.HistoryJob]:
         """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
-        self.submitter.reconcile_quietly()
-        jobs = self.scheduler.history(
-            sitestate.since_arg(since), job_ids, into=sitestate.HistoryJob
-        )
-        records: list[JobRecord] | None = None  # the registry, read once when needed
-        if job_ids is None and isinstance(since, timedelta):
-            records = self.registry.list(self.name, limit=1_000_000)
-            jobs += self._own_jobs_missing(jobs, since, records)
-        if any(j.token is None for j in jobs):
-            # slurmdbd keeps comments only with AccountingStoreFlags=job_comment: ask the registry
-            if records is None:
-                records = self.registry.list(self.name, limit=1_000_000)
-            known = {r.job_id: r.token for r in records}
-            jobs = [
-                j if j.token else j.model_copy(update={"token": known.get(j.job_id)}) for j in jobs
-            ]
-        return jobs
-
-    def _own_jobs_missing(
-        self, jobs: list[sitestate.HistoryJob], since: timedelta, records: list[JobRecord]
-    ) -> list[sitestate.HistoryJob]:
-        """hpcui's jobs of the window that sacct's time-window query left out, asked by id
-        (one more sacct, only when some are missing): slurmdbd 22.05 leaves a job out of
-        `--starttime` queries for a few seconds after it ended, while `--jobs` finds it."""
-        seen = {j.job_id for j in jobs} | {j.job_id.split("_")[0] for j in jobs}
-        cutoff = time.time() - since.total_seconds()
-        missing = [
-            r.job_id
-            for r in records
-            if r.job_id and r.submitted_at >= cutoff and r.job_id.split("_")[0] not in seen
-        ]
-        if not missing or getattr(self.scheduler, "accounting_off", False):  # squeue's list
-            return []
-        found = self.scheduler.history(
-            None, list(dict.fromkeys(missing)), into=sitestate.HistoryJob
-        )
-        return [j for j in found if j.job_id not in seen]
+        return self.site.history(since, job_ids)
 
     def partitions(self) -> list[sitestate.PartitionInfo]:
-        return self.scheduler.partitions()
+        return self.site.partitions()
 
     def free(self) -> sitestate.FreeReport:
         """Free CPUs and GPUs per partition now, and each node's state (one sinfo)."""
-        return sitestate.FreeReport.of(self.scheduler.nodes())
+        return self.site.free()
 
     def standing(self) -> sitestate.Standing:
         """Fair share, pending jobs' priority factors (one round trip) and the project's
         allocation from the site's tool where the profile names one (a second)."""
-        shares, pending, note = self.scheduler.standing()
-        tool = self.profile.allocation_command
-        allocation = sitestate.fetch_allocation(self.transport, tool) if tool else None
-        return sitestate.Standing(
-            fair_share=shares, pending=pending, note=note, allocation=allocation
-        )
+        return self.site.standing()
 
     def quota_report(self) -> sitestate.QuotaReport:
-        """Quota with the tool that answered and the ones tried before it (one round trip),
-        and what hpcui's own folders take of it (a second one)."""
-        report = sitestate.fetch_quota(
-            self.transport, self.profile.quota_command, cluster=self.name
-        )
-        base = submission.base_word(self.config.remote_base)
-        own = sitestate.fetch_own_usage(self.transport, base, report.entries)
-        return report.model_copy(update={"own": own})
+        """Quota with the tool that answered and the ones tried before it, and what hpcui's
+        own folders take of it."""
+        return self.site.quota_report()
 
     def quota(self) -> list[sitestate.QuotaEntry]:
-        return self.quota_report().entries
+        return self.site.quota_report().entries
 
-    @cached_property
+    @property
     def module_system(self) -> sitestate.ModuleSystem:
-        """Lmod or Environment Modules: from the profile, else probed once."""
-        known = getattr(self.profile, "module_system", None)
-        return known or sitestate.detect_system(self.transport, cluster=self.name)
+        return self.site.module_system
 
     def modules(self, *, with_setup: bool = False) -> sitestate.ModuleState:
-        """Loaded and available modules (defaults marked), one round trip.
-
-        ``with_setup``: "loaded" after this cluster's `setup` lines, as a job sees it.
-        """
-        setup = self.setup if with_setup else ()
-        return sitestate.fetch_modules(
-            self.transport, self.module_system, cluster=self.name, setup=setup
-        )
+        """Loaded and available modules (defaults marked), one round trip; `with_setup`:
+        "loaded" after this cluster's `setup` lines, as a job sees it."""
+        return self.site.modules(self.setup if with_setup else ())
 
     def module_search(self, term: str) -> list[sitestate.Module]:
-        return sitestate.search_modules(self.transport, self.module_system, term, cluster=self.name)
+        return self.site.module_search(term)
 
     def missing_setup_modules(self) -> list[str]:
         """Modules the config's `setup` lines load that this site does not have."""

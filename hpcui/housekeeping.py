@@ -12,9 +12,11 @@ registry keeps the jobs, with `cleaned_at` in their meta.
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,10 +26,16 @@ from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
 from hpcui.job import kept_result_path
+from hpcui.profiles.units import parse_time
 from hpcui.registry import JobRecord, Registry
 from hpcui.schedulers.base import Scheduler
 from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
+
+log = logging.getLogger(__name__)
+
+#: the `keep` policy runs at most this often per cluster
+AUTO_CLEAN_S = 86400.0
 
 BATCH = 100
 _TOKEN = re.compile(r"[0-9a-f]{16}")
@@ -164,3 +172,33 @@ def _remove(
             if n.isdigit() and k.isdigit() and folder in chunk:
                 out[folder] = (int(n), int(k) * 1024)
     return out
+
+
+def auto_clean(
+    keep: str | None, stamp: Path, clean: Callable[[timedelta], CleanReport]
+) -> threading.Thread | None:
+    """The config's `keep` policy: at most once a day per cluster (`stamp`, beside the
+    registry, shared by every process), in a background thread (returned; None when it
+    was not the time); never fails a submit."""
+    if not keep:
+        return None
+    try:
+        if time.time() - stamp.stat().st_mtime < AUTO_CLEAN_S:
+            return None
+    except FileNotFoundError:
+        pass
+    stamp.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp.touch()
+    older = timedelta(seconds=parse_time(keep))
+
+    def work() -> None:
+        try:
+            report = clean(older)
+            log.info("keep=%s: %d folders, %d files removed", keep, len(report.removed),
+                     report.files)  # fmt: skip
+        except HpcuiError as exc:
+            log.warning("automatic clean failed: %s", exc)
+
+    thread = threading.Thread(target=work, name="hpcui-keep", daemon=True)
+    thread.start()
+    return thread

@@ -13,14 +13,19 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field, computed_field
 
 from hpcui.backends.model import Model
 from hpcui.backends.usage import StepReading, UsageReading
 from hpcui.formatting import figure
+
+if TYPE_CHECKING:
+    from hpcui.schedulers.base import Scheduler
+    from hpcui.transport.base import Transport
 
 #: a GPU under this utilisation (%) in every sample of the window is idle
 IDLE_PCT = 5.0
@@ -323,3 +328,28 @@ def report(cluster: str, job_id: str, samples: Sequence[UsageSample]) -> UsageRe
         summary=summary(samples),
         verdicts=verdicts(samples),
     )
+
+
+def store_for(root: Path, cluster: str, job_id: str) -> UsageStore:
+    """A job's kept samples under `root` (the id made a safe file name: it may come from a
+    command line)."""
+    return UsageStore(root / cluster / f"{file_name(job_id)}.jsonl")
+
+
+def look(
+    root: Path, cluster: str, transport: Transport, scheduler: Scheduler, job_ids: Iterable[str]
+) -> dict[str, UsageSample]:
+    """One sample per job now (one scheduler-side command each), kept with its history.
+
+    Per node and GPU of the job: utilisation, memory, power; per step: CPU % and RSS. A job
+    that is not running gets a sample with a note and no figures."""
+    out = {}
+    for jid in job_ids:
+        store = store_for(root, cluster, jid)
+        res = transport.run(scheduler.usage_command(jid), timeout=60)
+        reading = scheduler.parse_usage(res.stdout, jid)
+        sample = to_sample(cluster, jid, reading, store.last())
+        if sample.gpus or sample.tasks:  # an empty look (job not running) is not history
+            store.append(sample)
+        out[jid] = sample
+    return out

@@ -57,6 +57,12 @@ class Scheduler(abc.ABC):
     name: str = ""
 
     @property
+    def accounting_off(self) -> bool:
+        """True while history comes from the queue, not accounting (Slurm without slurmdbd
+        for a while): a job missing from it is not asked for again by id."""
+        return False
+
+    @property
     def capabilities(self) -> Capabilities:
         return Capabilities()
 

@@ -1,0 +1,151 @@
+"""One site's state as the user checks it: the queue (one shared poll), history, free
+capacity, standing, quota and modules, each one or two round trips. Handed the transport,
+scheduler, registry and profile by `Cluster`, which stays the public front."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from functools import cached_property
+
+from hpcui.backends.modules import Module, ModuleState, ModuleSystem
+from hpcui.backends.records import PartitionInfo
+from hpcui.config import ClusterConfig
+from hpcui.errors import HpcuiError, SchedulerError
+from hpcui.profiles import Profile
+from hpcui.registry import JobRecord, Registry
+from hpcui.schedulers.base import Scheduler
+from hpcui.sitestate.jobs import HistoryJob, QueueJob, since_arg
+from hpcui.sitestate.modules import detect_system, fetch_modules, search_modules
+from hpcui.sitestate.own_usage import fetch_own_usage
+from hpcui.sitestate.quota import QuotaReport, fetch_quota
+from hpcui.sitestate.standing import FreeReport, Standing, fetch_allocation
+from hpcui.sitestate.watcher import QueueWatcher
+from hpcui.submission import base_word
+from hpcui.transport.base import Transport
+
+
+class SiteView:
+    """`before_listing` runs before the scheduler is asked for the user's jobs (Cluster:
+    finish cut-off submissions, so that they are listed as jobs)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: ClusterConfig,
+        profile: Profile,
+        transport: Transport,
+        scheduler: Scheduler,
+        registry: Registry,
+        before_listing: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.profile = profile
+        self.transport = transport
+        self.scheduler = scheduler
+        self.registry = registry
+        self._before_listing = before_listing
+
+    # -- the queue: ONE poll of this cluster, screens subscribe to it -----------------------
+
+    @cached_property
+    def queue_watcher(self) -> QueueWatcher:
+        return QueueWatcher(self._fetch_queue, name=self.name)
+
+    def _fetch_queue(self) -> list[QueueJob]:
+        self._before_listing()
+        return self.scheduler.queue(into=QueueJob)
+
+    def poke_queue(self) -> None:
+        """After a submit or cancel: watchers refresh fast again (only if one exists)."""
+        if "queue_watcher" in self.__dict__:
+            self.queue_watcher.poke()
+
+    def close(self) -> None:
+        if "queue_watcher" in self.__dict__:
+            self.queue_watcher.close()
+
+    def queue(self, *, include_finished: bool = False, max_age_s: float = 0.0) -> list[QueueJob]:
+        snap = self.queue_watcher.refresh(max_age_s=max_age_s)
+        if snap.error is not None:
+            exc = self.queue_watcher.last_exception
+            if isinstance(exc, HpcuiError):
+                raise exc
+            raise SchedulerError(
+                f"Listing the queue on {self.name} failed: {snap.error}. Retry in a minute."
+            )
+        return list(snap.jobs) if include_finished else snap.active
+
+    # -- history ----------------------------------------------------------------------------
+
+    def history(
+        self, since: datetime | timedelta | str | None, job_ids: list[str] | None
+    ) -> list[HistoryJob]:
+        self._before_listing()
+        jobs = self.scheduler.history(since_arg(since), job_ids, into=HistoryJob)
+        records: list[JobRecord] | None = None  # the registry, read once when needed
+        if job_ids is None and isinstance(since, timedelta):
+            records = self.registry.list(self.name, limit=1_000_000)
+            jobs += self._own_jobs_missing(jobs, since, records)
+        if any(j.token is None for j in jobs):
+            # slurmdbd keeps comments only with AccountingStoreFlags=job_comment: ask the registry
+            if records is None:
+                records = self.registry.list(self.name, limit=1_000_000)
+            known = {r.job_id: r.token for r in records}
+            jobs = [
+                j if j.token else j.model_copy(update={"token": known.get(j.job_id)}) for j in jobs
+            ]
+        return jobs
+
+    def _own_jobs_missing(
+        self, jobs: list[HistoryJob], since: timedelta, records: list[JobRecord]
+    ) -> list[HistoryJob]:
+        """hpcui's jobs of the window that sacct's time-window query left out, asked by id
+        (one more sacct, only when some are missing): slurmdbd 22.05 leaves a job out of
+        `--starttime` queries for a few seconds after it ended, while `--jobs` finds it."""
+        seen = {j.job_id for j in jobs} | {j.job_id.split("_")[0] for j in jobs}
+        cutoff = time.time() - since.total_seconds()
+        missing = [
+            r.job_id
+            for r in records
+            if r.job_id and r.submitted_at >= cutoff and r.job_id.split("_")[0] not in seen
+        ]
+        if not missing or self.scheduler.accounting_off:  # history came from squeue
+            return []
+        found = self.scheduler.history(None, list(dict.fromkeys(missing)), into=HistoryJob)
+        return [j for j in found if j.job_id not in seen]
+
+    # -- capacity, standing, quota ----------------------------------------------------------
+
+    def partitions(self) -> list[PartitionInfo]:
+        return self.scheduler.partitions()
+
+    def free(self) -> FreeReport:
+        return FreeReport.of(self.scheduler.nodes())
+
+    def standing(self) -> Standing:
+        shares, pending, note = self.scheduler.standing()
+        tool = self.profile.allocation_command
+        allocation = fetch_allocation(self.transport, tool) if tool else None
+        return Standing(fair_share=shares, pending=pending, note=note, allocation=allocation)
+
+    def quota_report(self) -> QuotaReport:
+        report = fetch_quota(self.transport, self.profile.quota_command, cluster=self.name)
+        own = fetch_own_usage(self.transport, base_word(self.config.remote_base), report.entries)
+        return report.model_copy(update={"own": own})
+
+    # -- modules ----------------------------------------------------------------------------
+
+    @cached_property
+    def module_system(self) -> ModuleSystem:
+        """Lmod or Environment Modules: from the profile, else probed once."""
+        return self.profile.module_system or detect_system(self.transport, cluster=self.name)
+
+    def modules(self, setup: Sequence[str] = ()) -> ModuleState:
+        return fetch_modules(self.transport, self.module_system, cluster=self.name, setup=setup)
+
+    def module_search(self, term: str) -> list[Module]:
+        return search_modules(self.transport, self.module_system, term, cluster=self.name)
