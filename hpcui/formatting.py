@@ -1,4 +1,4 @@
-"""How hpcui writes durations and sizes for people, in one place for every face.
+"""How hpcui writes durations, sizes and job states for people, in one place for every face.
 
 Standard library only: the CLI's fast path imports it. (Scheduler syntax such as
 ``--time=01:30:00`` is the dialects' business: ``hpcui.backends.batch``.)
@@ -77,3 +77,24 @@ def size(n: float | None, *, iec: bool = False) -> str:
             return f"{n:.0f}{sep}{unit}" if unit == "B" else f"{n:.1f}{sep}{unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+#: One colour per job state for every face: the app's explicit colour (a contrast of at
+#: least 4.5:1 on its dark background; a browser terminal draws ANSI blue as dark blue on
+#: near-black) and the CLI's ANSI colour of the same hue (any terminal, 16 colours).
+STATE_PALETTE: dict[str, tuple[str, str]] = {
+    "SUBMITTING": ("#36c5c5", "cyan"),
+    "PENDING": ("#e5b400", "yellow"),
+    "RUNNING": ("bold #45d16a", "green"),
+    "COMPLETING": ("#45d16a", "green"),
+    "SUSPENDED": ("#d08bf0", "magenta"),
+    "COMPLETED": ("#6cb2ff", "bright_blue"),
+    "FAILED": ("bold #ff6b6b", "red"),
+    "CANCELLED": ("#a0a0a0", "grey"),
+    "TIMEOUT": ("#ff8f70", "red"),
+    "PREEMPTED": ("#d08bf0", "magenta"),
+    "NODE_FAIL": ("bold #ff6b6b", "red"),
+    "OUT_OF_MEMORY": ("bold #ff6b6b", "red"),
+    "REQUEUED": ("#e5b400", "yellow"),
+    "UNKNOWN": ("#a0a0a0", "grey"),
+}

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from hpcui.formatting import hms, printable
+from hpcui.formatting import STATE_PALETTE, hms, printable
 from hpcui.formatting import size as _size
 
 _CODES = {
@@ -23,22 +23,13 @@ _CODES = {
     "green": "32",
     "yellow": "33",
     "blue": "34",
+    "bright_blue": "94",
+    "grey": "90",
     "magenta": "35",
     "cyan": "36",
 }
-STATE_COLOURS = {
-    "PENDING": "yellow",
-    "SUBMITTING": "yellow",
-    "RUNNING": "cyan",
-    "COMPLETING": "cyan",
-    "COMPLETED": "green",
-    "FAILED": "red",
-    "OUT_OF_MEMORY": "red",
-    "NODE_FAIL": "red",
-    "TIMEOUT": "red",
-    "CANCELLED": "magenta",
-    "PREEMPTED": "magenta",
-}
+#: the one palette's ANSI half (hpcui.formatting.STATE_PALETTE)
+STATE_COLOURS = {state: ansi for state, (_, ansi) in STATE_PALETTE.items()}
 
 
 def colour_enabled(stream: TextIO | None = None) -> bool:

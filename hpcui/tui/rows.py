@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from rich.text import Text
 
 from hpcui.backends.states import JobState
+from hpcui.formatting import STATE_PALETTE
 from hpcui.formatting import hms as _hms
 from hpcui.registry import JobRecord
 from hpcui.sitestate.jobs import HistoryJob, QueueJob
@@ -49,25 +50,9 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("efficiency", "efficiency"),
 )
 
-#: explicit colours, not ANSI names: a browser's terminal (hpcui serve) and many terminal
-#: themes draw ANSI blue as dark blue on near-black. Each has a contrast of at least 4.5:1
-#: on the dark theme's background (tests/system/test_tui_daily_driver.py checks it).
-STATE_STYLE: dict[JobState, str] = {
-    JobState.SUBMITTING: "#36c5c5",
-    JobState.PENDING: "#e5b400",
-    JobState.RUNNING: "bold #45d16a",
-    JobState.COMPLETING: "#45d16a",
-    JobState.SUSPENDED: "#d08bf0",
-    JobState.COMPLETED: "#6cb2ff",
-    JobState.FAILED: "bold #ff6b6b",
-    JobState.CANCELLED: "#a0a0a0",
-    JobState.TIMEOUT: "#ff8f70",
-    JobState.PREEMPTED: "#d08bf0",
-    JobState.NODE_FAIL: "bold #ff6b6b",
-    JobState.OUT_OF_MEMORY: "bold #ff6b6b",
-    JobState.REQUEUED: "#e5b400",
-    JobState.UNKNOWN: "#a0a0a0",
-}
+#: the one palette's explicit colours (hpcui.formatting.STATE_PALETTE; the contrast is
+#: checked by tests/system/test_tui_daily_driver.py)
+STATE_STYLE: dict[JobState, str] = {JobState(k): app for k, (app, _) in STATE_PALETTE.items()}
 
 
 @functools.cache

@@ -423,3 +423,35 @@ def test_extra_takes_a_directive_with_its_dashes():
     assert args.res_extra == ["--begin=now+600", "--mail-type=END"] and args.json
     after = ["-c", "dev", "exec", "tool", "--extra", "-x"]  # a remote command: untouched
     assert attach_dashed_values(after) == after
+
+
+def test_the_cli_and_the_app_colour_each_state_alike(monkeypatch):
+    """Issue 37, 6: one palette (hpcui.formatting.STATE_PALETTE) for both faces: COMPLETED
+    was green in the CLI and blue in the app. Each state's ANSI colour in `hpcui jobs` has
+    the hue of the app's colour (a crude hue check: the app colour's strongest channel)."""
+    import io
+
+    from hpcui.backends.states import JobState
+    from hpcui.cli import output as out
+    from hpcui.tui.rows import STATE_STYLE
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr("sys.stdout", Tty())
+    ansi_rgb = {"31": "r", "91": "r", "32": "g", "33": "rg", "34": "b", "94": "b",
+                "35": "rb", "36": "gb", "90": "rgb"}  # fmt: skip
+    for state in JobState:
+        painted = out.state(state.value)
+        code = painted.split("\x1b[", 1)[1].split("m", 1)[0]
+        hexa = STATE_STYLE[state].split()[-1]
+        r, g, b = (int(hexa[i : i + 2], 16) for i in (1, 3, 5))
+        top = max(r, g, b)
+        strong = "".join(c for c, v in zip("rgb", (r, g, b), strict=True) if v >= top - 0x30)
+        assert set(strong) <= set(ansi_rgb[code]) or set(ansi_rgb[code]) <= set(strong), (
+            state,
+            hexa,
+            code,
+        )
