@@ -88,10 +88,14 @@ class HpcuiApp(App[None]):
         self.cfg = load_config()
         start = self.cfg.cluster(cluster).name or cluster or "local"
         self.ctx = AppContext(self.cfg, Hub(self, self.cfg, self.connections_changed), start)
+        #: each mode's screen once Textual made it (messages go to made screens only)
+        self.mode_screens: dict[str, Screen[Any]] = {}
         for mode, screen in SCREENS_BY_MODE.items():
-            self.add_mode(mode, partial(screen, self.ctx))
+            self.add_mode(mode, partial(self._make_mode_screen, mode, screen))
         self._connect_first = list(connect) if connect is not None else None
-        self.set_keymap(user_keymap(self.cfg))
+        #: the user's key overrides ([keys] in the config), as the help shows them
+        self.keymap_overrides = user_keymap(self.cfg)
+        self.set_keymap(self.keymap_overrides)
 
     @property
     def hub(self) -> Hub:
@@ -170,9 +174,14 @@ class HpcuiApp(App[None]):
 
         self.call_after_refresh(post)
 
+    def _make_mode_screen(
+        self, mode: str, screen: Callable[[AppContext], Screen[Any]]
+    ) -> Screen[Any]:
+        made = self.mode_screens[mode] = screen(self.ctx)
+        return made
+
     def get_screen_for_mode(self, mode: str) -> Screen[Any] | None:
-        stack = self._screen_stacks.get(mode)
-        return stack[0] if stack else None
+        return self.mode_screens.get(mode)
 
     def action_add_cluster(self, first_run: bool = False) -> None:
         from hpcui.tui.add_cluster import AddClusterModal

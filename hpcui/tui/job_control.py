@@ -1,6 +1,7 @@
 """The Job screen's control over any job: hold, release, requeue, time limit, a shell in
-the job, its folder as files, edit-and-resubmit its script. A mixin so job.py stays about
-showing the job; every remote call runs in a worker, every answer comes as a notification."""
+the job, its folder as files, edit-and-resubmit its script. A Screen the Job screen builds
+on, so job.py stays about showing the job; every remote call runs in a worker, every answer
+comes as a notification."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.binding import Binding
+from textual.screen import Screen
 
 from hpcui.errors import HpcuiError
 from hpcui.tui.files_modal import FilesModal, TextPromptModal
@@ -33,20 +35,21 @@ CONTROL_BINDINGS = [
 ]
 
 
-class JobControlMixin:
-    """Needs `self.ctx` (AppContext) and `self.key` ((cluster, job id) or None)."""
+class JobControlScreen(Screen[None]):
+    """Needs `self.ctx` (AppContext) and `self.key` ((cluster, job id) or None), which the
+    screen built on it sets."""
 
     ctx: AppContext
     key: tuple[str, str] | None
 
     def _cluster_or_say(self) -> tuple[Cluster, str] | None:
         if self.key is None:
-            self.notify("Open a job first (Enter on the Jobs screen).", severity="warning")  # type: ignore[attr-defined]
+            self.notify("Open a job first (Enter on the Jobs screen).", severity="warning")
             return None
         name, job_id = self.key
         cluster = self.ctx.hub.cluster(name)
         if cluster is None:
-            self.notify(f"{name} is not connected (Cluster screen: 4).", severity="error")  # type: ignore[attr-defined]
+            self.notify(f"{name} is not connected (Cluster screen: 4).", severity="error")
             return None
         return cluster, job_id
 
@@ -55,9 +58,9 @@ class JobControlMixin:
         try:
             call()
         except HpcuiError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", title=what)  # type: ignore[attr-defined]
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title=what)
             return
-        self.app.call_from_thread(self.notify, done)  # type: ignore[attr-defined]
+        self.app.call_from_thread(self.notify, done)
 
     def action_control(self, verb: str) -> None:
         found = self._cluster_or_say()
@@ -67,7 +70,7 @@ class JobControlMixin:
         done = {"hold": "held", "release": "released", "requeue": "requeued"}[verb]
         call = lambda: getattr(cluster, verb)([job_id])  # noqa: E731
         if verb == "requeue":
-            self.app.push_screen(  # type: ignore[attr-defined]
+            self.app.push_screen(
                 ConfirmModal(
                     f"Requeue {cluster.name}:{job_id}?",
                     "A running job is killed and starts again later under the same id.",
@@ -92,7 +95,7 @@ class JobControlMixin:
                     f"{job_id}: time limit now {text}",
                 )
 
-        self.app.push_screen(  # type: ignore[attr-defined]
+        self.app.push_screen(
             TextPromptModal(
                 f"New time limit for {cluster.name}:{job_id}",
                 "e.g. 2:00:00, 90m, 1-12:00:00 (raising it may be reserved to administrators)",
@@ -111,13 +114,13 @@ class JobControlMixin:
 
         why = shell_unavailable()
         if why:
-            self.app.call_from_thread(self.notify, why, severity="error", title="shell")  # type: ignore[attr-defined]
+            self.app.call_from_thread(self.notify, why, severity="error", title="shell")
             return
         cols, rows = window()
         try:
             chan = cluster.open_shell(job_id, cols=cols, rows=rows)
         except HpcuiError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", title="shell")  # type: ignore[attr-defined]
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="shell")
             return
         self.app.call_from_thread(self._bridge, chan, job_id)
 
@@ -125,23 +128,23 @@ class JobControlMixin:
         from hpcui.terminal import bridge
 
         try:
-            with self.app.suspend():  # type: ignore[attr-defined]
+            with self.app.suspend():
                 print(f"shell in job {job_id}: exit (or Ctrl-D) to go back to hpcui", flush=True)
                 status = bridge(chan)
         except Exception as exc:  # no terminal to give away (the browser view)
             chan.close()
-            self.notify(  # type: ignore[attr-defined]
+            self.notify(
                 f"No terminal to hand over here ({exc}): run `hpcui shell {job_id}` in one.",
                 severity="warning",
             )
             return
-        self.notify(f"left job {job_id} (exit status {status})")  # type: ignore[attr-defined]
+        self.notify(f"left job {job_id} (exit status {status})")
 
     def action_files(self) -> None:
         found = self._cluster_or_say()
         if found is not None:
             cluster, job_id = found
-            self.app.push_screen(FilesModal(cluster, job_id, DOWNLOADS / cluster.name / job_id))  # type: ignore[attr-defined]
+            self.app.push_screen(FilesModal(cluster, job_id, DOWNLOADS / cluster.name / job_id))
 
     def action_edit_resubmit(self) -> None:
         found = self._cluster_or_say()
@@ -154,7 +157,7 @@ class JobControlMixin:
             details = cluster.job_details(job_id)
             script = cluster.batch_script(job_id)
         except HpcuiError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", title="resubmit")  # type: ignore[attr-defined]
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="resubmit")
             return
         self.app.call_from_thread(self._edit, cluster, job_id, details.work_dir, script)
 
@@ -162,19 +165,19 @@ class JobControlMixin:
         from hpcui.terminal import edit_text
 
         try:
-            with self.app.suspend():  # type: ignore[attr-defined]
+            with self.app.suspend():
                 edited = edit_text(script, suffix=".sh")
         except HpcuiError as exc:
-            self.notify(str(exc), severity="warning", title="resubmit")  # type: ignore[attr-defined]
+            self.notify(str(exc), severity="warning", title="resubmit")
             return
         except Exception as exc:  # no terminal to give away (the browser view)
-            self.notify(  # type: ignore[attr-defined]
+            self.notify(
                 f"No terminal for an editor here ({exc}): `hpcui resubmit {job_id} --edit`.",
                 severity="warning",
             )
             return
         if edited == script:
-            self.notify("The script is unchanged: nothing submitted.")  # type: ignore[attr-defined]
+            self.notify("The script is unchanged: nothing submitted.")
             return
         self._remote(
             "resubmit",
@@ -183,4 +186,4 @@ class JobControlMixin:
         )
 
     def _resubmitted(self, new_id: str) -> None:
-        self.app.call_from_thread(self.notify, f"submitted as {new_id}")  # type: ignore[attr-defined]
+        self.app.call_from_thread(self.notify, f"submitted as {new_id}")

@@ -198,7 +198,7 @@ class HelpModal(ModalScreen[None]):
                 yield Markdown(self.text())
 
     def keys(self, binding: Binding) -> str:
-        keymap: dict[str, str] = getattr(self.app, "_keymap", None) or {}
+        keymap: dict[str, str] = getattr(self.app, "keymap_overrides", None) or {}
         keys = keymap.get(binding.id or "", binding.key) if binding.id else binding.key
         return " ".join(
             f"`{self.app.get_key_display(Binding(k.strip(), ''))}`"

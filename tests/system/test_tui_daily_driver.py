@@ -343,6 +343,14 @@ def submit_form_session(local_box, fill):
             await wait_for(pilot, lambda: bool(form.query("#target")))
             form.query_one("#cluster").value = "mn5"
             form.query_one("#target", Input).value = "train.py"
+            # the cluster's defaults reached the form and a preview was drawn (under load
+            # a fixed pause alone was not always enough)
+            await wait_for(
+                pilot,
+                lambda: form.query_one("#res-qos", Input).placeholder == "acc_debug"
+                and bool(form.preview_text),
+                30,
+            )
             await fill(form, pilot)
             await pilot.pause(0.8)
             errors = {str(e.id): str(e.render()) for e in form.query(".field-error") if e.display}

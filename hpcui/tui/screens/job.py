@@ -21,7 +21,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -29,7 +28,7 @@ from hpcui.any_job import OtherJob
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
-from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlMixin
+from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlScreen
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import hms, state_text
@@ -56,7 +55,7 @@ def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob 
     return next((j for j in queue if j.job_id == job_id), None)
 
 
-class JobScreen(JobControlMixin, Screen[None]):
+class JobScreen(JobControlScreen):
     BINDINGS = [
         *LEAD_BINDINGS,
         Binding("o", "stream('stdout')", "stdout", id="job.stdout"),
