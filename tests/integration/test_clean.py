@@ -13,6 +13,7 @@ import pytest
 from hpcui.backends.states import JobState
 from hpcui.cli import main
 from hpcui.errors import JobLostError
+from tests.support.jobs import wait_job_state
 
 pytestmark = pytest.mark.devcluster
 
@@ -38,10 +39,7 @@ def test_clean_keeps_what_is_running_or_unfetched_and_fetched_results_stay_reada
     running = dev.submit(nap, 120, name="clean-running", time="5m")
     try:
         assert unfetched.wait(timeout=120) is JobState.COMPLETED
-        for _ in range(600):
-            if running.state is JobState.RUNNING:
-                break
-            time.sleep(0.1)
+        wait_job_state(running, {JobState.RUNNING}, 60)
         assert main(["clean", "-c", "dev", "--dry-run", "--json"]) == 0
         dry = json.loads(capsys.readouterr().out)
         assert dry["dry_run"] and [f["folder"] for f in dry["removed"]] == [fetched.folder]

@@ -23,6 +23,7 @@ from hpcui.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError, UsageError
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.quoting import to_command
+from tests.support.jobs import wait_job_state
 
 pytestmark = pytest.mark.devcluster
 
@@ -189,10 +190,7 @@ def test_failing_function_gives_remote_traceback(pbs_dev):
 
 def test_qdel_gives_cancelled(pbs_dev):
     job = pbs_dev.submit(slow, 300)
-    deadline = time.time() + 120
-    while job.state is not JobState.RUNNING and time.time() < deadline:
-        time.sleep(0.3)
-    assert job.state is JobState.RUNNING
+    wait_job_state(job, {JobState.RUNNING}, 120)
     queue = {q.job_id: q.partition for q in pbs_dev.queue()}[job.job_id]
     (part,) = [p for p in pbs_dev.partitions() if p.partition == queue]  # qstat -Q
     assert part.avail == "up" and part.kind == "exec" and part.jobs_running >= 1

@@ -18,6 +18,7 @@ from hpcui.backends import pbs
 from hpcui.backends.states import JobState
 from hpcui.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError, UsageError
+from tests.support.jobs import wait_job_state
 
 pytestmark = pytest.mark.devcluster
 
@@ -100,10 +101,7 @@ def test_remote_failure_reaches_the_caller(wrapper_pbs):
 
 def test_qdel_through_cancel(wrapper_pbs):
     job = wrapper_pbs.submit(nap, 300, time="10m")
-    deadline = time.monotonic() + 60
-    while job.state is not JobState.RUNNING and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert job.state is JobState.RUNNING  # from the wrapper's qstat: R
+    wait_job_state(job, {JobState.RUNNING}, 60)  # from the wrapper's qstat: R
     listed = {q.job_id: q for q in wrapper_pbs.queue()}
     assert listed[job.job_id].state is JobState.RUNNING
     job.cancel()

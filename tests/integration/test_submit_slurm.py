@@ -26,6 +26,7 @@ from hpcui.errors import (
 )
 from tests.conftest import ROOT
 from tests.integration import stand_ins
+from tests.support.jobs import wait_job_state
 
 pytestmark = pytest.mark.devcluster
 
@@ -138,9 +139,7 @@ def test_map_100_in_order_one_sbatch(site):
 
 def test_cancel_gives_cancelled_and_result_raises(site):
     job = site.submit(slow, 300)
-    deadline = time.time() + 60
-    while job.state is not JobState.RUNNING and time.time() < deadline:
-        time.sleep(0.2)
+    wait_job_state(job, {JobState.RUNNING}, 60)
     job.cancel()
     assert job.wait(timeout=60) is JobState.CANCELLED
     with pytest.raises(JobCancelledError):

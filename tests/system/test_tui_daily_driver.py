@@ -347,8 +347,10 @@ def submit_form_session(local_box, fill):
             # a fixed pause alone was not always enough)
             await wait_for(
                 pilot,
-                lambda: form.query_one("#res-qos", Input).placeholder == "acc_debug"
-                and bool(form.preview_text),
+                lambda: (
+                    form.query_one("#res-qos", Input).placeholder == "acc_debug"
+                    and bool(form.preview_text)
+                ),
                 30,
             )
             await fill(form, pilot)
