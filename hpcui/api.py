@@ -27,7 +27,7 @@ def connect(name: str | None = None, **kwargs: Any) -> Cluster:
         cluster = _clusters.get(cfg.name)
         if cluster is None:
             if "transport" not in kwargs:
-                from hpcui.agent.remote import agent_transport
+                from hpcui.transport.agent.remote import agent_transport
 
                 kwargs["transport"] = agent_transport(
                     cfg.name,

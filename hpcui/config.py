@@ -91,14 +91,14 @@ class AgentConfig(Model):
     @field_validator("persist")
     @classmethod
     def _persist_is_a_duration(cls, value: str | int | float) -> str | int | float:
-        from hpcui.agent.paths import persist_seconds
+        from hpcui.transport.agent.paths import persist_seconds
 
         persist_seconds(value)  # ValueError with the accepted forms
         return value
 
     @property
     def persist_s(self) -> float:
-        from hpcui.agent.paths import persist_seconds
+        from hpcui.transport.agent.paths import persist_seconds
 
         return persist_seconds(self.persist)
 

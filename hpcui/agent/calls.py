@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from hpcui.agent import wire
-from hpcui.agent.routing import Client, ClientGone, serving
-from hpcui.agent.wire import b64, unb64
+from hpcui.cli.routing import Client, ClientGone, serving
 from hpcui.transport import deadline
+from hpcui.transport.agent import wire
+from hpcui.transport.agent.wire import b64, unb64
 from hpcui.transport.base import CommandResult, Transport
 
 CHUNK = 4 * 1024 * 1024

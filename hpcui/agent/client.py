@@ -13,8 +13,8 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from hpcui.agent import paths, wire
-from hpcui.agent.reach import (
+from hpcui.transport.agent import paths, wire
+from hpcui.transport.agent.reach import (
     ACK_S,
     AgentSilent,
     AgentUnavailable,
@@ -202,3 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("hpcui: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
     return direct(argv)
+
+
+if __name__ == "__main__":  # `python -m hpcui.cli` runs this module by name
+    sys.exit(main())

@@ -20,8 +20,8 @@ import threading
 import time
 from typing import Any
 
-from hpcui.agent import paths, wire
-from hpcui.agent.routing import Client, ClientGone, serving
+from hpcui.cli.routing import Client, ClientGone, serving
+from hpcui.transport.agent import paths, wire
 
 log = logging.getLogger("hpcui.agent")
 
@@ -110,8 +110,7 @@ class Agent:
 
     def prepare(self) -> None:
         """What every request needs, loaded once: the CLI, routed stdio, shared clusters."""
-        from hpcui.agent import routing
-        from hpcui.cli import common
+        from hpcui.cli import common, routing
 
         os.environ.pop("NO_COLOR", None)  # each client says its own
         routing.install()

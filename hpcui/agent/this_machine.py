@@ -6,7 +6,7 @@ the first caller's PATH, CUDA_VISIBLE_DEVICES, working directory. A cluster with
 CUDA_VISIBLE_DEVICES leaves), so what the agent would answer for it is what the first
 shell saw. Such calls share no login either: the caller runs them itself, with its own
 environment. Remote clusters depend on the environment only through the config, data
-and home the agent is keyed on (hpcui.agent.paths.KEY_VARS).
+and home the agent is keyed on (hpcui.transport.agent.paths.KEY_VARS).
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ import os
 import socket
 import time
 
-from hpcui.agent import paths, wire
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.models import AgentStatus
+from hpcui.transport.agent import paths, wire
 
 
 def _ask(path: str, op: str) -> dict | None:
@@ -39,7 +39,7 @@ def _gone(pid: int | None, path: str, timeout: float = 10.0) -> bool:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from hpcui.agent.reach import platform_without_agent
+    from hpcui.transport.agent.reach import platform_without_agent
 
     why = platform_without_agent()
     if why:

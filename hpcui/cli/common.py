@@ -94,7 +94,7 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
         return terminal_prompt(title, instructions, prompts, cluster=label)
 
     if SHARED_BY_AGENT:  # one Cluster per name for every client; each asks its own terminal
-        from hpcui.agent.routing import RoutedHostKey, RoutedPrompt
+        from hpcui.cli.routing import RoutedHostKey, RoutedPrompt
 
         kwargs.setdefault("prompt", RoutedPrompt(asking))
         kwargs.setdefault("on_unknown_host", RoutedHostKey(ask_host_key))

@@ -491,7 +491,7 @@ def script(env: dict[str, str], name: str) -> str:
 
 def test_api_script_submits_through_the_agent_and_others_share_its_login(api_via_agent):
     import hpcui
-    from hpcui.agent.remote import AgentTransport
+    from hpcui.transport.agent.remote import AgentTransport
 
     env = api_via_agent
     cluster = hpcui.connect("dev")
@@ -593,7 +593,7 @@ def test_the_app_through_the_agent_follows_a_log_and_shares_the_login(api_via_ag
     through the agent), and a CLI call afterwards logs in no more."""
     import asyncio
 
-    from hpcui.agent.remote import AgentTransport
+    from hpcui.transport.agent.remote import AgentTransport
     from hpcui.tui.app import HpcuiApp
     from hpcui.tui.widgets import LogPanel
     from tests.integration.test_tui_dev import wait_for
@@ -700,7 +700,7 @@ def test_the_agents_connection_reconnects_when_its_link_is_cut(api_via_agent):
 def test_a_client_of_another_hpcui_version_gets_a_new_agent(agent_env):
     import socket as _socket
 
-    from hpcui.agent import wire
+    from hpcui.transport.agent import wire
 
     env = agent_env("5m")
     assert hpcui(env, "exec", "true").returncode == 0
@@ -796,7 +796,7 @@ def test_a_stopped_agent_is_gone_around_by_the_cli_and_the_api(api_via_agent, ca
     import logging
 
     from hpcui import api
-    from hpcui.agent.reach import ACK_S
+    from hpcui.transport.agent.reach import ACK_S
 
     env = api_via_agent
     t = api.connect("dev").transport
@@ -809,7 +809,7 @@ def test_a_stopped_agent_is_gone_around_by_the_cli_and_the_api(api_via_agent, ca
         cli_took = time.monotonic() - started
         assert jobs.returncode == 0 and isinstance(json.loads(jobs.stdout), list), jobs.stderr
         assert "did not answer" in jobs.stderr and "running this call here" in jobs.stderr
-        with caplog.at_level(logging.WARNING, logger="hpcui.agent.remote"):
+        with caplog.at_level(logging.WARNING, logger="hpcui.transport.agent.remote"):
             started = time.monotonic()
             assert t.run(["echo", "direct"]).check().stdout.strip() == "direct"
             api_took = time.monotonic() - started
@@ -851,7 +851,7 @@ def test_a_30_mb_argument_goes_through_the_agent(api_via_agent):
     """The adversarial run: "frame ... over the 33554432 limit" where the direct path took
     it. Large files of an upload follow the request in chunks."""
     from hpcui import api
-    from hpcui.agent.remote import AgentTransport
+    from hpcui.transport.agent.remote import AgentTransport
 
     cluster = api.connect("dev")
     assert isinstance(cluster.transport, AgentTransport)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.agent import client, paths, reach, wire
+from hpcui.agent import client
 from hpcui.config import load_config
 from hpcui.errors import ConfigError
+from hpcui.transport.agent import paths, reach, wire
 
 
 @pytest.mark.parametrize(
@@ -179,8 +180,8 @@ def test_the_config_file_has_one_place_for_every_face(monkeypatch, tmp_path):
     platformdirs' answer on this platform, XDG_CONFIG_HOME honoured, HPCUI_CONFIG first."""
     from platformdirs import user_config_dir
 
-    from hpcui.agent import reach
     from hpcui.config import config_path
+    from hpcui.transport.agent import reach
 
     monkeypatch.delenv("HPCUI_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
@@ -200,8 +201,8 @@ def test_a_terminal_relayed_by_the_agent_reads_frames_and_its_end():
     the exit frame ends it with its status, an agent error is raised as its own class, and
     a vanished agent reads as ssh's 255."""
     from hpcui.agent.calls import describe
-    from hpcui.agent.remote import _Terminal
     from hpcui.errors import UsageError
+    from hpcui.transport.agent.remote import _Terminal
 
     agent, mine = socket.socketpair()
     term = _Terminal(mine)

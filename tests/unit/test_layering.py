@@ -35,6 +35,14 @@ FACE_BACKENDS = {
 }
 
 
+#: the agent's socket (standard library; no SSH): its name, frames and reach
+FACE_AGENT_LINK = {
+    "hpcui.transport.agent.paths",
+    "hpcui.transport.agent.wire",
+    "hpcui.transport.agent.reach",
+}
+
+
 @cache
 def modules() -> dict[str, Path]:
     out = {}
@@ -151,9 +159,57 @@ def test_backends_import_nothing_of_hpcui_and_only_pydantic_beyond_the_stdlib():
     assert bad == []
 
 
+#: standard-library-only modules every floor may use
+LEAVES = ("hpcui.errors", "hpcui.version", "hpcui.config_file")
+#: the floors, bottom up (docs/architecture.md, "Layers"); the agent's client side is a
+#: transport (hpcui.transport.agent), its server side hosts the CLI and sits above the faces
+FLOORS = ("dialects", "leaves", "transport", "core", "faces", "agent")
+
+
+def floor(module: str) -> int:
+    if module.startswith("hpcui.backends"):
+        return FLOORS.index("dialects")
+    if module in LEAVES:
+        return FLOORS.index("leaves")
+    if module.startswith("hpcui.transport"):
+        return FLOORS.index("transport")
+    if module.startswith(("hpcui.cli", "hpcui.tui")):
+        return FLOORS.index("faces")
+    if module.startswith("hpcui.agent"):
+        return FLOORS.index("agent")
+    return FLOORS.index("core")
+
+
+def test_no_import_goes_up_a_floor():
+    """Every import, lazy ones and TYPE_CHECKING ones included, points down or sideways."""
+    up = [
+        f"{m} ({FLOORS[floor(m)]}) -> {d} ({FLOORS[floor(d)]})"
+        for m, deps in sorted(graph().items())
+        for d in sorted(deps)
+        if floor(d) > floor(m)
+    ]
+    assert up == []
+
+
+def test_the_floor_check_sees_an_arrow_up():
+    """The check above can fail: the old `cli.common -> agent.routing` is an arrow up."""
+    assert floor("hpcui.cli.common") < floor("hpcui.agent.server")
+    assert floor("hpcui.transport.agent.remote") < floor("hpcui.api") < floor("hpcui.cli.main")
+
+
+def test_leaves_import_nothing_of_hpcui():
+    bad = [
+        f"{module}:{line} imports {target}"
+        for module in LEAVES
+        for target, _names, line in imports(module)
+        if target.startswith("hpcui")
+    ]
+    assert bad == []
+
+
 def test_transport_imports_nothing_above_it():
     # the pure dialect layer lies below it (Transport.free_bytes reads df with parse_df)
-    allowed = ("hpcui.transport", "hpcui.errors", "hpcui.backends")
+    allowed = ("hpcui.transport", "hpcui.backends", *LEAVES)
     bad = [
         f"{module}:{line} imports {target}"
         for module in under("hpcui.transport")
@@ -168,6 +224,10 @@ def test_faces_never_import_ssh_transports_schedulers_or_dialect_commands():
     for module in under("hpcui.cli") + under("hpcui.tui"):
         for target, names, line in imports(module):
             where = f"{module}:{line} imports {target}"
+            if target in FACE_AGENT_LINK or (
+                target == "hpcui.transport.agent" and set(names) <= {"paths", "wire", "reach"}
+            ):
+                continue  # `hpcui agent status|stop` and the routing of prompts speak to it
             if target.split(".")[0] == "paramiko" or target.startswith(
                 ("hpcui.transport", "hpcui.schedulers")
             ):

@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hpcui.agent import paths, reach, wire
-from hpcui.agent.wire import b64, unb64
 from hpcui.errors import ClusterConnectionError, CommandTimeout, ConnectionLost
 from hpcui.transport import deadline
+from hpcui.transport.agent import paths, reach, wire
+from hpcui.transport.agent.wire import b64, unb64
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.quoting import to_command
 

@@ -10,7 +10,7 @@ import os
 import socket
 import sys
 
-from hpcui.agent import paths
+from hpcui.transport.agent import paths
 
 DEFAULT_PERSIST_S = 600.0
 START_TIMEOUT_S = 20.0
@@ -124,8 +124,9 @@ def start(path: str, persist: float) -> socket.socket:
 
 #: all of hpcui a thin-client process has loaded: it may fork into the agent
 THIN = frozenset(
-    {"hpcui", "hpcui.version", "hpcui.agent", "hpcui.agent.paths", "hpcui.agent.wire",
-     "hpcui.agent.reach", "hpcui.agent.client"}
+    {"hpcui", "hpcui.version", "hpcui.agent", "hpcui.agent.client", "hpcui.transport",
+     "hpcui.transport.agent", "hpcui.transport.agent.paths", "hpcui.transport.agent.wire",
+     "hpcui.transport.agent.reach"}
 )  # fmt: skip
 
 

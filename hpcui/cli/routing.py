@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from hpcui.agent import wire
+from hpcui.transport.agent import wire
 
 #: the client this thread (or a worker started with contextvars.copy_context) serves
 _client: contextvars.ContextVar[Client | None] = contextvars.ContextVar("client", default=None)
