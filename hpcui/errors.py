@@ -141,5 +141,12 @@ class ResultIntegrityError(JobError):
     hpcui refuses to unpickle it."""
 
 
-class JobTimeoutError(JobError):
+class WaitTimeout(HpcuiError):
+    """Waiting (for a job's end, a log's next line) took longer than the caller allowed:
+    the job itself is fine and may still be running. One exit code for every such wait."""
+
+    exit_code = 6
+
+
+class JobTimeoutError(WaitTimeout, JobError):
     """Waiting for the job took longer than the caller allowed."""

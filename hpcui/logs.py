@@ -24,7 +24,7 @@ from pydantic import ConfigDict
 
 from hpcui.backends.job_paths import JobPaths, Stream
 from hpcui.backends.model import Model
-from hpcui.errors import HpcuiError, UsageError
+from hpcui.errors import UsageError, WaitTimeout
 from hpcui.file_lock import locked
 from hpcui.transport import deadline as _deadline
 from hpcui.transport.base import Transport
@@ -292,7 +292,7 @@ def drain_chunks(
             return
 
 
-class LogTimeout(HpcuiError):
+class LogTimeout(WaitTimeout):
     """Following a log took longer than the caller allowed."""
 
     @classmethod

@@ -59,11 +59,9 @@ _COMMANDS = {
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """The documented exit code of an error (HpcuiError.exit_code; timeouts are 6)."""
-    from hpcui.errors import HpcuiError, JobTimeoutError
+    """The documented exit code of an error (HpcuiError.exit_code: WaitTimeout's is 6)."""
+    from hpcui.errors import HpcuiError
 
-    if isinstance(exc, JobTimeoutError) or type(exc).__name__ == "LogTimeout":
-        return EXIT_TIMEOUT
     if isinstance(exc, HpcuiError):
         return exc.exit_code
     return EXIT_ERROR

@@ -191,6 +191,10 @@ def test_exit_codes_follow_the_error_hierarchy():
     assert exit_code_for(errors.JobTimeoutError("x")) == EXIT_TIMEOUT
     assert exit_code_for(LogTimeout("x")) == EXIT_TIMEOUT
     assert exit_code_for(RuntimeError("x")) == 1
+    # one base class carries the timeout's code (no class names compared); a job's timeout
+    # is still a JobError for code that catches those
+    assert issubclass(LogTimeout, errors.WaitTimeout) and errors.WaitTimeout.exit_code == 6
+    assert issubclass(errors.JobTimeoutError, errors.JobError)
 
 
 def test_unexpected_errors_have_no_traceback_without_debug(monkeypatch, capsys):
