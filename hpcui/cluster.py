@@ -23,6 +23,7 @@ from hpcui import (
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.any_job import OtherJob
 from hpcui.backends.records import JobDetails, RemoteFile
+from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.errors import (
     UsageError,
@@ -330,6 +331,33 @@ class Cluster:
             result_cache=self.result_cache,
             cleaned_at=rec.meta.get("cleaned_at"),
         )
+
+    def records(self, limit: int = 1000) -> list[JobRecord]:
+        """hpcui's jobs of this cluster as the local registry keeps them, newest first."""
+        return self.registry.list(self.name, limit=limit)
+
+    def job_status(self, job_id: str) -> JobStatus | None:
+        """The status service's last word on a tracked job (None: not tracked here)."""
+        return self.status.get(job_id)
+
+    def refresh_states(self) -> None:
+        """Ask the scheduler once for every tracked job's state (the registry's may be
+        stale; nothing is asked for a job it already knows is over)."""
+        self.status.poll_once()
+
+    def track(self, job_ids: list[str], state: JobState = JobState.PENDING) -> None:
+        """Follow these jobs' states (`state`: what is known of them already)."""
+        self.status.track(job_ids, state)
+
+    @property
+    def prompt(self) -> Callable[..., list[str]] | None:
+        """Who answers this cluster's keyboard-interactive questions (2FA)."""
+        return self.transport.prompt
+
+    def watch_stall(self, listener: Callable[[float | None], None]) -> None:
+        """`listener(seconds)` when the connection goes silent, `listener(None)` when it
+        answers again (from a background thread)."""
+        self.transport.watch_stall(listener)
 
     def job(self, ref: str) -> Job | OtherJob:
         """The one place that tells hpcui's jobs from the user's others: hpcui's `Job` when

@@ -106,6 +106,30 @@ def shared_registry() -> Registry:
         return reg
 
 
+class JobRecords:
+    """What the faces read of the local registry — every cluster's jobs, connected or not
+    (the app's table before a cluster answers, `hpcui jobs --registry`): list and get,
+    nothing that writes. Everything else about a job goes through its Cluster."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    @property
+    def path(self) -> Path:
+        return self._registry.path
+
+    def get(self, cluster: str, job_id: str) -> JobRecord | None:
+        return self._registry.get(cluster, job_id)
+
+    def list(self, cluster: str | None = None, limit: int = 1000) -> list[JobRecord]:
+        return self._registry.list(cluster, limit=limit)
+
+
+def job_records() -> JobRecords:
+    """The read view of the process's registry (`shared_registry`)."""
+    return JobRecords(shared_registry())
+
+
 class Registry:
     """Thread-safe; one connection per process, WAL so several processes can share it."""
 

@@ -74,7 +74,7 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
             what = "accounting" if args.history else "queue"
             out.note(f"{cluster.name} keeps no {what}: listing hpcui's own jobs from its registry")
         since_s = timedelta(days=args.history).total_seconds() if args.history else None
-        records = cluster.registry.list(cluster.name)
+        records = cluster.records()
         rows = jobs_from_records(records, history=bool(args.history), since_s=since_s)
     elif args.history:
         rows = cluster.history(timedelta(days=args.history))
@@ -168,9 +168,9 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
 
 def _registry_jobs(args: argparse.Namespace) -> int:
     from hpcui.cli.models import RegistryJob, output_type
-    from hpcui.registry import shared_registry
+    from hpcui.registry import job_records
 
-    recs = shared_registry().list(cluster_name(args))
+    recs = job_records().list(cluster_name(args))
     if args.state:
         recs = [r for r in recs if r.state.value in args.state]
     rows = [
@@ -203,9 +203,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if isinstance(job, OtherJob):
         return _show_foreign(args, job)
     cluster = job.cluster
-    cluster.status.poll_once()  # the registry's state may be stale: one batched poll
-    rec = cluster.registry.get(cluster.name, job.job_id)
-    status = cluster.status.get(job.job_id)
+    cluster.refresh_states()  # the registry's state may be stale: one batched poll
+    rec = cluster.record(job.job_id)
+    status = cluster.job_status(job.job_id)
     accounting = None
     if cluster.capabilities.history:
         accounting = next((h for h in cluster.history(None, job_ids=[job.job_id])), None)

@@ -92,7 +92,7 @@ def _running(cluster: Cluster) -> list[str]:
     from hpcui.backends.states import JobState
 
     if not cluster.capabilities.queue:  # the local cluster: hpcui's own jobs
-        recs = cluster.registry.list(cluster.name, limit=200)
+        recs = cluster.records(limit=200)
         ids = [r.job_id for r in recs if not r.state.is_final]
         states = cluster.scheduler.status(ids) if ids else {}
         return [j for j in ids if states.get(j) and states[j].state is JobState.RUNNING][:TOP_JOBS]

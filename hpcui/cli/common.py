@@ -143,7 +143,7 @@ def get_job(args: argparse.Namespace, ref: str, *, refresh: bool = True) -> Job:
     if refresh:
         # get_job seeds the state from the registry, which may be stale; one batched poll
         # (nothing at all for a job the registry already knows is over).
-        cluster.status.poll_once()
+        cluster.refresh_states()
     return job
 
 

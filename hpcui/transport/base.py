@@ -91,6 +91,8 @@ class Transport(abc.ABC):
 
     #: Short human name ("ssh hpcuser@127.0.0.1:2222", "local").
     description: str = ""
+    #: who answers keyboard-interactive questions (2FA) for this link (None: nobody asks)
+    prompt: Callable[..., list[str]] | None = None
 
     @abc.abstractmethod
     def run(

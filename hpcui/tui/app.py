@@ -24,7 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from hpcui.config import Config, config_path, load_config
 from hpcui.errors import ConfigError, HpcuiError
-from hpcui.registry import Registry
+from hpcui.registry import JobRecords
 from hpcui.tui.chrome import LEAD_BINDINGS
 from hpcui.tui.context import AppContext
 from hpcui.tui.hub import Hub
@@ -102,7 +102,7 @@ class HpcuiApp(App[None]):
         return self.ctx.hub
 
     @property
-    def registry(self) -> Registry:
+    def registry(self) -> JobRecords:
         return self.ctx.registry
 
     @property

@@ -39,21 +39,32 @@ def ask_from_thread(app: App[Any], make_screen: Callable[[], Screen[T]], default
     return box[0]
 
 
-def prompt_bridge(app: App[Any], cluster: str) -> Callable[..., list[str]]:
-    """The core's keyboard-interactive callback: ``(title, instructions, [(q, echo)])``."""
-    from hpcui.tui.modals import PromptModal
+class AppPrompt:
+    """The core's keyboard-interactive callback ``(title, instructions, [(q, echo)])``,
+    answered in the app's dialog; `cancelled` says whether the user closed the last one
+    (the hub tells a cancelled dialog from a wrong code)."""
 
-    def prompt(title: str, instructions: str, questions: list[tuple[str, bool]]) -> list[str]:
+    def __init__(self, app: App[Any], cluster: str) -> None:
+        self.app = app
+        self.cluster = cluster
+        self.cancelled = False
+
+    def __call__(
+        self, title: str, instructions: str, questions: list[tuple[str, bool]]
+    ) -> list[str]:
+        from hpcui.tui.modals import PromptModal
+
         if not questions:  # servers may send an empty round; answer it without a dialog
             return []
         answers: list[str] | None = ask_from_thread(
-            app, lambda: PromptModal(cluster, title, instructions, list(questions)), None
+            self.app, lambda: PromptModal(self.cluster, title, instructions, list(questions)), None
         )
-        prompt.cancelled = answers is None  # type: ignore[attr-defined]
+        self.cancelled = answers is None
         return ["" for _ in questions] if answers is None else answers  # empty: refused
 
-    prompt.cancelled = False  # type: ignore[attr-defined]  # the hub reads it after a refusal
-    return prompt
+
+def prompt_bridge(app: App[Any], cluster: str) -> AppPrompt:
+    return AppPrompt(app, cluster)
 
 
 def host_key_bridge(app: App[Any], cluster: str) -> Callable[[str, str, str], bool]:

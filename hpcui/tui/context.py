@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpcui.config import Config
-from hpcui.registry import Registry, shared_registry
+from hpcui.registry import JobRecords, job_records
 from hpcui.tui.hub import Hub
 from hpcui.tui.messages import JobKey
 
@@ -24,7 +24,7 @@ class AppContext:
     current_job: JobKey | None = None
 
     @property
-    def registry(self) -> Registry:
+    def registry(self) -> JobRecords:
         """The process's one registry connection; opened on first use (in a worker), so a
         locked or broken registry is an error shown in the app, not a crash at start."""
-        return shared_registry()
+        return job_records()

@@ -112,7 +112,7 @@ class Hub:
 
     def _connect(self, name: str) -> None:
         import hpcui
-        from hpcui.tui.bridge import host_key_bridge, prompt_bridge
+        from hpcui.tui.bridge import AppPrompt, host_key_bridge, prompt_bridge
 
         prompt: Any = None
         try:
@@ -121,11 +121,11 @@ class Hub:
                 prompt=prompt_bridge(self.app, name),
                 on_unknown_host=host_key_bridge(self.app, name),
             )
-            prompt = getattr(cluster.transport, "prompt", None)  # the one that will ask
+            prompt = cluster.prompt  # the one that will ask (a cached Cluster keeps its own)
             cluster.run(["true"]).check("connecting")
             caps = cluster.capabilities  # PBS: probes its dialect once, here in the worker
         except AnswersRejected as exc:  # a mistyped code: say so, offer to ask again
-            cancelled = bool(getattr(prompt, "cancelled", False))
+            cancelled = isinstance(prompt, AppPrompt) and prompt.cancelled
             self.app.call_from_thread(self._rejected, name, str(exc), cancelled)
             return
         except HpcuiError as exc:
@@ -138,7 +138,7 @@ class Hub:
         conn = self.conns[name]
         conn.has_queue, conn.has_history = caps.queue, caps.history
         conn.cluster = cluster
-        cluster.transport.watch_stall(lambda seconds: self._from_watchdog(name, seconds))
+        cluster.watch_stall(lambda seconds: self._from_watchdog(name, seconds))
         self.app.call_from_thread(self._set, name, "connected")
         self.check_python(name)
 

@@ -284,3 +284,21 @@ def test_the_wheel_installs_no_top_level_backends(tmp_path):
     tops = {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n}
     assert tops == {"hpcui"}
     assert "hpcui/backends/slurm_script.py" in names and "hpcui/backends/job_paths.py" in names
+
+
+def test_faces_reach_status_transport_and_registry_only_through_cluster():
+    """Issue 37: a face asks its Cluster (records, job_status, refresh_states, track,
+    watch_stall, prompt) instead of reaching into its parts; the registry it may read is the
+    read-only `JobRecords` (list, get)."""
+    bad = []
+    for module in under("hpcui.cli") + under("hpcui.tui"):
+        tree = ast.parse(modules()[module].read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)):
+                continue
+            part, use = node.value.attr, node.attr
+            if part in ("status", "transport") or (
+                part == "registry" and use not in ("list", "get", "path")
+            ):
+                bad.append(f"{module}:{node.lineno} reaches .{part}.{use}")
+    assert bad == []
