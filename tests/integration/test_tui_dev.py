@@ -584,16 +584,15 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
     wait_state(dev, job_id, {JobState.COMPLETED})
 
 
-def test_a_plain_jobs_log_goes_on_after_the_link_drops(dev):
-    """A foreign job's log followed in the app survives a dropped SSH link, every line
-    once: the pushed reader restarts from its offset and the polls reconnect."""
-    from tests.conftest import session_sshd_pids
+def follow_a_plain_job_across(dev, word: str, lines: int, interrupt) -> list[str]:  # type: ignore[no-untyped-def]
+    """A running plain sbatch job printing `lines` lines, opened in the app; once two are
+    shown, `interrupt(pilot, app)` runs; then every line must arrive. The panel's lines."""
     from tests.integration.test_any_job import sbatch_script, wait_state
 
     tag = uuid.uuid4().hex[:6]
     script = (
-        f"#!/bin/bash\n#SBATCH --output=drop-{tag}-%j.out\n"
-        'for i in $(seq 1 12); do echo "drop line $i"; sleep 0.5; done\n'
+        f"#!/bin/bash\n#SBATCH --output={word}-{tag}-%j.out\n"
+        f'for i in $(seq 1 {lines}); do echo "{word} line $i"; sleep 0.5; done\n'
     )
     job_id = sbatch_script(dev, script)
     wait_state(dev, job_id, {JobState.RUNNING})
@@ -603,24 +602,52 @@ def test_a_plain_jobs_log_goes_on_after_the_link_drops(dev):
         async with app.run_test(size=SIZE) as pilot:
             await open_foreign_job(pilot, app, job_id)
             panel = app.screen.query_one(LogPanel)
-            await wait_for(pilot, lambda: "drop line 2" in panel.lines, 60, "the first lines")
-            cluster = app.ctx.hub.cluster("dev")
-            pids = await asyncio.to_thread(session_sshd_pids, cluster.transport.run)
-            subprocess.run(["kill", "-9", *map(str, pids)], check=False)
+            await wait_for(pilot, lambda: f"{word} line 2" in panel.lines, 60, "the first lines")
+            await interrupt(pilot, app)
+            panel = app.screen.query_one(LogPanel)
             await wait_for(
                 pilot,
-                lambda: "drop line 12" in panel.lines,
+                lambda: f"{word} line {lines}" in panel.lines,
                 90,
                 lambda: f"the rest, got {panel.lines[-5:]}; job {job_state(dev, job_id)}",
             )
             return list(panel.lines)
 
     try:
-        lines = run_closing(go)
+        return run_closing(go)
     finally:
         dev.cancel([job_id])
-    assert [line for line in lines if line.startswith("drop line")] == [
+
+
+def test_a_plain_jobs_log_goes_on_after_the_link_drops(dev):
+    """A foreign job's log followed in the app survives a dropped SSH link, every line
+    once: the pushed reader restarts from its offset and the polls reconnect."""
+    from tests.conftest import session_sshd_pids
+
+    async def drop(pilot, app):  # type: ignore[no-untyped-def]
+        cluster = app.ctx.hub.cluster("dev")
+        pids = await asyncio.to_thread(session_sshd_pids, cluster.run)
+        subprocess.run(["kill", "-9", *map(str, pids)], check=False)
+
+    lines = follow_a_plain_job_across(dev, "drop", 12, drop)
+    assert [ln for ln in lines if ln.startswith("drop line")] == [
         f"drop line {i}" for i in range(1, 13)
+    ]
+
+
+def test_a_plain_jobs_log_is_followed_again_when_its_screen_comes_back(dev):
+    """Leaving the Job screen stops its log follower; coming back to the same plain sbatch
+    job follows it again (it stayed at what it had shown: only hpcui's jobs were
+    followed again)."""
+
+    async def away_and_back(pilot, app):  # type: ignore[no-untyped-def]
+        await pilot.press("1")  # the Jobs screen: the follower stops
+        await pilot.pause(1.0)
+        await pilot.press("2")  # back to the same job
+
+    lines = follow_a_plain_job_across(dev, "back", 16, away_and_back)
+    assert [ln for ln in lines if ln.startswith("back line")] == [
+        f"back line {i}" for i in range(1, 17)
     ]
 
 

@@ -137,7 +137,7 @@ class JobScreen(JobControlScreen):
             return
         if wanted != self.key:
             self.show_job(*wanted)
-        elif self.job is not None:
+        elif self.job is not None or self.other is not None:  # its follower was stopped
             self._follow()
         if self.key is not None and wanted == self.key:
             self._watch_usage(*self.key)
