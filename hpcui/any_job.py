@@ -185,9 +185,9 @@ class OtherJob:
         if follow:  # `until` (the app: its screen was left) ends it early, never later
             ended = self._ended()
             done = ended if until is None else (lambda: until() or ended())
-            if self.log_follow == "push":
-                return log_push.follow_pushed({0: follower}, done, stream=stream, timeout=timeout)
-        return _logs.follow_many({0: follower}, done, stream=stream, timeout=timeout)
+        return log_push.read_or_follow(
+            {0: follower}, done, mode=self.log_follow, stream=stream, timeout=timeout
+        )
 
     def _after_start(
         self,

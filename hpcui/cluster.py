@@ -219,7 +219,7 @@ class Cluster:
             transport=self.transport,
             scheduler=self.scheduler,
             registry=self.registry,
-            track=lambda ids: self.status.track(ids),
+            track=self.track,
             on_submitted=self._submitted,
             missing_setup_modules=self.missing_setup_modules,
         )
@@ -381,7 +381,7 @@ class Cluster:
         return self.registry.path.parent / "logs" / self.name
 
     def _changed(self, job_ids: list[str]) -> None:
-        self.status.track(job_ids)  # its state changes: fast polling again
+        self.track(job_ids)  # its state changes: fast polling again
         self._queue_changed()
 
     def _resolve_vanished(self, job_ids: list[str]) -> dict[str, JobStatus]:

@@ -176,11 +176,9 @@ class Job:
             tail_bytes=tail_bytes,
             spool_dir=host.log_spool if spool else None,
         )
-        done = until or self.done
-        if follow and host.config.log_follow == "push":
-            return log_push.follow_pushed(followers, done, stream=stream, timeout=timeout)
-        return _logs.follow_many(
-            followers, done if follow else None, stream=stream, timeout=timeout
+        done = (until or self.done) if follow else None
+        return log_push.read_or_follow(
+            followers, done, mode=host.config.log_follow, stream=stream, timeout=timeout
         )
 
     # -- what it uses --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from hpcui.errors import HpcuiError
-from hpcui.logs import LogChunk, LogFollower, LogTimeout, Stream, drain_chunks
+from hpcui.logs import LogChunk, LogFollower, LogTimeout, Stream, drain_chunks, follow_many
 from hpcui.transport import deadline as _deadline
 from hpcui.transport.base import RemoteStream
 from hpcui.transport.quoting import quote_bytes
@@ -78,6 +78,21 @@ def _open(f: LogFollower) -> RemoteStream | None:
         return f.transport.open_stream(push_command(f.path, f.offset))
     except HpcuiError:
         return None  # polled this round; the next round tries again
+
+
+def read_or_follow(
+    followers: dict[int, LogFollower],
+    done: Callable[[], bool] | None,
+    *,
+    mode: str = "push",
+    stream: Stream = "stdout",
+    timeout: float | None = None,
+) -> Iterator[LogChunk]:
+    """What is there now (`done` None), or following until `done()`: pushed where the
+    profile's `log_follow` says "push", else polled. The one choice for every log."""
+    if done is not None and mode == "push":
+        return follow_pushed(followers, done, stream=stream, timeout=timeout)
+    return follow_many(followers, done, stream=stream, timeout=timeout)
 
 
 def follow_pushed(

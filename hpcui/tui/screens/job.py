@@ -35,6 +35,7 @@ from hpcui.tui.rows import hms, state_text
 from hpcui.tui.widgets import DEFAULT_METRIC, LogPanel, MetricPlot
 
 if TYPE_CHECKING:
+    from hpcui.backends.records import JobDetails
     from hpcui.cluster import Cluster
     from hpcui.job import Job
     from hpcui.registry import JobRecord
@@ -83,6 +84,8 @@ class JobScreen(JobControlScreen):
         self.record: JobRecord | None = None
         self.entry: QueueJob | None = None
         self.accounting: Any = None  # sacct's row once the job has ended (exit code, ...)
+        #: the handle of a job hpcui did not submit (None: hpcui's own job, or none)
+        self.other: OtherJob | None = None
         self.stream = "stdout"
         self.rank = 0
         self.num_tasks = 1
@@ -125,6 +128,11 @@ class JobScreen(JobControlScreen):
         self.query_one("#log-search", Input).display = False
 
     @property
+    def foreign(self) -> JobDetails | None:
+        """What the scheduler says of a job hpcui did not submit (its handle's details)."""
+        return self.other.details if self.other is not None else None
+
+    @property
     def panel(self) -> LogPanel:
         return self.query_one("#log", LogPanel)
 
@@ -158,7 +166,7 @@ class JobScreen(JobControlScreen):
         self.workers.cancel_group(self, "job-usage")
         self.workers.cancel_group(self, "job-details")
         self.key = (cluster, job_id)
-        self.job = self.record = self.entry = self.accounting = self.foreign = self.other = None
+        self.job = self.record = self.entry = self.accounting = self.other = None
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
@@ -216,9 +224,7 @@ class JobScreen(JobControlScreen):
     ) -> None:
         if key != self.key:
             return  # the user opened another job meanwhile
-        foreign = other.details if other is not None else None
-        self.job, self.record, self.entry, self.foreign = job, record, entry, foreign
-        self.other = other
+        self.job, self.record, self.entry, self.other = job, record, entry, other
         self.num_tasks = record.num_tasks if record else 1
         self._details(problem)
         script = (record.meta.get("script") if record else None) or foreign_script
@@ -230,7 +236,7 @@ class JobScreen(JobControlScreen):
         )
         self._watch_usage(*key)
         self._watch_details(*key)
-        if job is None and foreign is None:
+        if job is None and other is None:
             self.panel.reset("no logs")
             self.panel.add_lines(
                 [problem or "Not an hpcui job: hpcui knows its state but not where its logs are."]
@@ -266,7 +272,7 @@ class JobScreen(JobControlScreen):
                 f"token       {rec.token}",
                 f"submitted   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(rec.submitted_at))}",
             ]
-        foreign = getattr(self, "foreign", None)
+        foreign = self.foreign
         if rec is None and foreign is not None:
             lines += [
                 "not submitted by hpcui: logs from the paths its script names",
@@ -396,37 +402,9 @@ class JobScreen(JobControlScreen):
             if self.foreign is not None and self.foreign.state is JobState.PENDING:
                 self.panel.add_lines([PENDING_NOTE])  # its file may hold an older job's log
             if self.other is not None:
-                self._read_foreign_log(self.other, (self.stream, 0, self._generation))
+                self._read_log(cluster, self.other, (self.stream, 0, self._generation), None)
             return
-        self._read_log(cluster, job, (self.stream, self.rank, self._generation))
-
-    @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
-    def _read_foreign_log(self, other: OtherJob, key: tuple[str, int, int]) -> None:
-        worker = get_current_worker()
-        while not worker.is_cancelled:
-            try:
-                for chunk in other.logs(  # left the screen: stop polling at once
-                    key[0],
-                    follow=True,
-                    tail_bytes=TAIL_BYTES,
-                    until=lambda: worker.is_cancelled,
-                ):
-                    self.app.call_from_thread(self._got_text, key, chunk.text)
-                    if worker.is_cancelled:
-                        return
-                return
-            except UsageError as exc:  # the scheduler forgot the job, or no such file
-                self.app.call_from_thread(self.panel.add_lines, [f"[{exc}]"])
-                return
-            except HpcuiError as exc:  # a dropped link: say so, follow again from the spool
-                self.app.call_from_thread(self.ctx.hub.report, other.cluster_name, exc)
-                time.sleep(SLOW_S)
-                self.app.call_from_thread(self._reset_panel)
-            except Exception as exc:  # a defect: said in the panel, not lost in the worker
-                self.app.call_from_thread(
-                    self.panel.add_lines, [f"[following the log failed: {exc!r}]"]
-                )
-                raise
+        self._read_log(cluster, job, (self.stream, self.rank, self._generation), job)
 
     def _reset_panel(self) -> None:
         job_id = self.key[1] if self.key else ""
@@ -434,34 +412,53 @@ class JobScreen(JobControlScreen):
         self.query_one("#metric", MetricPlot).reset()
 
     @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
-    def _read_log(self, cluster: Cluster, job: Job, key: tuple[str, int, int]) -> None:
+    def _read_log(
+        self,
+        cluster: Cluster,
+        handle: Job | OtherJob,
+        key: tuple[str, int, int],
+        watched: Job | None,
+    ) -> None:
+        """Follow a job's log into the panel until it ends or the screen is left. A dropped
+        link is said and followed again from the spool; an id the scheduler forgot, or a
+        file it names that is gone, is said and ends it; a defect is said in the panel, not
+        lost in the worker. `watched`: hpcui's job, whose state changes the screen shows on
+        the way (for any other job, the scheduler's word ends following: OtherJob)."""
         worker = get_current_worker()
         last_state: list[Any] = [None]
 
         def until() -> bool:  # follow_many asks it before its last reads: nothing is lost
-            if worker.is_cancelled:
-                return True
-            state = job.state
+            if worker.is_cancelled or watched is None:
+                return worker.is_cancelled  # left the screen: stop polling at once
+            state = watched.state
             if state != last_state[0]:
                 last_state[0] = state
-                self.app.call_from_thread(self._state_changed, job, state)
+                self.app.call_from_thread(self._state_changed, watched, state)
             return state.is_final
 
         stream, rank, _generation = key
         while not worker.is_cancelled:
             try:
-                for chunk in cluster.logs(
-                    job, stream, rank, follow=True, tail_bytes=TAIL_BYTES, until=until
+                for chunk in cluster.logs(  # the face asks its Cluster, which asks the handle
+                    handle, stream, rank, follow=True, tail_bytes=TAIL_BYTES, until=until
                 ):
                     self.app.call_from_thread(self._got_text, key, chunk.text)
                     if worker.is_cancelled:
                         return
                 return
+            except UsageError as exc:
+                self.app.call_from_thread(self.panel.add_lines, [f"[{exc}]"])
+                return
             except HpcuiError as exc:
-                self.app.call_from_thread(self.ctx.hub.report, job.cluster.name, exc)
+                self.app.call_from_thread(self.ctx.hub.report, cluster.name, exc)
                 time.sleep(SLOW_S)
                 # the next round replays the spool from local disk: start the panel over
                 self.app.call_from_thread(self._reset_panel)
+            except Exception as exc:
+                self.app.call_from_thread(
+                    self.panel.add_lines, [f"[following the log failed: {exc!r}]"]
+                )
+                raise
 
     def _got_text(self, key: tuple[str, int, int], text: str) -> None:
         if key != (self.stream, self.rank, self._generation):
