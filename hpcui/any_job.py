@@ -21,11 +21,11 @@ from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.records import JobDetails
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
-from hpcui.profiles.units import parse_time
 from hpcui.schedulers.base import Scheduler
 from hpcui.submission import base_word
 from hpcui.transport.base import TerminalChannel, Transport
 from hpcui.transport.quoting import quote_argv, quote_bytes
+from hpcui.units import parse_time
 
 #: how often following asks the scheduler whether the job ended (one squeue/sacct)
 STATE_POLL_S = 5.0

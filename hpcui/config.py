@@ -19,6 +19,7 @@ from pydantic import (
 from hpcui.backends.model import Model
 from hpcui.config_file import config_path
 from hpcui.errors import ConfigError
+from hpcui.units import parse_time, persist_seconds
 
 LOCAL = "local"
 #: what a [clusters.NAME] may be called
@@ -59,8 +60,6 @@ class ClusterConfig(Model):
     @classmethod
     def _keep_is_a_duration(cls, value: str | None) -> str | None:
         if value is not None:
-            from hpcui.profiles.units import parse_time
-
             parse_time(value)  # ValueError with the accepted forms
         return value
 
@@ -91,16 +90,12 @@ class AgentConfig(Model):
     @field_validator("persist")
     @classmethod
     def _persist_is_a_duration(cls, value: str | int | float) -> str | int | float:
-        from hpcui.transport.agent.paths import persist_seconds
-
         persist_seconds(value)  # ValueError with the accepted forms
         return value
 
     @property
     def persist_s(self) -> float:
-        from hpcui.transport.agent.paths import persist_seconds
-
-        return persist_seconds(self.persist)
+        return persist_seconds(self.persist, warn=False)  # said once, when the file was read
 
 
 class Config(Model):

@@ -26,11 +26,11 @@ from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
 from hpcui.job import kept_result_path
-from hpcui.profiles.units import parse_time
 from hpcui.registry import JobRecord, Registry
 from hpcui.schedulers.base import Scheduler
 from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
+from hpcui.units import parse_time
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from hpcui.backends.model import Model
 from hpcui.errors import UsageError
 from hpcui.formatting import short_duration
 from hpcui.profiles import Billing, Partition, Profile
-from hpcui.profiles.units import parse_mem_mb, parse_signal_delay, parse_time
+from hpcui.units import parse_mem_mb, parse_signal_delay, parse_time
 
 __all__ = [
     "Advice",

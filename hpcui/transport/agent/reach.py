@@ -11,6 +11,7 @@ import socket
 import sys
 
 from hpcui.transport.agent import paths
+from hpcui.units import persist_seconds
 
 DEFAULT_PERSIST_S = 600.0
 START_TIMEOUT_S = 20.0
@@ -58,7 +59,7 @@ def persist_s() -> float:
         return DEFAULT_PERSIST_S  # the direct path reports a bad config, not us
     value = table.get("persist", DEFAULT_PERSIST_S) if isinstance(table, dict) else None
     try:
-        return paths.persist_seconds(value)
+        return persist_seconds(value, warn=False)  # the config's validation says it
     except ValueError:
         return DEFAULT_PERSIST_S  # the direct path (config validation) says what is wrong
 
