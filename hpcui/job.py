@@ -130,7 +130,11 @@ class Job:
             if stalled := self.cluster.transport.stalled_s():
                 # the state is the last one heard, not the job's now
                 answered = self.cluster.status.answered_at
-                ago = "" if answered is None else f", {time.monotonic() - answered:.0f} s ago"
+                ago = (
+                    ""
+                    if answered is None
+                    else f", {self.cluster.status.clock.monotonic() - answered:.0f} s ago"
+                )
                 raise JobTimeoutError(
                     f"Job {self.job_id} on {self.cluster.name}: its state could not be checked "
                     f"within {timeout} s - the connection has not answered for {stalled:.0f} s "

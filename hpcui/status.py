@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from hpcui.backends.states import JobState
+from hpcui.clock import REAL, Clock
 from hpcui.errors import HpcuiError
 from hpcui.schedulers.base import JobStatus, Scheduler
 
@@ -47,8 +47,10 @@ class StatusService:
         resolve_vanished: Callable[[list[str]], dict[str, JobStatus]] | None = None,
         fast_s: float = FAST_S,
         slow_s: float = SLOW_S,
+        clock: Clock = REAL,
     ) -> None:
         self.scheduler = scheduler
+        self.clock = clock
         self.on_update = on_update
         self.resolve_vanished = resolve_vanished
         self.fast_s, self.slow_s = fast_s, slow_s
@@ -74,7 +76,7 @@ class StatusService:
     # -- public ----------------------------------------------------------------------------
 
     def track(self, job_ids: Iterable[str], state: JobState = JobState.PENDING) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._cond:
             for jid in job_ids:
                 self._states.setdefault(jid, JobStatus(state))
@@ -86,7 +88,7 @@ class StatusService:
     def nudge(self) -> None:
         """A job's end was pushed: ask the scheduler now, and fast until it says so."""
         self.interval = self.fast_s
-        self._hot_until = time.monotonic() + HOT_S
+        self._hot_until = self.clock.monotonic() + HOT_S
         self._nudged = True
         self._kick.set()
 
@@ -97,7 +99,7 @@ class StatusService:
     def settled(self, job_id: str) -> bool:
         """Ended for good: a final state that the scheduler can no longer undo."""
         with self._cond:
-            return self._settled(job_id, time.monotonic())
+            return self._settled(job_id, self.clock.monotonic())
 
     def _settled(self, job_id: str, now: float) -> bool:
         status = self._states.get(job_id)
@@ -119,14 +121,14 @@ class StatusService:
     def wait(self, job_ids: list[str], timeout: float | None = None) -> dict[str, JobStatus]:
         """Block until every job is in a final state (or timeout); returns their states."""
         self.track(job_ids)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
         with self._cond:
             while True:
                 states = {j: self._states[j] for j in job_ids}
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 if all(self._settled(j, now) for j in job_ids):
                     return states
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None else deadline - self.clock.monotonic()
                 if left is not None and left <= 0:
                     return states
                 self._cond.wait(timeout=1.0 if left is None else min(left, 1.0))
@@ -142,15 +144,15 @@ class StatusService:
 
     def _poll(self) -> dict[str, JobStatus]:
         with self._cond:
-            pending = self._unsettled(time.monotonic())
+            pending = self._unsettled(self.clock.monotonic())
         if not pending:
             return {}
-        started = time.monotonic()
+        started = self.clock.monotonic()
         found = dict(self.scheduler.status(pending))
-        self.answered_at = time.monotonic()
+        self.answered_at = self.clock.monotonic()
         self.polls += 1
-        took = time.monotonic() - started
-        now = time.monotonic()
+        took = self.clock.monotonic() - started
+        now = self.clock.monotonic()
         gone = []
         with self._cond:
             for jid in pending:
@@ -215,10 +217,10 @@ class StatusService:
 
     def _loop(self) -> None:
         while not self._stop:
-            if self._kick.wait(timeout=self.interval) and not self._nudged:
+            if self.clock.wait(self._kick, self.interval) and not self._nudged:
                 # Just submitted: nothing happens within a few hundred ms, and polling at
                 # once would compete with the submit round trip itself.
-                time.sleep(self.fast_s)
+                self.clock.sleep(self.fast_s)
             self._kick.clear()
             self._nudged = False
             if self._stop:
@@ -236,7 +238,7 @@ class StatusService:
                 log.exception("status poll crashed")
                 self.interval = min(self.slow_s, max(self.interval * 2, 2.0))
             with self._cond:
-                unsettled = self._unsettled(time.monotonic())
+                unsettled = self._unsettled(self.clock.monotonic())
                 if not unsettled:
                     self._cond.notify_all()
             if self.end_push is not None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import datetime
 
 from pydantic import ConfigDict
 
 from hpcui.backends.model import Model
+from hpcui.clock import REAL, Clock
 from hpcui.sitestate.jobs import QueueJob
 
 __all__ = ["QueueSnapshot", "QueueWatcher", "Subscription", "is_rate_limited"]
@@ -103,8 +103,10 @@ class QueueWatcher:
         slow_s: float = SLOW_S,
         max_s: float = MAX_S,
         name: str = "",
+        clock: Clock = REAL,
     ) -> None:
         self.fetch = fetch
+        self.clock = clock
         self.fast_s, self.slow_s, self.max_s = fast_s, slow_s, max_s
         self.name = name
         self.interval = fast_s  # what the loop waits next: max(_base, 10x the last call)
@@ -185,16 +187,16 @@ class QueueWatcher:
         snap = self.latest
         if snap is None or snap.error is not None or max_age_s <= 0:
             return None
-        age = (datetime.now(timezone.utc) - snap.taken_at).total_seconds()
+        age = (self.clock.now() - snap.taken_at).total_seconds()
         return snap if age <= max_age_s else None
 
     def _refresh_locked(self) -> QueueSnapshot:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         self.fetches += 1
         try:
             jobs = self.fetch()
         except Exception as exc:  # reported in the snapshot; the loop keeps going
-            took = time.monotonic() - started
+            took = self.clock.monotonic() - started
             self.errors += 1
             self.last_exception = exc
             limited = is_rate_limited(str(exc))
@@ -206,7 +208,7 @@ class QueueWatcher:
             prev = self.latest
             snap = QueueSnapshot(
                 jobs=prev.jobs if prev else [],
-                taken_at=datetime.now(timezone.utc),
+                taken_at=self.clock.now(),
                 took_s=took,
                 changed=False,
                 error=str(exc),
@@ -214,7 +216,7 @@ class QueueWatcher:
                 next_refresh_s=self.interval,
             )
         else:
-            took = time.monotonic() - started
+            took = self.clock.monotonic() - started
             sig = _signature(jobs)
             changed = sig != self._signature
             self._signature = sig
@@ -227,7 +229,7 @@ class QueueWatcher:
             self.interval = min(self.max_s, max(self._base, SLOW_FACTOR * took))
             snap = QueueSnapshot(
                 jobs=jobs,
-                taken_at=datetime.now(timezone.utc),
+                taken_at=self.clock.now(),
                 took_s=took,
                 changed=changed,
                 next_refresh_s=self.interval,
@@ -257,4 +259,4 @@ class QueueWatcher:
                     return
             self.refresh(max_age_s=self.interval / 2)  # a manual refresh just now counts
             self._wake.clear()
-            self._wake.wait(self.interval)
+            self.clock.wait(self._wake, self.interval)

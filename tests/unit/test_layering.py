@@ -160,7 +160,7 @@ def test_backends_import_nothing_of_hpcui_and_only_pydantic_beyond_the_stdlib():
 
 
 #: standard-library-only modules every floor may use
-LEAVES = ("hpcui.errors", "hpcui.version", "hpcui.config_file", "hpcui.units")
+LEAVES = ("hpcui.errors", "hpcui.version", "hpcui.config_file", "hpcui.units", "hpcui.clock")
 #: the floors, bottom up (docs/architecture.md, "Layers"); the agent's client side is a
 #: transport (hpcui.transport.agent), its server side hosts the CLI and sits above the faces
 FLOORS = ("dialects", "leaves", "transport", "core", "faces", "agent")

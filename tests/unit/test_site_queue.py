@@ -25,6 +25,7 @@ from hpcui.sitestate import (
 from hpcui.transport.base import CommandResult
 from tests.canned import CannedTransport, ok
 from tests.conftest import fixture_text
+from tests.support.clock import LOOP_TIMEOUT_S, FakeClock
 
 SQUEUE = fixture_text("slurm-constructed/squeue_O.txt")
 SACCT = fixture_text("slurm-constructed/sacct_P.txt")
@@ -134,46 +135,50 @@ def test_slurm_queue_failure_says_what_to_do() -> None:
 
 
 class CountingFetch:
-    """A fake scheduler call: counts calls; returns a list that may change or fail."""
+    """A fake scheduler call: counts calls; returns a list that may change or fail. Its
+    `delay` passes on the fake clock when it has one, else in real time."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: FakeClock | None = None) -> None:
         self.calls = 0
         self.jobs = [QueueJob.from_entry(e) for e in parse_squeue(SQUEUE)]
         self.fail: Exception | None = None
         self.delay = 0.0
+        self.clock = clock
         self.lock = threading.Lock()
 
     def __call__(self) -> list[QueueJob]:
         with self.lock:
             self.calls += 1
-        if self.delay:
-            time.sleep(self.delay)
+        if self.delay and self.clock is not None:
+            self.clock.advance(self.delay)
+        elif self.delay:
+            time.sleep(self.delay)  # real: other threads must arrive while it runs
         if self.fail is not None:
             raise self.fail
         return list(self.jobs)
 
 
 def test_one_fetch_per_refresh_whatever_the_number_of_subscribers() -> None:
+    clock = FakeClock()
     fetch = CountingFetch()
-    w = QueueWatcher(fetch, fast_s=0.05, slow_s=0.05)
+    w = QueueWatcher(fetch, fast_s=2, slow_s=2, clock=clock)
     seen: list[list[QueueSnapshot]] = [[] for _ in range(8)]
     subs = [w.subscribe(seen[i].append) for i in range(8)]
-    deadline = time.monotonic() + 5
-    while fetch.calls < 5 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    clock.until_waits(1)  # the first refresh is done
+    for _ in range(5):
+        clock.run_for(2)
+    assert fetch.calls == 6 and w.fetches == 6
+    # every subscriber saw every refresh, and they saw the same snapshot objects
+    assert [len(s) for s in seen] == [6] * 8
+    assert seen[0][0] is seen[7][0]
+    thread = w._thread
     for s in subs:
         s.cancel()
-    time.sleep(0.15)  # the thread notices nobody is left
-    calls = fetch.calls
-    assert calls >= 5
-    assert w.fetches == calls
-    # every subscriber saw every refresh, and they saw the same snapshot objects
-    counts = {len(s) for s in seen}
-    assert max(counts) - min(counts) <= 1, counts
-    assert seen[0][0] is seen[7][0]
-    time.sleep(0.2)
-    assert fetch.calls == calls  # no subscribers, no polling
-    assert w.subscribers == 0
+    assert thread is not None
+    thread.join(LOOP_TIMEOUT_S)  # the thread ends when nobody is left
+    assert not thread.is_alive() and w.subscribers == 0
+    clock.advance(60)
+    assert fetch.calls == 6  # no subscribers, no polling
 
 
 def test_concurrent_refreshes_share_one_call() -> None:
@@ -210,12 +215,13 @@ def test_interval_fast_on_change_slow_when_idle() -> None:
 
 
 def test_slow_controller_gets_breathing_room() -> None:
-    fetch = CountingFetch()
+    clock = FakeClock()
+    fetch = CountingFetch(clock)
     fetch.delay = 0.3
-    w = QueueWatcher(fetch, fast_s=0.5, slow_s=60)
+    w = QueueWatcher(fetch, fast_s=0.5, slow_s=60, clock=clock)
     snap = w.refresh()
-    assert snap.took_s >= 0.3
-    assert snap.next_refresh_s >= 3.0  # 10x the call
+    assert snap.took_s == pytest.approx(0.3)
+    assert snap.next_refresh_s == pytest.approx(3.0)  # 10x the call
 
 
 def test_errors_back_off_and_keep_the_last_good_list() -> None:
@@ -246,28 +252,30 @@ def test_rate_limit_words() -> None:
 
 
 def test_a_broken_subscriber_does_not_starve_the_others() -> None:
+    clock = FakeClock()
     fetch = CountingFetch()
-    w = QueueWatcher(fetch, fast_s=0.05, slow_s=0.05)
+    w = QueueWatcher(fetch, fast_s=2, slow_s=2, clock=clock)
     got: list[QueueSnapshot] = []
 
     def broken(_: QueueSnapshot) -> None:
         raise RuntimeError("screen crashed")
 
     with w.subscribe(broken), w.subscribe(got.append):
-        deadline = time.monotonic() + 5
-        while len(got) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    assert len(got) >= 3
+        clock.until_waits(1)
+        clock.run_for(2)
+        clock.run_for(2)
+    assert len(got) == 3
 
 
 def test_late_subscriber_gets_the_latest_snapshot_without_a_call() -> None:
+    clock = FakeClock()
     fetch = CountingFetch()
-    w = QueueWatcher(fetch, fast_s=30, slow_s=30)
+    w = QueueWatcher(fetch, fast_s=30, slow_s=30, clock=clock)
     snap = w.refresh()
     got: list[QueueSnapshot] = []
     with w.subscribe(got.append):
-        time.sleep(0.1)
-    assert got and got[0] is snap
+        clock.until_waits(1)  # the loop found the snapshot fresh and waits
+    assert got == [snap]
     assert fetch.calls == 1
 
 
@@ -356,22 +364,27 @@ def test_cluster_queue_error_is_the_schedulers(tmp_path) -> None:
 
 
 def test_close_stops_polling() -> None:
+    clock = FakeClock()
     fetch = CountingFetch()
-    w = QueueWatcher(fetch, fast_s=0.02, slow_s=0.02)
+    w = QueueWatcher(fetch, fast_s=2, slow_s=2, clock=clock)
     w.subscribe(lambda _: None)
     w.subscribe(lambda _: None)
-    time.sleep(0.1)
+    clock.until_waits(1)
+    clock.run_for(2)
+    thread = w._thread
     w.close()
-    time.sleep(0.1)
-    calls = fetch.calls
-    time.sleep(0.2)
-    assert fetch.calls == calls and w.subscribers == 0
+    assert thread is not None
+    thread.join(LOOP_TIMEOUT_S)
+    assert not thread.is_alive() and w.subscribers == 0
+    clock.advance(60)
+    assert fetch.calls == 2
 
 
 def test_one_slow_call_does_not_inflate_later_intervals() -> None:
-    fetch = CountingFetch()
+    clock = FakeClock()
+    fetch = CountingFetch(clock)
     fetch.delay = 0.3  # e.g. the first call opens the SSH connection
-    w = QueueWatcher(fetch, fast_s=1.0, slow_s=60)
-    assert w.refresh().next_refresh_s >= 3.0
+    w = QueueWatcher(fetch, fast_s=1.0, slow_s=60, clock=clock)
+    assert w.refresh().next_refresh_s == pytest.approx(3.0)
     fetch.delay = 0.0
     assert w.refresh().next_refresh_s == 1.5  # back to the change/idle schedule

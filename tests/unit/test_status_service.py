@@ -4,7 +4,6 @@ from the dev cluster (tests/fixtures/slurm-22.05.8-dev), replayed by a canned tr
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from hpcui.schedulers.slurm import SlurmScheduler
 from hpcui.status import StatusService
 from tests.canned import CannedTransport, ok
 from tests.conftest import fixture_text
+from tests.support.clock import FakeClock
 
 SACCT = fixture_text("slurm-22.05.8-dev/sacct_hpcui_format.txt")
 ALL_FINAL = "\n".join(line for line in SACCT.splitlines() if line.startswith(("3068", "3069")))
@@ -96,14 +96,14 @@ def test_a_failed_poll_is_kept_and_slows_the_loop():
     """sacct fails (no slurmdbd) and so does the squeue fallback: the loop keeps the error,
     polls less often and goes on (it never dies, never raises into the caller)."""
     transport = CannedTransport({"sacct": ok("", "sacct: error", rc=1)})
-    svc = StatusService(SlurmScheduler(transport), fast_s=0.01, slow_s=5.0)
+    clock = FakeClock()
+    svc = StatusService(SlurmScheduler(transport), fast_s=0.25, slow_s=5.0, clock=clock)
     with pytest.raises(HpcuiError):
         svc._states["1"] = JobStatus(JobState.PENDING)
         svc.poll_once()
     svc.track(["1"])
-    deadline = time.monotonic() + 10
-    while svc.last_error is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    clock.until_waits(2)  # kicked by track(), then the short pause before the first poll
+    clock.run_for(0.25)
     svc.close()
     assert isinstance(svc.last_error, HpcuiError) and "squeue" in str(svc.last_error)
     assert svc.interval >= 2.0
@@ -117,11 +117,13 @@ def _as_state(state: str) -> str:
     return "|".join(fields)
 
 
-def test_a_node_failure_is_the_end_only_once_slurm_did_not_requeue(monkeypatch):
+def test_a_node_failure_is_the_end_only_once_slurm_did_not_requeue():
     """NODE_FAIL (and PREEMPTED) may be undone by Slurm's requeue: the job is shown in that
     state at once, but waiters wait until it held for SETTLE_S, polling meanwhile."""
-    monkeypatch.setattr(status_mod, "SETTLE_S", 0.3)
-    svc, transport = service(_as_state("NODE_FAIL"), _as_state("PENDING"), _as_state("NODE_FAIL"))
+    clock = FakeClock()
+    svc, transport = service(
+        _as_state("NODE_FAIL"), _as_state("PENDING"), _as_state("NODE_FAIL"), clock=clock
+    )
     svc._states["3070"] = JobStatus(JobState.RUNNING)
     svc.poll_once()
     assert svc.get("3070").state is JobState.NODE_FAIL and not svc.settled("3070")
@@ -129,7 +131,9 @@ def test_a_node_failure_is_the_end_only_once_slurm_did_not_requeue(monkeypatch):
     assert svc.get("3070").state is JobState.PENDING and not svc.settled("3070")
     svc.poll_once()
     assert not svc.settled("3070")
-    time.sleep(0.35)
+    clock.advance(status_mod.SETTLE_S - 0.5)
+    assert not svc.settled("3070")
+    clock.advance(0.5)
     assert svc.settled("3070") and len(transport.commands) == 3
     assert svc.wait(["3070"], timeout=1)["3070"].state is JobState.NODE_FAIL
 
@@ -137,16 +141,17 @@ def test_a_node_failure_is_the_end_only_once_slurm_did_not_requeue(monkeypatch):
 def test_a_settled_node_failure_no_longer_holds_the_poll_interval_down(monkeypatch):
     """While an end may still be undone, polls come every SETTLE_S/4; once it settled, the
     interval backs off again for the jobs still tracked."""
-    monkeypatch.setattr(status_mod, "SETTLE_S", 0.4)
+    monkeypatch.setattr(status_mod, "SETTLE_S", 0.4)  # its cap (0.1 s) below fast_s
+    clock = FakeClock()
     failed = _as_state("NODE_FAIL")
     other = next(x for x in SACCT.splitlines() if x.startswith("3072|"))  # stays PENDING
     answer = f"{failed}\n{other}"
-    svc, _ = service(*[answer] * 8, fast_s=0.25, slow_s=10.0)
+    svc, _ = service(*[answer] * 8, fast_s=0.25, slow_s=10.0, clock=clock)
     svc._states.update({"3070": JobStatus(JobState.RUNNING), "3072": JobStatus(JobState.PENDING)})
     svc.poll_once()
     svc.poll_once()
     assert svc.interval <= 0.1  # capped while 3070 may still be requeued
-    time.sleep(0.45)
+    clock.advance(0.5)
     assert svc.settled("3070")
     for _ in range(3):
         svc.poll_once()
