@@ -124,7 +124,8 @@ SETUP_MARK = "#hpcui-setup# "
 
 def split_setup_output(text: str) -> tuple[str, str]:
     """(what the setup lines said, the list itself) from `list_command`'s output."""
-    said, rest = [], []
+    said: list[str] = []
+    rest: list[str] = []
     for line in text.splitlines():
         (said if line.startswith(SETUP_MARK) else rest).append(line.removeprefix(SETUP_MARK))
     return "\n".join(said), "\n".join(rest)

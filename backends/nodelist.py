@@ -15,7 +15,9 @@ _TASKS = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside brackets: `a[1,3],b` -> [`a[1,3]`, `b`]."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1

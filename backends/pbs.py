@@ -109,7 +109,8 @@ def _salvage_json(body: str) -> dict[str, Any]:
             continue
         key, raw = m[1], m[2]
         if raw == "{":
-            stack[-1][key] = child = {}
+            child: dict[str, Any] = {}
+            stack[-1][key] = child
             stack.append(child)
             continue
         try:

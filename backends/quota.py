@@ -62,7 +62,7 @@ class QuotaEntry(Model):
         """Every tool here prints 0 for "no limit"; a limit of 0 bytes would read as full."""
         return value or None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def near_limit(self) -> bool:
         """At >= 90 % of any soft or hard limit (bytes or files), or in a grace period."""
@@ -357,8 +357,9 @@ def parse_df(text: str) -> list[QuotaEntry]:
     """
     lines = [ln for ln in _lines(text) if ln.strip()]
     start = next((i for i, ln in enumerate(lines) if _DF_HEADER.match(ln)), None)
-    if start is not None:
-        unit = _DF_UNIT.get(_DF_HEADER.match(lines[start])["unit"].lower())
+    header = _DF_HEADER.match(lines[start]) if start is not None else None
+    if start is not None and header is not None:
+        unit = _DF_UNIT.get(header["unit"].lower())
         if unit is None:
             raise QuotaParseError(f"df: unknown block size in header {lines[start]!r}")
         entries = []

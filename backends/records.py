@@ -96,7 +96,7 @@ class AccountingEntry(QueueEntry):
     cpu_time_s: float | None = None
     max_rss_bytes: int | None = None  # the largest task's peak
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def cpu_efficiency(self) -> float | None:
         """CPU time used / CPU time allocated (elapsed x CPUs), like seff."""
@@ -104,7 +104,7 @@ class AccountingEntry(QueueEntry):
             return None
         return self.cpu_time_s / (self.elapsed_s * self.cpus)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def mem_efficiency(self) -> float | None:
         """Largest task's peak RSS / memory allocated per node: exact for one task per
@@ -189,7 +189,7 @@ class NodeInfo(Model):
     mem_mb: int | None = None
     mem_alloc_mb: int | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def usable(self) -> bool:
         """Takes new jobs: up and responding, not drained, down or reserved."""
@@ -201,7 +201,7 @@ class NodeInfo(Model):
             "planned",
         )
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def gpus_free(self) -> int:
         return max(self.gpus_total - self.gpus_used, 0) if self.usable else 0
@@ -267,12 +267,12 @@ class AllocationEntry(Model):
     allocated: float
     unit: str
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def left(self) -> float:
         return self.allocated - self.used
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def used_fraction(self) -> float | None:
         return self.used / self.allocated if self.allocated else None

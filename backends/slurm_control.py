@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from .nodelist import expand_nodelist
 from .records import JobDetails
+from .shell import quote
 from .slurm_jobids import parse_job_id
 from .slurm_queue import _ENV, _seconds, _split, _user, parse_timestamp, slurm_state
 
@@ -55,7 +56,6 @@ def time_limit_command(job_id: str, limit: str) -> list[str]:
 def shell_script(job_id: str, node: str | None = None) -> str:
     """Shell code: an interactive login shell inside the job's allocation (on `node`, else
     its first node), sharing its resources (``--overlap``, Slurm 20.11+)."""
-    from .shell import quote
 
     where = f" --nodelist={quote(node)}" if node else ""
     return (

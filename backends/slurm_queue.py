@@ -500,9 +500,9 @@ def _split(text: str, count: int, *, suffixed: bool) -> Iterator[list[str]]:
                     parts = [part.strip() for part in parts]
                 yield parts
                 continue
-        parts = _fields_of(line, count, suffixed=suffixed)  # an odd line: the exact rules
-        if parts is not None:
-            yield parts
+        odd = _fields_of(line, count, suffixed=suffixed)  # an odd line: the exact rules
+        if odd is not None:
+            yield odd
 
 
 def _rows(
@@ -510,20 +510,21 @@ def _rows(
 ) -> Iterator[dict[str, str]]:
     """Each line as {record key: value}; fields the parser has no use for are dropped."""
     lowered = {field.lower(): key for field, key in keys.items()}
-    names = [lowered.get(field.lower()) for field in fields]
-    if all(names):
+    found = [lowered.get(field.lower()) for field in fields]
+    known = [name for name in found if name is not None]
+    if len(known) == len(found):  # every field is one the parser uses: the fast path
         for parts in _split(text, len(fields), suffixed=suffixed):
-            yield dict(zip(names, parts))  # type: ignore[arg-type]
+            yield dict(zip(known, parts))
         return
     for parts in _split(text, len(fields), suffixed=suffixed):
-        yield {name: part for name, part in zip(names, parts) if name}
+        yield {name: part for name, part in zip(found, parts) if name}
 
 
 def parse_squeue(
     text: str,
     fields: Sequence[str] = SQUEUE_FIELDS,
     *,
-    into: type[E] = QueueEntry,  # type: ignore[assignment]
+    into: type[E] = QueueEntry,  # type: ignore[assignment]  # default of a TypeVar: PEP 696
     reuse: dict[str, Any] | None = None,
 ) -> list[E]:
     """Parse ``squeue_command`` output (``fields`` in the order they were asked for) into
@@ -564,7 +565,7 @@ def parse_squeue_validated(
     text: str,
     fields: Sequence[str] = SQUEUE_FIELDS,
     *,
-    into: type[E] = QueueEntry,  # type: ignore[assignment]
+    into: type[E] = QueueEntry,  # type: ignore[assignment]  # default of a TypeVar: PEP 696
 ) -> list[E]:
     """The general path: any field order, each row validated by pydantic."""
     rows = _rows(text, fields, _SQUEUE, suffixed=True)
@@ -575,7 +576,7 @@ def parse_sacct(
     text: str,
     fields: Sequence[str] = SACCT_FIELDS,
     *,
-    into: type[A] = AccountingEntry,  # type: ignore[assignment]
+    into: type[A] = AccountingEntry,  # type: ignore[assignment]  # default of a TypeVar: PEP 696
 ) -> list[A]:
     """Parse ``sacct_command`` output: one entry per allocation, its steps folded in
     (largest MaxRSS, summed TotalCPU).
@@ -666,7 +667,7 @@ def parse_sacct_general(
     text: str,
     fields: Sequence[str] = SACCT_FIELDS,
     *,
-    into: type[A] = AccountingEntry,  # type: ignore[assignment]
+    into: type[A] = AccountingEntry,  # type: ignore[assignment]  # default of a TypeVar: PEP 696
 ) -> list[A]:
     """`parse_sacct` for any field order (fields it does not know are dropped): each line
     put in the standard order, its id read by the id parser, then the same fold."""

@@ -10,6 +10,7 @@ instead of the link: the script leaves it, so the job resumes rather than restar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .batch import BatchSpec, format_duration, format_mem
@@ -69,7 +70,7 @@ def directives(spec: BatchSpec) -> list[str]:
         d.append("--exclusive")
     if spec.after_ok:
         d.append(f"--dependency=afterok:{':'.join(spec.after_ok)}")
-    if is_array:
+    if is_array and spec.array_size is not None:
         limit = f"%{spec.array_parallelism}" if spec.array_parallelism else ""
         d.append(f"--array=0-{spec.array_size - 1}{limit}")
     for x in spec.extra:
@@ -173,7 +174,24 @@ def parse_find_token(text: str, token: str) -> str | None:
 
 
 def scancel_command(job_ids: Sequence[str], signal: str | None = None) -> list[str]:
-    cmd = ["scancel"]
+    """`--verbose`: scancel exits 0 for an id it cannot cancel and names it only then."""
+    cmd = ["scancel", "--verbose"]
     if signal:
         cmd.append(f"--signal={signal}")
     return [*cmd, *job_ids]
+
+
+_SCANCEL_REFUSAL = re.compile(r"error on job id (\S+): (.+?)\s*$", re.M)
+#: scancel's words for a job that ended before it was asked: nothing left to cancel
+ALREADY_ENDED = "already completing or completed"
+
+
+def parse_scancel_refusals(stderr: str) -> dict[str, str]:
+    """{job id: Slurm's reason} for each id `scancel --verbose` could not cancel
+    ("Invalid job id specified", "Access/permission denied"); a job that had already
+    ended is not one (cancelling it again is a no-op)."""
+    return {
+        job_id: reason
+        for job_id, reason in _SCANCEL_REFUSAL.findall(stderr)
+        if ALREADY_ENDED not in reason.lower()
+    }

@@ -21,6 +21,7 @@ from .gpu_smi import (
     parse_rocm_json,
     rocm_query_command,
 )
+from .pbs_job import duration_s
 from .shell import quote
 from .slurm_queue import parse_duration, parse_mem
 
@@ -285,7 +286,6 @@ def pbs_steps(job_id: str, used: dict[str, str]) -> tuple[StepReading, ...]:
     """PBS counts the whole job (resources_used): per core, as one "step"."""
     if not used:
         return ()
-    from .pbs_job import duration_s
 
     ncpus = int(used["ncpus"]) if used.get("ncpus", "").isdigit() else 1
     cput, wall = duration_s(used.get("cput")), duration_s(used.get("walltime"))

@@ -146,7 +146,7 @@ def idle_follower_cpu(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def calls_per_refresh(dev, label: str, subscribers: int = 10, rounds: int = 5) -> None:  # type: ignore[no-untyped-def]
-    watcher = dev.queue_watcher
+    watcher = dev.site.queue_watcher
     seen: list[list[QueueSnapshot]] = [[] for _ in range(subscribers)]
     with dev.status.paused():  # job-state polls would also count as scheduler calls
         subs = [watcher.subscribe(seen[i].append) for i in range(subscribers)]
@@ -158,7 +158,7 @@ def calls_per_refresh(dev, label: str, subscribers: int = 10, rounds: int = 5) -
             n0 = [len(s) for s in seen]
             t0 = time.monotonic()
             for _ in range(rounds):  # 5 callers at once per round share one squeue
-                threads = [threading.Thread(target=dev.queue) for _ in range(5)]
+                threads = [threading.Thread(target=dev.site.queue) for _ in range(5)]
                 for t in threads:
                     t.start()
                 for t in threads:

@@ -32,14 +32,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests/fixtures/slurm-22.05.8-dev/squeue_hpcui_format.txt"
 SIZE = (140, 36)
-NOW = datetime(2026, 11, 22, 14, 0, tzinfo=timezone.utc)  # fixed: rows are deterministic
+NOW = datetime(2026, 11, 22, 14, 0, tzinfo=UTC)  # fixed: rows are deterministic
 
 
 def setup_env(tmp: Path) -> None:

@@ -3,7 +3,7 @@
     HPCUI_CONFIG=.devcluster/hpcui.toml python -m benchmarks.usage_bench
 
 On the dev cluster: a 2-node job (8 GPUs, the nodes' stand-in nvidia-smi) and a 1-node
-job run; `cluster.usage([job])` is timed N times (one command each: squeue, sstat, one
+job run; `cluster.usage.look([job])` is timed N times (one command each: squeue, sstat, one
 `srun --overlap` step per node), beside two references from the same run: a bare `squeue
 -j ID` round trip on the same connection (the cheapest scheduler question) and the
 parse + keep of one sample alone. A refresh of the app or `hpcui top` is one look per
@@ -58,11 +58,11 @@ def main() -> None:
             if time.monotonic() > end:
                 raise SystemExit("the bench jobs did not start within 120 s")
             time.sleep(0.5)
-        dev.usage([two.job_id, one.job_id])  # warm: the steps exist, the shell is up
+        dev.usage.look([two.job_id, one.job_id])  # warm: the steps exist, the shell is up
         squeue = timed(lambda: dev.run(["squeue", "-h", "-j", two.job_id]))
-        look2 = timed(lambda: dev.usage([two.job_id]))
-        look1 = timed(lambda: dev.usage([one.job_id]))
-        both = timed(lambda: dev.usage([two.job_id, one.job_id]))
+        look2 = timed(lambda: dev.usage.look([two.job_id]))
+        look1 = timed(lambda: dev.usage.look([one.job_id]))
+        both = timed(lambda: dev.usage.look([two.job_id, one.job_id]))
         text = dev.run(dev.scheduler.usage_command(two.job_id)).stdout
         parse = timed(lambda: to_sample("dev", two.job_id, parse_slurm_usage(text)), n=200)
         print("usage look cost on the dev cluster (loopback SSH, Slurm 22.05)")
@@ -74,7 +74,7 @@ def main() -> None:
         ratio = statistics.median(look2) / statistics.median(squeue)
         print(f"one 2-node look = {ratio:.1f}x a bare squeue round trip")
     finally:
-        dev.cancel([two.job_id, one.job_id])
+        dev.control.cancel([two.job_id, one.job_id])
 
 
 if __name__ == "__main__":

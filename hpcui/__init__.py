@@ -6,6 +6,7 @@ pull in neither paramiko, textual nor torch.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from hpcui.version import __version__ as __version__
@@ -36,6 +37,5 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hpcui' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(module), name)

@@ -24,7 +24,7 @@ from hpcui.errors import UsageError
 from hpcui.schedulers.base import Scheduler
 from hpcui.submission import base_word
 from hpcui.transport.base import TerminalChannel, Transport
-from hpcui.transport.quoting import quote_argv, quote_bytes
+from hpcui.transport.quoting import quote_bytes, to_command
 from hpcui.units import parse_time
 
 #: how often following asks the scheduler whether the job ended (one squeue/sacct)
@@ -299,7 +299,7 @@ def resubmit(
     res = transport.run(store, stdin=script.encode()).check("storing the script")
     path = f"{res.stdout.strip()}/{file_name}"
     submit = scheduler.submit_command(path)
-    submit_line = submit if isinstance(submit, str) else quote_argv(submit).decode()
+    submit_line = to_command(submit).decode()
     res = transport.run(f"cd {quote_bytes(work_dir).decode()} && {submit_line}")
     if not res.ok:
         said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-600:]

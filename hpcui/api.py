@@ -27,7 +27,9 @@ def connect(name: str | None = None, **kwargs: Any) -> Cluster:
         cluster = _clusters.get(cfg.name)
         if cluster is None:
             if "transport" not in kwargs:
-                from hpcui.transport.agent.remote import agent_transport
+                from hpcui.transport.agent.remote import (
+                    agent_transport,  # the agent's client: only when the agent is on
+                )
 
                 kwargs["transport"] = agent_transport(
                     cfg.name,

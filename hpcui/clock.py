@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 class Clock:
@@ -18,7 +18,7 @@ class Clock:
         return time.monotonic()
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def wait(self, event: threading.Event, timeout: float | None) -> bool:
         """Until `event` is set (True) or `timeout` seconds passed (False)."""

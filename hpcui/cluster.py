@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -15,19 +15,16 @@ from hpcui import (
     cluster_setup,
     housekeeping,
     job_files,
-    sitestate,
     submission,
     submit_recovery,
     usage,
 )
 from hpcui import logs as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.any_job import OtherJob
-from hpcui.backends.records import JobDetails, RemoteFile
 from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
-from hpcui.errors import (
-    UsageError,
-)
+from hpcui.control import JobControl
+from hpcui.errors import UsageError
 from hpcui.job import Job
 from hpcui.profiles import Profile
 from hpcui.registry import JobRecord, Registry, shared_registry
@@ -39,7 +36,7 @@ from hpcui.status import StatusService
 from hpcui.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submitter import plan as submitter_plan
 from hpcui.submitter import preview_script as submitter_preview
-from hpcui.transport.base import Command, CommandResult, TerminalChannel, Transport
+from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
 
@@ -163,29 +160,9 @@ class Cluster:
 
     @cached_property
     def status(self) -> StatusService:
-        from hpcui.end_push import EndPush
-
-        service = StatusService(
-            self.scheduler,
-            on_update=self._states_changed,
-            resolve_vanished=self._resolve_vanished,
+        return cluster_setup.status_service(
+            self.name, self.scheduler, self.registry, self.transport, on_end=self._queue_changed
         )
-        service.end_push = EndPush(self.transport, self._job_folder, service.nudge)
-        return service
-
-    def _states_changed(self, changed: dict[str, JobStatus]) -> None:
-        """The registry learns them; a job that ended refreshes the queue an app shows
-        at once (a pushed end reaches its table, not only result())."""
-        self.registry.update_states(
-            self.name, {j: (s.state, s.state_raw) for j, s in changed.items()}
-        )
-        if any(s.state.is_final for s in changed.values()):
-            self._queue_changed()
-
-    def _job_folder(self, job_id: str) -> str | None:
-        """Where a tracked job of this cluster writes its result (None: not hpcui's job)."""
-        rec = self.registry.get(self.name, job_id)
-        return rec.folder if rec is not None else None
 
     def run(self, cmd: Command, *, timeout: float | None = None) -> CommandResult:
         """Run a command on the login node (a list is quoted word by word)."""
@@ -221,7 +198,7 @@ class Cluster:
             registry=self.registry,
             track=self.track,
             on_submitted=self._submitted,
-            missing_setup_modules=self.missing_setup_modules,
+            missing_setup_modules=lambda: self.site.missing_setup_modules(),
         )
 
     def remote_info(self, *, local_version: tuple[int, int] | None = None) -> submission.RemoteInfo:
@@ -248,7 +225,9 @@ class Cluster:
         **resource_kwargs: Any,
     ) -> list[Job]:
         """`fn` over the zipped iterables as ONE job array (one sbatch call)."""
-        calls = [(tuple(items), {}) for items in zip(*iterables)]
+        calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+            (tuple(items), {}) for items in zip(*iterables)
+        ]
         if not calls:
             return []
         req = resources or Resources.from_kwargs(**resource_kwargs)
@@ -366,7 +345,7 @@ class Cluster:
         if self.record(str(ref)) is not None or not self.capabilities.control:
             return self.get_job(str(ref))
         return any_job.OtherJob(
-            self.job_details(str(ref)),
+            self.control.details(str(ref)),
             cluster=self.name,
             transport=self.transport,
             scheduler=self.scheduler,
@@ -384,132 +363,35 @@ class Cluster:
         self.track(job_ids)  # its state changes: fast polling again
         self._queue_changed()
 
-    def _resolve_vanished(self, job_ids: list[str]) -> dict[str, JobStatus]:
-        """Jobs the scheduler forgot (no accounting): judge them by their result files."""
-        by_folder: dict[str, list[str]] = {}
-        for jid in job_ids:
-            rec = self.registry.get(self.name, jid)
-            if rec is not None:
-                by_folder.setdefault(rec.folder, []).append(jid)
-        if not by_folder:
-            return {}
-        found = submission.list_results(self.transport, list(by_folder))
-        return submission.judge_vanished(job_ids, found)
+    # -- parts for any job id: verbs (hpcui.control) and files (hpcui.job_files) ------------
 
-    def cancel(self, job_ids: list[str]) -> None:
-        """Cancel jobs with one scheduler call; their end reaches the registry and the queue."""
-        if not job_ids:
-            return
-        self.scheduler.cancel(job_ids)
-        self._changed(job_ids)  # fast polling again until they are final
-
-    # -- any job of the user (hpcui.any_job): details, script, control ---------------------
-
-    def job_details(self, job_id: str) -> JobDetails:
-        """What the scheduler knows of any job of the user (hpcui's or not): log paths,
-        working directory, script, nodes. UsageError when it does not know the id."""
-        return self.scheduler.job_details(str(job_id))
-
-    def batch_script(self, job_id: str) -> str:
-        """The batch script a job was submitted with (Slurm keeps it while it knows the job)."""
-        return self.scheduler.batch_script(str(job_id))
-
-    def hold(self, job_ids: list[str]) -> None:
-        """Keep pending jobs from starting until `release`."""
-        self._control(self.scheduler.hold, job_ids)
-
-    def release(self, job_ids: list[str]) -> None:
-        self._control(self.scheduler.release, job_ids)
-
-    def requeue(self, job_ids: list[str]) -> None:
-        """Back to pending: a running job is killed and starts again later (same id)."""
-        self._control(self.scheduler.requeue, job_ids)
-
-    def set_time_limit(self, job_id: str, time: str | int) -> None:
-        """A new time limit (`"2:00:00"`, `"90m"`, seconds); Slurm lets users only lower
-        it unless the site allows more, and says so."""
-        seconds = any_job.time_limit_seconds(time)
-        self._control(lambda ids: self.scheduler.set_time_limit(ids[0], seconds), [job_id])
-
-    def open_shell(
-        self,
-        job_id: str,
-        *,
-        node: str | None = None,
-        term: str = "xterm-256color",
-        cols: int = 80,
-        rows: int = 24,
-    ) -> TerminalChannel:
-        """An interactive shell inside a running job (srun --overlap --pty): the channel
-        the caller bridges to its terminal. UsageError while the job does not run."""
-        details = self.job_details(str(job_id))
-        return any_job.open_shell(
-            self.transport, self.scheduler, details, node=node, term=term, cols=cols, rows=rows
+    @cached_property
+    def control(self) -> JobControl:
+        """Cancel, hold, release, requeue, time limit, shell, resubmit: any job id."""
+        return JobControl(
+            name=self.name,
+            remote_base=self.config.remote_base,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            changed=self._changed,
         )
 
-    def job_folder(self, job_id: str) -> str:
-        """Where a job's files are: hpcui's job folder, else the job's working directory."""
+    @cached_property
+    def files(self) -> job_files.JobFiles:
+        """A job's folder, listings, the start of a file, downloads with resume."""
+        return job_files.JobFiles(self.transport, folder_of=self._folder_of)
+
+    def _folder_of(self, job_id: str) -> str:
         rec = self.record(job_id)
-        if rec is not None:
-            return rec.folder
-        return self.job_details(str(job_id)).work_dir
-
-    def list_files(self, path: str) -> list[RemoteFile]:
-        """A remote folder's entries, folders first (one round trip)."""
-        return job_files.list_folder(self.transport, path)
-
-    def read_text(self, path: str, limit: int = job_files.VIEW_BYTES) -> tuple[str, int]:
-        """The start of a remote file as text, and its size."""
-        return job_files.read_text(self.transport, path, limit)
-
-    def download(
-        self,
-        remote: str,
-        local: str | Path,
-        *,
-        progress: Callable[[int, int], None] | None = None,
-        note: Callable[[str], None] | None = None,
-    ) -> tuple[int, Path]:
-        """Copy a remote file here, resuming a partial copy (`<name>.part`) of the same
-        version of the file: bytes moved now, and where the file is."""
-        return job_files.download(self.transport, remote, Path(local), progress=progress, note=note)
-
-    def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
-        """Submit an (edited) batch script from `work_dir`; returns the new job id."""
-        job_id = any_job.resubmit(
-            self.name,
-            self.config.remote_base,
-            self.transport,
-            self.scheduler,
-            script,
-            work_dir=work_dir,
-            name=name,
-        )
-        self._queue_changed()
-        return job_id
-
-    def _control(self, verb: Callable[[list[str]], None], job_ids: list[str]) -> None:
-        ids = [str(j) for j in job_ids]
-        if not ids:
-            raise UsageError("No job given: name at least one job id.")
-        verb(ids)
-        self._changed(ids)
+        return rec.folder if rec is not None else self.control.details(job_id).work_dir
 
     # -- what running jobs use (hpcui.usage) --------------------------------------------------
 
-    def usage_store(self, job_id: str) -> usage.UsageStore:
-        """A job's kept samples, beside the log spool."""
-        return usage.store_for(self.registry.path.parent / "usage", self.name, job_id)
-
-    def usage(self, job_ids: Iterable[str]) -> dict[str, usage.UsageSample]:
-        """One sample per job now (one scheduler-side command each), kept with its history
-        (per node and GPU: utilisation, memory, power; per step: CPU % and RSS)."""
+    @cached_property
+    def usage(self) -> usage.JobUsage:
+        """Looks at what running jobs use (GPU, CPU, memory per node and step), kept."""
         root = self.registry.path.parent / "usage"
-        return usage.look(root, self.name, self.transport, self.scheduler, job_ids)
-
-    def usage_report(self, job_id: str) -> usage.UsageReport:
-        """The kept samples of a job: the newest, mean/peak per GPU, and verdicts."""
-        return usage.report(self.name, job_id, self.usage_store(job_id).load())
+        return usage.JobUsage(root, self.name, self.transport, self.scheduler)
 
     def _queue_changed(self) -> None:
         """After a submit or cancel: watchers refresh fast again (only if one exists)."""
@@ -527,67 +409,9 @@ class Cluster:
             transport=self.transport,
             scheduler=self.scheduler,
             registry=self.registry,
+            setup=self.setup,
             before_listing=lambda: self.submitter.reconcile_quietly(),
         )
-
-    @property
-    def queue_watcher(self) -> sitestate.QueueWatcher:
-        """The ONE queue poll of this cluster: screens subscribe to it instead of polling."""
-        return self.site.queue_watcher
-
-    def queue(
-        self, *, include_finished: bool = False, max_age_s: float = 0.0
-    ) -> list[sitestate.QueueJob]:
-        """All of the user's jobs (hpcui's have `token`), estimated start for pending ones.
-        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call)."""
-        return self.site.queue(include_finished=include_finished, max_age_s=max_age_s)
-
-    def history(
-        self,
-        since: datetime | timedelta | str | None = timedelta(days=1),
-        *,
-        job_ids: list[str] | None = None,
-    ) -> list[sitestate.HistoryJob]:
-        """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
-        return self.site.history(since, job_ids)
-
-    def partitions(self) -> list[sitestate.PartitionInfo]:
-        return self.site.partitions()
-
-    def free(self) -> sitestate.FreeReport:
-        """Free CPUs and GPUs per partition now, and each node's state (one sinfo)."""
-        return self.site.free()
-
-    def standing(self) -> sitestate.Standing:
-        """Fair share, pending jobs' priority factors (one round trip) and the project's
-        allocation from the site's tool where the profile names one (a second)."""
-        return self.site.standing()
-
-    def quota_report(self) -> sitestate.QuotaReport:
-        """Quota with the tool that answered and the ones tried before it, and what hpcui's
-        own folders take of it."""
-        return self.site.quota_report()
-
-    def quota(self) -> list[sitestate.QuotaEntry]:
-        return self.site.quota_report().entries
-
-    @property
-    def module_system(self) -> sitestate.ModuleSystem:
-        return self.site.module_system
-
-    def modules(self, *, with_setup: bool = False) -> sitestate.ModuleState:
-        """Loaded and available modules (defaults marked), one round trip; `with_setup`:
-        "loaded" after this cluster's `setup` lines, as a job sees it."""
-        return self.site.modules(self.setup if with_setup else ())
-
-    def module_search(self, term: str) -> list[sitestate.Module]:
-        return self.site.module_search(term)
-
-    def missing_setup_modules(self) -> list[str]:
-        """Modules the config's `setup` lines load that this site does not have."""
-        if not sitestate.setup_modules(self.setup):
-            return []
-        return sitestate.missing_modules(self.setup, self.modules())
 
     def logs(
         self,

@@ -8,11 +8,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from hpcui import local_machine
+from hpcui import local_machine, submission
 from hpcui.config import ClusterConfig
+from hpcui.end_push import EndPush
 from hpcui.errors import UsageError
 from hpcui.profiles import Profile, resolve_profile
-from hpcui.schedulers.base import Scheduler
+from hpcui.registry import Registry
+from hpcui.schedulers.base import JobStatus, Scheduler
+from hpcui.status import StatusService
 from hpcui.transport.base import Transport
 
 
@@ -25,10 +28,14 @@ def own_transport(
     """This process's own connection to the cluster (the agent's is handed in; this one
     also serves when the agent does not answer)."""
     if config.is_local:
-        from hpcui.transport.local import LocalTransport
+        from hpcui.transport.local import (
+            LocalTransport,  # the one transport/adapter chosen (an SSH cluster never imports the local one)
+        )
 
         return LocalTransport()
-    from hpcui.transport.ssh import SshTransport
+    from hpcui.transport.ssh import (
+        SshTransport,  # the one transport/adapter chosen (an SSH cluster never imports the local one)
+    )
 
     return SshTransport.from_config(
         config.host or "",
@@ -96,17 +103,59 @@ def make_scheduler(
     """The adapter for `kind`; `local_base` names the local scheduler's folder (asked only
     when it is first needed: it costs the remote probe)."""
     if kind == "slurm":
-        from hpcui.schedulers.slurm import SlurmScheduler
+        from hpcui.schedulers.slurm import (
+            SlurmScheduler,  # the one transport/adapter chosen (an SSH cluster never imports the local one)
+        )
 
         return SlurmScheduler(transport)
     if kind == "local":
-        from hpcui.schedulers.local import LocalScheduler
+        from hpcui.schedulers.local import (
+            LocalScheduler,  # the one transport/adapter chosen (an SSH cluster never imports the local one)
+        )
 
         return LocalScheduler(
             transport, local_base, local_machine.this_machine if config.is_local else None
         )
     if kind == "pbs":
-        from hpcui.schedulers.pbs import PbsScheduler
+        from hpcui.schedulers.pbs import (
+            PbsScheduler,  # the one transport/adapter chosen (an SSH cluster never imports the local one)
+        )
 
         return PbsScheduler(transport, dialect=profile.pbs_dialect, node_shell=profile.node_shell)
     raise UsageError(f"Scheduler {kind!r} of cluster {config.name!r} is not supported yet.")
+
+
+def status_service(
+    name: str,
+    scheduler: Scheduler,
+    registry: Registry,
+    transport: Transport,
+    *,
+    on_end: Callable[[], None],
+) -> StatusService:
+    """The cluster's one status poll, wired to its registry: states changed reach the
+    registry (`on_end` when a job ended: a shown queue refreshes at once), a job the
+    scheduler forgot is judged by its result file, and the login node pushes ends."""
+
+    def states_changed(changed: dict[str, JobStatus]) -> None:
+        registry.update_states(name, {j: (s.state, s.state_raw) for j, s in changed.items()})
+        if any(s.state.is_final for s in changed.values()):
+            on_end()
+
+    def folder(job_id: str) -> str | None:
+        rec = registry.get(name, job_id)
+        return rec.folder if rec is not None else None
+
+    def resolve_vanished(job_ids: list[str]) -> dict[str, JobStatus]:
+        by_folder: dict[str, list[str]] = {}
+        for jid in job_ids:
+            if (where := folder(jid)) is not None:
+                by_folder.setdefault(where, []).append(jid)
+        if not by_folder:
+            return {}
+        found = submission.list_results(transport, list(by_folder))
+        return submission.judge_vanished(job_ids, found)
+
+    service = StatusService(scheduler, on_update=states_changed, resolve_vanished=resolve_vanished)
+    service.end_push = EndPush(transport, folder, service.nudge)
+    return service

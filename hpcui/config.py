@@ -19,6 +19,7 @@ from pydantic import (
 from hpcui.backends.model import Model
 from hpcui.config_file import config_path
 from hpcui.errors import ConfigError
+from hpcui.profiles import resolve_profile
 from hpcui.units import parse_time, persist_seconds
 
 LOCAL = "local"
@@ -145,10 +146,7 @@ def _flat_keys(table: Any, p: Path, prefix: str = "") -> dict[str, Any]:
 
 def load_config(path: str | Path | None = None) -> Config:
     """Read the config; a missing default file gives only the embedded `local` cluster."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+    import tomllib  # Python 3.11+ (requires-python)
 
     p = Path(path).expanduser() if path else config_path()
     data: dict = {}
@@ -196,8 +194,6 @@ def load_config(path: str | Path | None = None) -> Config:
             f"{p}: default = {cfg.default!r} names no [clusters.{cfg.default}] table."
         )
     if cfg.profiles:
-        from hpcui.profiles import resolve_profile
-
         for name in cfg.profiles:  # a bad table fails here, naming it, not at first use
             try:
                 resolve_profile(name, cfg.profiles)

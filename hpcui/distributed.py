@@ -134,7 +134,7 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int
         value = env.get(name)
         if value not in (None, ""):
             try:
-                return int(value)  # type: ignore[arg-type]
+                return int(value)
             except ValueError:
                 raise RuntimeError(f"{name}={value!r} is not an integer") from None
     if default is None:
@@ -274,7 +274,7 @@ def _dist() -> Any:
 def _gpu_identity(device: Any) -> str:
     """Which physical GPU this rank uses: host and UUID (indices differ per task where a
     site binds one GPU per task)."""
-    import torch
+    import torch  # torch (2 s): only where a job uses it
 
     props = torch.cuda.get_device_properties(device)
     uuid = getattr(props, "uuid", None)
@@ -327,8 +327,8 @@ def setup(
         MASTER_ADDR=info.master_addr,
         MASTER_PORT=str(info.master_port),
     )
-    import torch
-    import torch.distributed as dist
+    import torch  # torch (2 s): only where a job uses it
+    import torch.distributed as dist  # torch (2 s): only where a job uses it
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if gpus:
@@ -373,7 +373,7 @@ def _rank() -> int:
 
 def _comm_device() -> Any:
     """Where collective tensors must live for the current backend (cuda for nccl)."""
-    import torch
+    import torch  # torch (2 s): only where a job uses it
 
     dist = _dist()
     if dist is not None and dist.get_backend() == "nccl":
@@ -416,7 +416,7 @@ def save0(obj: Any, path: str) -> None:
     For DDP, where every rank holds the full model. For FSDP use save_sharded.
     """
     if _rank() == 0:
-        import torch
+        import torch  # torch (2 s): only where a job uses it
 
         tmp = f"{path}.tmp{os.getpid()}"
         torch.save(obj, tmp)
@@ -471,7 +471,7 @@ def stop_requested() -> bool:
     flag = _rank() == 0 and (_State.time_limit_near or (path is not None and os.path.exists(path)))
     dist = _dist()
     if dist is not None and dist.get_world_size() > 1:
-        import torch
+        import torch  # torch (2 s): only where a job uses it
 
         t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=_comm_device())
         dist.broadcast(t, src=0)
@@ -514,8 +514,10 @@ def save_sharded(
     `extra` (step, RNG seeds, config: anything picklable) is stored once and returned by
     load_sharded. Call on ALL ranks: it is a collective.
     """
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
+    import torch.distributed.checkpoint as dcp  # torch (2 s): only where a job uses it
+    from torch.distributed.checkpoint.state_dict import (
+        get_state_dict,  # torch (2 s): only where a job uses it
+    )
 
     msd, osd = get_state_dict(model, _optimizers(optimizer))
     state: dict[str, Any] = {"model": msd, "extra": io.BytesIO(pickle.dumps(extra or {}))}
@@ -529,8 +531,11 @@ def load_sharded(path: str, model: Any, optimizer: Any = None) -> dict[str, Any]
 
     The world size may differ from the saving job's: DCP reshards (4 ranks -> 2 works).
     """
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    import torch.distributed.checkpoint as dcp  # torch (2 s): only where a job uses it
+    from torch.distributed.checkpoint.state_dict import (  # torch (2 s): only where a job uses it
+        get_state_dict,
+        set_state_dict,
+    )
 
     if not os.path.exists(os.path.join(path, ".metadata")):
         raise RuntimeError(

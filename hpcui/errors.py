@@ -88,6 +88,14 @@ class RegistryError(HpcuiError):
     """The local job registry (SQLite) could not be read or written (locked, broken)."""
 
 
+class JobsRefused(UsageError):
+    """The scheduler acted on the other jobs asked and refused these (`job_ids`)."""
+
+    def __init__(self, message: str, *, job_ids: list[str]) -> None:
+        super().__init__(message)
+        self.job_ids = job_ids
+
+
 class SchedulerError(HpcuiError):
     """The scheduler rejected a request (sbatch/qsub/scancel said no)."""
 

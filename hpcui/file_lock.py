@@ -17,11 +17,11 @@ from typing import IO, Any
 try:
     import fcntl
 except ImportError:  # Windows (and tests that play it)
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # Windows: msvcrt locks instead
 try:
     import msvcrt
 except ImportError:  # everything but Windows
-    msvcrt = None  # type: ignore[assignment]
+    msvcrt = None  # type: ignore[assignment]  # POSIX: fcntl locks instead
 
 #: a lock directory older than this belonged to a process that died holding it
 STALE_S = 60.0

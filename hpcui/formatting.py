@@ -37,6 +37,17 @@ def filled(fraction: float, width: int) -> int:
     return round(max(0.0, min(fraction, 1.0)) * width)
 
 
+def usage_bar(pct: float | None, width: int, full: str, empty: str) -> tuple[str, str]:
+    """A utilisation bar for every face: its cells (`full` glyphs for the used part,
+    `empty` for the rest, `?` when the driver cannot say) and its colour (green from
+    50 %, yellow from 5 %, red below: an idle GPU stands out; "dim" when unknown)."""
+    if pct is None:
+        return "?" * width, "dim"
+    used = filled(pct / 100, width)
+    colour = "green" if pct >= 50 else "yellow" if pct >= 5 else "red"
+    return full * used + empty * (width - used), colour
+
+
 def figure(value: float | None, unit: str = "") -> str:
     """A whole-number figure with its unit (``694 W``, ``8%``), ``-`` when unknown."""
     return "-" if value is None else f"{value:.0f}{unit}"

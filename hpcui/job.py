@@ -6,7 +6,7 @@ import logging
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -20,6 +20,7 @@ from hpcui.backends.job_paths import (
 )
 from hpcui.backends.states import JobState
 from hpcui.errors import (
+    HpcuiError,
     JobCancelledError,
     JobFailedError,
     JobLostError,
@@ -32,11 +33,17 @@ from hpcui.transport import deadline
 if TYPE_CHECKING:  # hpcui.usage imports pydantic: only where usage is asked for
     from hpcui.backends.records import JobDetails
     from hpcui.config import ClusterConfig
+    from hpcui.control import JobControl
     from hpcui.logs import LogChunk
     from hpcui.schedulers.base import Scheduler
     from hpcui.status import StatusService
     from hpcui.transport.base import Transport
-    from hpcui.usage import UsageReport, UsageSample
+    from hpcui.usage import JobUsage, UsageReport, UsageSample
+from hpcui import log_push
+from hpcui import logs as _logs
+from hpcui.backends.end_reasons import scheduler_words
+from hpcui.formatting import clock_duration
+from hpcui.logs import LogFollower
 
 
 class JobHost(Protocol):
@@ -54,9 +61,10 @@ class JobHost(Protocol):
     def status(self) -> StatusService: ...
     @property
     def log_spool(self) -> Path: ...
-    def cancel(self, job_ids: list[str]) -> None: ...
-    def usage(self, job_ids: Iterable[str]) -> dict[str, UsageSample]: ...
-    def usage_report(self, job_id: str) -> UsageReport: ...
+    @property
+    def control(self) -> JobControl: ...
+    @property
+    def usage(self) -> JobUsage: ...
 
 
 STDERR_TAIL = 4000
@@ -151,7 +159,7 @@ class Job:
         return state
 
     def cancel(self) -> None:
-        self.cluster.cancel([self.job_id])
+        self.cluster.control.cancel([self.job_id])
 
     def logs(
         self,
@@ -166,8 +174,6 @@ class Job:
     ) -> Iterator[LogChunk]:
         """Its log text as it appears, per rank (all ranks when `rank` is None); see
         `Cluster.logs`."""
-        from hpcui import log_push
-        from hpcui import logs as _logs
 
         host = self.cluster
         tasks = range(self.num_tasks) if rank is None else [rank]
@@ -189,11 +195,11 @@ class Job:
 
     def usage(self) -> UsageSample:
         """GPU/CPU use now (one command on the cluster), kept with the job's usage history."""
-        return self.cluster.usage([self.job_id])[self.job_id]
+        return self.cluster.usage.look([self.job_id])[self.job_id]
 
     def usage_report(self) -> UsageReport:
         """The kept samples: newest, mean and peak per GPU, verdicts (works after the end)."""
-        return self.cluster.usage_report(self.job_id)
+        return self.cluster.usage.report(self.job_id)
 
     def stop(self) -> None:
         """Ask a running job to end itself: writes the stop file its ranks poll.
@@ -317,7 +323,6 @@ class Job:
     def _details(self) -> JobDetails | None:
         """The scheduler's record of this job (None where it has none to give): asked only
         on the failure path, for its limit, reason and exit code."""
-        from hpcui.errors import HpcuiError
 
         try:
             return self.cluster.scheduler.job_details(self.job_id)
@@ -328,7 +333,6 @@ class Job:
     def _ran_out_of_time(self) -> str:
         """ "ran out of its time limit (3:00); ask for more ..." with the limit the scheduler
         held the job to (asked of it: a job found again has no request at hand)."""
-        from hpcui.formatting import clock_duration
 
         details = self._details()
         seconds = details.time_limit_s if details is not None else None
@@ -341,7 +345,6 @@ class Job:
     def _scheduler_words(self) -> str:
         """The scheduler's own reason and exit code for a job that left no result (a job
         that never started has an empty stderr: these are all there is); "" if it has none."""
-        from hpcui.backends.end_reasons import scheduler_words
 
         details = self._details()
         if details is None:
@@ -385,7 +388,6 @@ class Job:
         Incremental reads from an offset: a long log is never downloaded twice;
         `tail_bytes` starts near the end of a big one. A pending job's missing log is empty.
         """
-        from hpcui.logs import LogFollower
 
         follower = LogFollower(
             self.cluster.transport, self.paths.log(task, stream), tail_bytes=tail_bytes

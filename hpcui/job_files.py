@@ -21,6 +21,39 @@ CHUNK = 4 * 1024 * 1024
 VIEW_BYTES = 1024 * 1024
 
 
+class JobFiles:
+    """A cluster's files as the user browses them (`cluster.files`); `folder_of(job_id)`
+    says where a job's files are (hpcui's job folder, else the job's working directory)."""
+
+    def __init__(self, transport: Transport, *, folder_of: Callable[[str], str]) -> None:
+        self.transport = transport
+        self._folder_of = folder_of
+
+    def folder(self, job_id: str) -> str:
+        """Where a job's files are: hpcui's job folder, else the job's working directory."""
+        return self._folder_of(str(job_id))
+
+    def list(self, path: str) -> list[RemoteFile]:
+        """A remote folder's entries, folders first (one round trip)."""
+        return list_folder(self.transport, path)
+
+    def read_text(self, path: str, limit: int = VIEW_BYTES) -> tuple[str, int]:
+        """The start of a remote file as text, and its size."""
+        return read_text(self.transport, path, limit)
+
+    def download(
+        self,
+        remote: str,
+        local: str | Path,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> tuple[int, Path]:
+        """Copy a remote file here, resuming a partial copy (`<name>.part`) of the same
+        version of the file: bytes moved now, and where the file is."""
+        return download(self.transport, remote, Path(local), progress=progress, note=note)
+
+
 def list_folder(transport: Transport, path: str) -> list[RemoteFile]:
     res = transport.run(list_command(path))
     if res.exit_status == 2:

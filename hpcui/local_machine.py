@@ -173,7 +173,7 @@ def describe(profile: Profile, machine: LocalMachine | None = None) -> Profile:
         "cores_per_node": m.cores,
         "mem_per_node": m.mem_mb,
     }
-    update = {k: v for k, v in detected.items() if getattr(profile, k) is None}
+    update: dict[str, object] = {k: v for k, v in detected.items() if getattr(profile, k) is None}
     said = [f"no GPU: {'; '.join(m.notes) or 'none found'}"] if not m.gpus else list(m.notes)
     if said:  # each once, also when a described profile is described again
         update["notes"] = [*profile.notes, *(n for n in said if n not in profile.notes)]

@@ -18,8 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpcui.backends.model import Model
+from hpcui.cluster import Cluster
+from hpcui.compute.hello import hello
 from hpcui.config import CLUSTER_NAME, ClusterConfig, load_config
 from hpcui.errors import ConfigError, UsageError
+from hpcui.profiles.loading import builtin_profiles, load_profile
 
 MARK = "@@hpcui-probe@@"
 PYTHON_MODULES = re.compile(r"^(?:cray-)?python/[A-Za-z0-9._+-]+$", re.I)
@@ -116,7 +119,7 @@ def parse_probe(text: str) -> SiteFacts:
         for line in sections.get("queues", [])
         if line.split() and not line.startswith(("Queue", "-"))
     ]
-    pythons = {}
+    pythons: dict[str, str] = {}
     for line in sections.get("python", []):
         path, _, version = line.rpartition(" ")
         if path and _VERSION.fullmatch(version):
@@ -139,7 +142,6 @@ def parse_probe(text: str) -> SiteFacts:
 
 def suggest_profile(facts: SiteFacts, host: str) -> tuple[str, str]:
     """(profile name, why): the built-in profile that fits the site best."""
-    from hpcui.profiles.loading import builtin_profiles, load_profile
 
     best: tuple[int, str, str] = (0, "", "")
     names = {host.lower(), facts.hostname.lower(), facts.hostname.split(".")[0].lower()}
@@ -338,7 +340,6 @@ def propose(
     on_unknown_host: Callable[..., bool] | None = None,
 ) -> Proposal:
     """Connect with `base` (host, user, key...), look at the site and fill in the rest."""
-    from hpcui.cluster import Cluster
 
     probe_cluster = base.model_copy(update={"name": name, "scheduler": "auto"})
     with Cluster(probe_cluster, prompt=prompt, on_unknown_host=on_unknown_host) as c:
@@ -371,7 +372,6 @@ def propose(
                     )
         else:
             python_reason = "given"
-    from hpcui.profiles.loading import builtin_profiles, load_profile
 
     chosen = load_profile(profile) if profile in builtin_profiles() else None
     defaults = dict(base.defaults)
@@ -411,8 +411,6 @@ def add_cluster(
     on_unknown_host: Callable[..., bool] | None = None,
 ) -> Proposal:
     """Run the tiny test job (unless `test` is False), then write the table."""
-    from hpcui.cluster import Cluster
-    from hpcui.compute.hello import hello
 
     if test:
         with Cluster(proposal.cluster, prompt=prompt, on_unknown_host=on_unknown_host) as c:

@@ -46,7 +46,7 @@ def _user_package(fn: Callable[..., Any]) -> ModuleType | None:
 
 @contextlib.contextmanager
 def by_value(fn: Callable[..., Any]) -> Iterator[None]:
-    import cloudpickle
+    import cloudpickle  # cloudpickle: when a call is pickled
 
     pkg = _user_package(fn)
     if pkg is None:
@@ -99,9 +99,9 @@ class _Sources:
 def _pickler() -> type:
     """cloudpickle's Pickler with code objects wrapped (made once: cloudpickle is imported
     on first use, not with hpcui)."""
-    import cloudpickle
+    import cloudpickle  # cloudpickle: when a call is pickled
 
-    from hpcui.compute.code_source import restore
+    from hpcui.compute.code_source import restore  # on the node: only what this job step runs
 
     class Pickler(cloudpickle.Pickler):
         def __init__(self, file: Any) -> None:
@@ -145,7 +145,9 @@ def pickle_calls(
     DelayedSubmission's default countdown is 0) every signal counts as a time-out "too
     many times" and a Checkpointable is never requeued. submitit's own executors set it.
     """
-    from submitit.core.utils import DelayedSubmission
+    from submitit.core.utils import (
+        DelayedSubmission,  # submitit (0.06 s): on the node / when submitting
+    )
 
     timeout_min = -(-time_s // 60) if time_s else 0
     out = []

@@ -7,6 +7,7 @@ the token lookup can finish, never a lost job.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import Field
 
@@ -25,7 +26,8 @@ from hpcui.errors import RegistryError
 
 #: seconds a call waits for another process's lock before it fails with RegistryError
 BUSY_TIMEOUT_S = 30.0
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -67,18 +69,20 @@ def default_path() -> Path:
     if env:
         base = Path(env).expanduser()
     else:
-        from platformdirs import user_data_dir
+        from platformdirs import user_data_dir  # platformdirs (0.04 s): when a path is asked
 
         base = Path(user_data_dir("hpcui"))
     return base / "registry.sqlite"
 
 
-def _sqlite_errors(method: F) -> F:
+def _sqlite_errors(
+    method: Callable[Concatenate[Registry, P], R],
+) -> Callable[Concatenate[Registry, P], R]:
     """sqlite3 errors become RegistryError: a message that says which file and what to do,
     caught by every face like any other hpcui error (the app shows it and stays up)."""
 
     @functools.wraps(method)
-    def wrapper(self: Registry, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Registry, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.Error as exc:
@@ -88,7 +92,7 @@ def _sqlite_errors(method: F) -> F:
                 "it aside (hpcui starts a new one, and forgets the jobs it listed)."
             ) from exc
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 _shared: dict[Path, Registry] = {}
@@ -121,7 +125,7 @@ class JobRecords:
     def get(self, cluster: str, job_id: str) -> JobRecord | None:
         return self._registry.get(cluster, job_id)
 
-    def list(self, cluster: str | None = None, limit: int = 1000) -> list[JobRecord]:
+    def list(self, cluster: str | None = None, limit: int = 1000) -> builtins.list[JobRecord]:
         return self._registry.list(cluster, limit=limit)
 
 
@@ -257,13 +261,13 @@ class Registry:
     def by_token(self, cluster: str, token: str) -> list[JobRecord]:
         return self._query("WHERE cluster=? AND token=? ORDER BY array_index", (cluster, token))
 
-    def list(self, cluster: str | None = None, limit: int = 1000) -> list[JobRecord]:
+    def list(self, cluster: str | None = None, limit: int = 1000) -> builtins.list[JobRecord]:
         if cluster is None:
             return self._query("ORDER BY submitted_at DESC LIMIT ?", (limit,))
         return self._query("WHERE cluster=? ORDER BY submitted_at DESC LIMIT ?", (cluster, limit))
 
     @_sqlite_errors
-    def _query(self, where: str, args: tuple) -> list[JobRecord]:
+    def _query(self, where: str, args: tuple) -> builtins.list[JobRecord]:
         with self._lock:
             cur = self._db.execute(f"SELECT * FROM jobs {where}", args)
             cols = [c[0] for c in cur.description]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hpcui.compute.signed import sign
 from hpcui.errors import ResultIntegrityError
+from hpcui.registry import default_path
 
 __all__ = ["check", "job_key", "machine_secret", "sign"]
 
@@ -27,7 +28,6 @@ SECRET_NAME = "result-signing.key"
 
 
 def _secret_path() -> Path:
-    from hpcui.registry import default_path
 
     return default_path().parent / SECRET_NAME
 

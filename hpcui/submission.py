@@ -95,18 +95,18 @@ def probe_remote(
             pyout.append(value)
         else:
             values[key] = value
-    version = None
+    version: tuple[int, int, int] | None = None
     for line in pyout:
         m = re.fullmatch(r"PY=(\d+)\.(\d+)\.(\d+)", line.strip())
         if m:
-            version = tuple(int(x) for x in m.groups())
+            version = (int(m[1]), int(m[2]), int(m[3]))
     return RemoteInfo(
         home=values.get("HOME", ""),
         base=values.get("BASE", ""),
         shared_base=values.get("SHARED", ""),
         unsafe_base=values.get("UNSAFE", ""),
         shared_not_sticky=values.get("NOT_STICKY") == "1",
-        python_version=version,  # type: ignore[arg-type]
+        python_version=version,
         python_error="\n".join(pyout) if version is None else "",
         bundles=bundles,
     )

@@ -96,7 +96,7 @@ def script_call(script: str | Path, argv: list[str] | None = None) -> Call:
 
     It is read and, for Python, compiled here, so a typo fails now and not after the queue.
     """
-    from hpcui.compute.runscript import run_script
+    from hpcui.compute.runscript import run_script  # on the node: only what this job step runs
 
     path = Path(script).expanduser()
     if not path.is_file():

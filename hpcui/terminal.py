@@ -17,11 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hpcui.errors import UsageError
+
 try:  # POSIX terminals; native Windows has neither (the rest of hpcui works there)
     import termios
     import tty
 except ImportError:
-    termios = tty = None  # type: ignore[assignment]
+    termios = tty = None  # type: ignore[assignment]  # Windows: no termios; bridge() says so
 
 
 def shell_unavailable() -> str | None:
@@ -56,7 +58,7 @@ def raw_terminal(fd: int) -> Iterator[None]:
 
 
 def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
-    """`chan`: the core's TerminalChannel (`Cluster.open_shell`).
+    """`chan`: the core's TerminalChannel (`cluster.control.open_shell`).
     Copy keys to `chan` and its output here until the remote side ends; returns its exit
     status. Ctrl-C, Ctrl-Z and Ctrl-D go to the remote shell, as in ssh. A window size
     change only wakes the loop (a pipe): the resize is sent from the loop, never from the
@@ -64,8 +66,6 @@ def bridge(chan: Any, *, stdin: Any = None, stdout: Any = None) -> int:
     a frame to the agent half written)."""
     why = shell_unavailable()
     if why:
-        from hpcui.errors import UsageError
-
         raise UsageError(why)
     in_fd = (stdin or sys.stdin).fileno()
     out_fd = (stdout or sys.stdout).fileno()
@@ -112,9 +112,6 @@ def edit_text(text: str, *, suffix: str) -> str:
     """`text` after the user's editor ($VISUAL, $EDITOR, else vi) saved it. The file lives
     in a private temporary folder, removed afterwards whatever the editor left there. An
     editor that fails, or a file it left unreadable, submits nothing and says why."""
-    import shutil
-
-    from hpcui.errors import UsageError
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     try:

@@ -84,11 +84,11 @@ def worker(folder: str) -> None:
     if job_id:
         _redirect(folder, job_id, int(rank))
     if on_pbs:
-        from hpcui.compute import pbs_env
+        from hpcui.compute import pbs_env  # on the node: only what this job step runs
 
         pbs_env.main([folder])
         return
-    from hpcui.compute.signed import run
+    from hpcui.compute.signed import run  # on the node: only what this job step runs
 
     run(folder)  # stock process_job, then the result signed
 

@@ -50,7 +50,7 @@ class GpuUse(Model):
     mem_total_mib: float | None = None
     power_w: float | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def mem_pct(self) -> float | None:
         if self.mem_used_mib is None or not self.mem_total_mib:
@@ -336,20 +336,36 @@ def store_for(root: Path, cluster: str, job_id: str) -> UsageStore:
     return UsageStore(root / cluster / f"{file_name(job_id)}.jsonl")
 
 
-def look(
-    root: Path, cluster: str, transport: Transport, scheduler: Scheduler, job_ids: Iterable[str]
-) -> dict[str, UsageSample]:
-    """One sample per job now (one scheduler-side command each), kept with its history.
+class JobUsage:
+    """What a cluster's running jobs use (`cluster.usage`): looks taken now, kept per job
+    under `root` (beside the registry) and judged."""
 
-    Per node and GPU of the job: utilisation, memory, power; per step: CPU % and RSS. A job
-    that is not running gets a sample with a note and no figures."""
-    out = {}
-    for jid in job_ids:
-        store = store_for(root, cluster, jid)
-        res = transport.run(scheduler.usage_command(jid), timeout=60)
-        reading = scheduler.parse_usage(res.stdout, jid)
-        sample = to_sample(cluster, jid, reading, store.last())
-        if sample.gpus or sample.tasks:  # an empty look (job not running) is not history
-            store.append(sample)
-        out[jid] = sample
-    return out
+    def __init__(
+        self, root: Path, cluster: str, transport: Transport, scheduler: Scheduler
+    ) -> None:
+        self.root, self.cluster = root, cluster
+        self.transport, self.scheduler = transport, scheduler
+
+    def store(self, job_id: str) -> UsageStore:
+        """A job's kept samples."""
+        return store_for(self.root, self.cluster, job_id)
+
+    def look(self, job_ids: Iterable[str]) -> dict[str, UsageSample]:
+        """One sample per job now (one scheduler-side command each), kept with its history.
+
+        Per node and GPU of the job: utilisation, memory, power; per step: CPU % and RSS. A
+        job that is not running gets a sample with a note and no figures."""
+        out = {}
+        for jid in job_ids:
+            store = self.store(jid)
+            res = self.transport.run(self.scheduler.usage_command(jid), timeout=60)
+            reading = self.scheduler.parse_usage(res.stdout, jid)
+            sample = to_sample(self.cluster, jid, reading, store.last())
+            if sample.gpus or sample.tasks:  # an empty look (job not running) is not history
+                store.append(sample)
+            out[jid] = sample
+        return out
+
+    def report(self, job_id: str) -> UsageReport:
+        """The kept samples of a job: the newest, mean/peak per GPU, and verdicts."""
+        return report(self.cluster, job_id, self.store(job_id).load())

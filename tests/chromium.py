@@ -153,7 +153,7 @@ async def drive(
                     break
                 try:  # let events arrive between polls
                     collect(json.loads((await ws.receive(timeout=0.3)).data))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             await asyncio.sleep(settle_s)
             shot = await call("Page.captureScreenshot", {"format": "png"}, sid)

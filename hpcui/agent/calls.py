@@ -82,14 +82,15 @@ def _terminal(client: Client, t: Transport, a: dict[str, Any]) -> None:
     client.send({"result": "terminal"})
     try:
         while True:
-            ready, _, _ = select.select([chan, client.sock], [], [], 1.0)
-            if chan in ready:
+            pty, sock = chan.fileno(), client.sock.fileno()
+            ready, _, _ = select.select([pty, sock], [], [], 1.0)
+            if pty in ready:
                 data = chan.recv(65536)
                 if data:
                     client.send({"o": b64(data)})
                 else:
                     break
-            if client.sock in ready:
+            if sock in ready:
                 try:
                     msg = wire.recv(client.sock)
                 except (wire.WireError, OSError) as exc:  # hung up: the session ends
@@ -119,7 +120,8 @@ def _exited(chan: Any, wait_s: float = 5.0) -> bool:
 
 def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
     name, method, args = req.get("cluster"), req.get("method"), req.get("args")
-    ask = req.get("ask") if isinstance(req.get("ask"), dict) else {}
+    asked = req.get("ask")
+    ask = asked if isinstance(asked, dict) else {}
     if not (isinstance(name, str) and isinstance(method, str) and isinstance(args, dict)):
         wire.send(conn, {"error": "a call needs cluster, method and args"})
         return
@@ -129,7 +131,9 @@ def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
     budget = float(budget) if isinstance(budget, (int, float)) and budget >= 0 else None
     with serving(client), deadline.within(budget):
         try:
-            from hpcui.cli.common import connect
+            from hpcui.cli.common import (
+                connect,  # the agent loads a cluster's parts when a call needs them
+            )
 
             t = connect(name).transport
             if method == "open_stream":

@@ -145,7 +145,7 @@ def relay(sock: socket.socket, argv: Sequence[str]) -> int:
 
 def answer(question: str, secret: bool) -> str:
     if secret:
-        import getpass
+        import getpass  # the core (0.16 s): when the command runs
 
         try:
             return getpass.getpass(question)
@@ -157,7 +157,7 @@ def answer(question: str, secret: bool) -> str:
 
 
 def direct(argv: Sequence[str]) -> int:
-    from hpcui.cli import main as cli_main
+    from hpcui.cli import main as cli_main  # the core (0.16 s): when the command runs
 
     return cli_main(argv)
 

@@ -18,6 +18,7 @@ import struct
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from hpcui.cli.routing import Client, ClientGone, serving
@@ -57,9 +58,11 @@ def config_stamp() -> tuple[str, tuple[tuple[str, float | None], ...]]:
     """hpcui's config and every file its clusters' logins read (ssh configs, keys): an
     edited Port, a removed key or jump host must not stay in use in a long-lived agent,
     which is replaced when any of them changes (its next caller starts a new one)."""
-    from pathlib import Path
 
-    from hpcui.config import config_path, load_config
+    from hpcui.config import (  # the agent loads a cluster's parts when a call needs them
+        config_path,
+        load_config,
+    )
 
     p = config_path()
     files = [p, Path.home() / ".ssh" / "config"]
@@ -110,7 +113,10 @@ class Agent:
 
     def prepare(self) -> None:
         """What every request needs, loaded once: the CLI, routed stdio, shared clusters."""
-        from hpcui.cli import common, routing
+        from hpcui.cli import (  # the agent loads a cluster's parts when a call needs them
+            common,
+            routing,
+        )
 
         os.environ.pop("NO_COLOR", None)  # each client says its own
         routing.install()
@@ -153,7 +159,7 @@ class Agent:
         deadline = time.monotonic() + 30  # requests in flight may finish, boundedly
         while self.active and time.monotonic() < deadline:
             time.sleep(0.05)
-        from hpcui import api
+        from hpcui import api  # the agent loads a cluster's parts when a call needs them
 
         for cluster in list(api._clusters.values()):
             try:
@@ -206,7 +212,9 @@ class Agent:
         elif op == "cli":
             self._cli(conn, req)
         elif op == "call":
-            from hpcui.agent.calls import serve_call
+            from hpcui.agent.calls import (
+                serve_call,  # the agent loads a cluster's parts when a call needs them
+            )
 
             serve_call(conn, req)
         else:
@@ -221,7 +229,9 @@ class Agent:
         if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
             wire.send(conn, {"error": "argv must be a list of strings"})
             return
-        from hpcui.agent.this_machine import local_clusters
+        from hpcui.agent.this_machine import (
+            local_clusters,  # the agent loads a cluster's parts when a call needs them
+        )
 
         here = local_clusters(argv)
         if here:  # before the ack: nothing ran, the caller runs it with its environment
@@ -231,7 +241,7 @@ class Agent:
             conn, tty if isinstance(tty, dict) else {}, env if isinstance(env, dict) else {}
         )
         client.send({"ack": True})
-        from hpcui.cli import main
+        from hpcui.cli import main  # the agent loads a cluster's parts when a call needs them
 
         watch = HangupWatch(conn)
         with serving(client), watch:
@@ -247,7 +257,7 @@ class Agent:
         client.send({"exit": code})
 
     def status(self) -> dict[str, Any]:
-        from hpcui import api
+        from hpcui import api  # the agent loads a cluster's parts when a call needs them
 
         clusters = []
         for name, cluster in sorted(api._clusters.items()):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hpcui.errors import HpcuiError
+
 
 def _option_values(argv: Sequence[str]) -> list[str]:
     """The values of `-c`/`--cluster` wherever they stand."""
@@ -38,8 +40,7 @@ def local_clusters(argv: Sequence[str]) -> list[str]:
     listed as the agent sees this machine). A config that does not load leaves the call to
     the agent, whose run of it reports the error as a direct run would.
     """
-    from hpcui.config import load_config
-    from hpcui.errors import HpcuiError
+    from hpcui.config import load_config  # the agent loads a cluster's parts when a call needs them
 
     try:
         cfg = load_config()

@@ -7,9 +7,15 @@ command imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+
+from hpcui.errors import HpcuiError
+from hpcui.units import UnitWarning
 
 #: Exit codes (docs/cli.md). They follow `HpcuiError.exit_code`, plus 6 for a timeout.
 EXIT_OK = 0
@@ -60,7 +66,6 @@ _COMMANDS = {
 
 def exit_code_for(exc: BaseException) -> int:
     """The documented exit code of an error (HpcuiError.exit_code: WaitTimeout's is 6)."""
-    from hpcui.errors import HpcuiError
 
     if isinstance(exc, HpcuiError):
         return exc.exit_code
@@ -69,7 +74,10 @@ def exit_code_for(exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hpcui` script; returns the exit code."""
-    from hpcui.cli.parser import attach_dashed_values, shared_parser
+    from hpcui.cli.parser import (  # the core (0.16 s): when the command runs
+        attach_dashed_values,
+        shared_parser,
+    )
 
     words = attach_dashed_values(list(sys.argv[1:] if argv is None else argv))
     args = shared_parser().parse_args(words)  # usage errors: message + exit 2 (argparse)
@@ -85,10 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        from hpcui.errors import HpcuiError
+        from hpcui.errors import HpcuiError  # the core (0.16 s): when the command runs
 
         if isinstance(exc, UnicodeEncodeError) and "surrogates" in str(exc.reason):
-            from hpcui.errors import UsageError
+            from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
 
             bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
             shown = bad.encode("utf-8", "surrogateescape") if bad else b""
@@ -106,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return exit_code_for(exc)
     finally:
-        from hpcui.cli import common
+        from hpcui.cli import common  # the core (0.16 s): when the command runs
 
         common.close_all()
 
@@ -114,7 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _logging(debug: bool) -> None:
     """Library code logs, the CLI prints. Without --debug the logs stay silent (else
     Python's last-resort handler would repeat every error as a warning on stderr)."""
-    import logging
 
     if debug:
         logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
@@ -126,9 +133,6 @@ def _logging(debug: bool) -> None:
 def _say_warnings() -> None:
     """hpcui's own warnings (a value read the old way) as one `hpcui: warning:` line on
     stderr, not Python's file:line form; every other warning as Python shows it."""
-    import warnings
-
-    from hpcui.units import UnitWarning
 
     shown = warnings.showwarning
 
@@ -145,21 +149,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     _logging(args.debug)
     _say_warnings()
     if args.command is None:
-        from hpcui.tui.app import run_app
+        from hpcui.tui.app import run_app  # textual (0.17 s): when the app or a dialog shows
 
         run_app(args.cluster)
         return EXIT_OK
     if args.command == "completion":
-        from hpcui.cli.completion import script
+        from hpcui.cli.completion import script  # the core (0.16 s): when the command runs
 
         sys.stdout.write(script(args.shell))
         return EXIT_OK
     if getattr(args, "json_schema", False):
-        from hpcui.cli.models import print_schema
+        from hpcui.cli.models import print_schema  # pydantic (0.19 s): when it prints
 
         print_schema(args)
         return EXIT_OK
-    import importlib
 
     module = importlib.import_module(_COMMANDS[args.command])
     return int(getattr(module, f"cmd_{args.command}")(args))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, split_job_ref
+from hpcui.errors import UsageError
 
-_DONE = {"hold": "held", "release": "released", "requeue": "requeued"}
+if TYPE_CHECKING:
+    from hpcui.control import Verb
 
 
 def cmd_hold(args: argparse.Namespace) -> int:
@@ -24,34 +27,35 @@ def cmd_requeue(args: argparse.Namespace) -> int:
     return _verb(args, "requeue")
 
 
-def _verb(args: argparse.Namespace, verb: str) -> int:
-    """One scheduler call per cluster named; each job's outcome reported on its own."""
-    from hpcui.cli.models import ActionOutput
-    from hpcui.errors import HpcuiError
+def _verb(args: argparse.Namespace, verb: Verb) -> int:
+    """One scheduler call per cluster named (hpcui.control.fan_out, as the app); each
+    job's outcome reported on its own."""
+    refs = [split_job_ref(ref, cluster_name(args)) for ref in args.jobs]
+    return report_fan_out(args, verb, refs)
 
-    by_cluster: dict[str | None, list[str]] = {}
-    for ref in args.jobs:
-        name, job_id = split_job_ref(ref, cluster_name(args))
-        by_cluster.setdefault(name, []).append(job_id)
+
+def report_fan_out(args: argparse.Namespace, verb: Verb, refs: list[tuple[str | None, str]]) -> int:
+    """`verb` over jobs of any clusters, one scheduler call per cluster (hpcui.control);
+    a line per job (or `--json` rows), the first failure's exit code."""
+    from hpcui.cli.models import ActionOutput  # pydantic: when a command reports
+    from hpcui.control import DONE, fan_out  # the core: when a command runs
+
     results: list[ActionOutput] = []
     code = EXIT_OK
-    for name, ids in by_cluster.items():
-        try:
-            cluster = connect(name)
-            getattr(cluster, verb)(ids)
-        except HpcuiError as exc:
-            code = code or exit_code_for(exc)
-            print(f"hpcui: {exc}", file=sys.stderr)
-            results += [
-                ActionOutput(cluster=name or "", job_id=j, ok=False, message=str(exc)) for j in ids
-            ]
-            continue
-        for job_id in ids:
+    for outcome in fan_out(verb, refs, lambda name: connect(name).control):
+        error = outcome.error
+        if error is not None:
+            code = code or exit_code_for(error)
+            print(f"hpcui: {error}", file=sys.stderr)
+        for job_id in outcome.job_ids:
+            message = DONE[verb] if error is None else str(error)
             results.append(
-                ActionOutput(cluster=cluster.name, job_id=job_id, ok=True, message=_DONE[verb])
+                ActionOutput(
+                    cluster=outcome.cluster, job_id=job_id, ok=error is None, message=message
+                )
             )
-            if not args.json:
-                print(f"{_DONE[verb]} {job_id} on {cluster.name}")
+            if error is None and not args.json:
+                print(f"{DONE[verb]} {job_id} on {outcome.cluster}")
     if args.json:
         out.emit_json(list[ActionOutput], results)
     return code
@@ -60,8 +64,8 @@ def _verb(args: argparse.Namespace, verb: str) -> int:
 def cmd_update(args: argparse.Namespace) -> int:
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
-    cluster.set_time_limit(job_id, args.time)
-    limit = cluster.job_details(job_id).time_limit_s
+    cluster.control.set_time_limit(job_id, args.time)
+    limit = cluster.control.details(job_id).time_limit_s
     msg = f"time limit now {out.duration(limit) if limit else 'unlimited'}"
     out.action_done(args.json, cluster.name, job_id, msg)
     return EXIT_OK
@@ -70,22 +74,23 @@ def cmd_update(args: argparse.Namespace) -> int:
 def cmd_resubmit(args: argparse.Namespace) -> int:
     """The job's own script (Slurm keeps it while it knows the job), maybe edited, submitted
     from the job's working directory: what `sbatch` there would do."""
-    from hpcui.errors import UsageError
 
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
-    details = cluster.job_details(job_id)
-    script = cluster.batch_script(job_id)
+    details = cluster.control.details(job_id)
+    script = cluster.control.batch_script(job_id)
     if args.print:
         sys.stdout.write(script)
         return EXIT_OK
     if args.edit:
-        from hpcui.terminal import edit_text
+        from hpcui.terminal import edit_text  # the core (0.16 s): when the command runs
 
         script = edit_text(script, suffix=".sh")
         if not script.strip():
             raise UsageError("The edited script is empty: nothing was submitted.")
-    new_id = cluster.resubmit(script, work_dir=details.work_dir, name=details.name or job_id)
+    new_id = cluster.control.resubmit(
+        script, work_dir=details.work_dir, name=details.name or job_id
+    )
     msg = f"submitted as {new_id} (from {details.work_dir})"
     if args.json:  # the JSON names the new job; the line says which job it came from
         out.action_done(True, cluster.name, new_id, msg)

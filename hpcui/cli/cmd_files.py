@@ -16,6 +16,7 @@ from hpcui.cli.common import (
     interactive,
     split_job_ref,
 )
+from hpcui.errors import UsageError
 from hpcui.formatting import printable, size
 
 if TYPE_CHECKING:
@@ -26,8 +27,11 @@ def cmd_shell(args: argparse.Namespace) -> int:
     """A login shell inside the job (srun --overlap --pty). With the agent on, the pty
     channel is opened on the agent's login and relayed (a 2FA site asks no second code);
     the command itself always runs here, where the terminal is."""
-    from hpcui.errors import UsageError
-    from hpcui.terminal import bridge, shell_unavailable, window
+    from hpcui.terminal import (  # the core (0.16 s): when the command runs
+        bridge,
+        shell_unavailable,
+        window,
+    )
 
     why = shell_unavailable()
     if why:  # said before logging in: nothing is opened on the cluster
@@ -37,7 +41,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
     cols, rows = window()
-    chan = cluster.open_shell(job_id, node=args.node, cols=cols, rows=rows)
+    chan = cluster.control.open_shell(job_id, node=args.node, cols=cols, rows=rows)
     out.note(f"shell in job {job_id} on {cluster.name}: exit (or Ctrl-D) to leave")
     status = bridge(chan)
     out.note(f"left job {job_id} (shell exit status {status})")
@@ -47,26 +51,25 @@ def cmd_shell(args: argparse.Namespace) -> int:
 def _folder(args: argparse.Namespace) -> tuple[Cluster, str, str]:
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
-    base = cluster.job_folder(job_id)
+    base = cluster.files.folder(job_id)
     sub = (getattr(args, "path", None) or "").strip("/")
     if ".." in Path(sub).parts:
-        from hpcui.errors import UsageError
+        from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
 
         raise UsageError(f"Give a path inside the job's folder, not {sub!r}.")
     return cluster, job_id, f"{base.rstrip('/')}/{sub}" if sub else base
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    from hpcui.backends.records import RemoteFile
-    from hpcui.errors import UsageError
+    from hpcui.backends.records import RemoteFile  # the core (0.16 s): when the command runs
 
     cluster, _job_id, path = _folder(args)
     try:
-        entries = cluster.list_files(path)
+        entries = cluster.files.list(path)
     except UsageError as exc:
         if "is a file" not in str(exc) or args.json:
             raise
-        text, total = cluster.read_text(path)
+        text, total = cluster.files.read_text(path)
         for line in text.splitlines():
             print(printable(line))
         if total > len(text.encode()):
@@ -98,7 +101,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         dest.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     bar = _Bar(Path(path).name) if interactive() and not args.json else None
-    moved, local = cluster.download(
+    moved, local = cluster.files.download(
         path, dest, progress=bar, note=lambda text: print(f"hpcui: {text}", file=sys.stderr)
     )
     if bar:

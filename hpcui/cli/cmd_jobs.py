@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextvars
 import pprint
 import sys
 from datetime import datetime, timedelta
@@ -10,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
-from hpcui.cli.common import cluster_name, connect, get_job, job_handle, several_clusters
+from hpcui.cli.cmd_control import report_fan_out
+from hpcui.cli.common import (
+    cluster_name,
+    connect,
+    get_job,
+    job_handle,
+    several_clusters,
+    split_job_ref,
+)
+from hpcui.errors import JobError, JobTimeoutError, UsageError
 
 if TYPE_CHECKING:
     from hpcui.any_job import OtherJob
@@ -27,7 +37,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     cluster = connect(cluster_name(args))
     rows = _job_rows(args, cluster, notes=not args.json)
     if args.json:
-        from hpcui.cli.models import output_type
+        from hpcui.cli.models import output_type  # pydantic (0.19 s): when it prints
 
         out.emit_json(output_type(args), rows)
         return EXIT_OK
@@ -45,10 +55,9 @@ def _where(args: argparse.Namespace) -> str:
 def _cluster_list(value: str | None) -> list[str] | None:
     """`-c a,b` or `-c all` (every configured cluster, as squeue -M all): the names, or None
     for one cluster. Unknown names fail here, before any connection."""
-    from hpcui.config import load_config
-    from hpcui.errors import UsageError
+    from hpcui.config import load_config  # the core (0.16 s): when the command runs
 
-    if not several_clusters(value):
+    if value is None or not several_clusters(value):
         return None
     known = list(load_config().clusters)
     if value in known:  # a cluster really named "all"
@@ -64,7 +73,7 @@ def _cluster_list(value: str | None) -> list[str] | None:
 
 
 def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[Any]:
-    from hpcui.sitestate.jobs import jobs_from_records
+    from hpcui.sitestate.jobs import jobs_from_records  # the core (0.16 s): when the command runs
 
     caps = cluster.capabilities
     rows: list[Any]
@@ -77,9 +86,9 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
         records = cluster.records()
         rows = jobs_from_records(records, history=bool(args.history), since_s=since_s)
     elif args.history:
-        rows = cluster.history(timedelta(days=args.history))
+        rows = cluster.site.history(timedelta(days=args.history))
     else:
-        rows = cluster.queue()
+        rows = cluster.site.queue()
     if not args.all:
         rows = [r for r in rows if r.hpcui]
     if args.state:
@@ -90,10 +99,9 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
 def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
     """Several clusters at once, asked in parallel; one that fails is reported and the
     others still listed (exit status: the first failure's)."""
-    import contextvars
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor  # the core (0.16 s): when the command runs
 
-    from hpcui.cli.models import cluster_row_type
+    from hpcui.cli.models import cluster_row_type  # pydantic (0.19 s): when it prints
 
     def fetch(name: str) -> list[Any]:
         return _job_rows(args, connect(name), notes=False)
@@ -112,7 +120,7 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
         out.note(f"{name}: {exc}")
     if args.json:
         row = cluster_row_type(args)
-        out.emit_json(list[row], [row(**r.model_dump(), cluster=name) for name, r in rows])  # type: ignore[valid-type]
+        out.emit_json(list[row], [row(**r.model_dump(), cluster=name) for name, r in rows])  # type: ignore[valid-type]  # a model made at run time
     else:
         _print_jobs(args, rows)
         if not rows and not failed:
@@ -167,8 +175,8 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
 
 
 def _registry_jobs(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import RegistryJob, output_type
-    from hpcui.registry import job_records
+    from hpcui.cli.models import RegistryJob, output_type  # pydantic (0.19 s): when it prints
+    from hpcui.registry import job_records  # the core (0.16 s): when the command runs
 
     recs = job_records().list(cluster_name(args))
     if args.state:
@@ -196,19 +204,20 @@ def _registry_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from hpcui.any_job import OtherJob
-    from hpcui.cli.models import ShowOutput
+    from hpcui.any_job import OtherJob  # the core (0.16 s): when the command runs
+    from hpcui.cli.models import ShowOutput  # pydantic (0.19 s): when it prints
 
-    job = job_handle(args, args.job)
+    name, job_id = split_job_ref(args.job, cluster_name(args))
+    cluster = connect(name)
+    job = cluster.job(job_id)
     if isinstance(job, OtherJob):
         return _show_foreign(args, job)
-    cluster = job.cluster
     cluster.refresh_states()  # the registry's state may be stale: one batched poll
     rec = cluster.record(job.job_id)
     status = cluster.job_status(job.job_id)
     accounting = None
     if cluster.capabilities.history:
-        accounting = next((h for h in cluster.history(None, job_ids=[job.job_id])), None)
+        accounting = next((h for h in cluster.site.history(None, job_ids=[job.job_id])), None)
     info = ShowOutput(
         cluster=cluster.name,
         job_id=job.job_id,
@@ -222,7 +231,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         array_index=rec.array_index if rec else -1,
         submitted_at=datetime.fromtimestamp(rec.submitted_at) if rec else None,
         accounting=accounting,
-        gpu_usage=cluster.usage_report(job.job_id).summary,
+        gpu_usage=cluster.usage.report(job.job_id).summary,
     )
     if args.json:
         out.emit_json(ShowOutput, info)
@@ -273,7 +282,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
     """A job hpcui did not submit: what the scheduler says of it."""
-    from hpcui.cli.models import ShowOutput
+    from hpcui.cli.models import ShowOutput  # pydantic (0.19 s): when it prints
 
     d = job.details
     info = ShowOutput(
@@ -319,15 +328,15 @@ def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from hpcui.any_job import OtherJob
-    from hpcui.backends.states import JobState
-    from hpcui.logs import LogChunk
+    from hpcui.any_job import OtherJob  # the core (0.16 s): when the command runs
+    from hpcui.backends.states import JobState  # the core (0.16 s): when the command runs
+    from hpcui.logs import LogChunk  # the core (0.16 s): when the command runs
 
     job = job_handle(args, args.job)
     if isinstance(job, OtherJob):  # one handle from the id to the scheduler and back
         job_id, details = job.job_id, job.details
         if args.rank not in (None, 0):
-            from hpcui.errors import UsageError
+            from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
 
             raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")
         if details.state is JobState.PENDING:  # its file is not its log yet
@@ -347,7 +356,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return EXIT_OK
     stream = "stderr" if args.stderr else "stdout"
     if args.rank is not None and not 0 <= args.rank < job.num_tasks:
-        from hpcui.errors import UsageError
+        from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
 
         raise UsageError(
             f"Job {job.job_id} has {job.num_tasks} task(s): --rank must be 0..{job.num_tasks - 1}."
@@ -368,7 +377,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_result(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ResultOutput
+    from hpcui.cli.models import ResultOutput  # pydantic (0.19 s): when it prints
 
     job = get_job(args, args.job, refresh=False)
     res, code = collect_result(job, args.timeout, all_ranks=args.all_ranks)
@@ -386,8 +395,11 @@ def collect_result(
 
     A job failure is an answer here, not a crash: it is returned so --json can print it.
     """
-    from hpcui.cli.models import ErrorInfo, ResultOutput, jsonable
-    from hpcui.errors import JobError, JobTimeoutError
+    from hpcui.cli.models import (  # pydantic (0.19 s): when it prints
+        ErrorInfo,
+        ResultOutput,
+        jsonable,
+    )
 
     try:
         value = job.results(timeout) if all_ranks else job.result(timeout)
@@ -442,31 +454,10 @@ def print_result(res: ResultOutput) -> None:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ActionOutput
-    from hpcui.errors import HpcuiError
-
-    results: list[ActionOutput] = []
-    code = EXIT_OK
-    for ref in args.jobs:
-        try:
-            job = job_handle(args, ref)  # any job of the user, as scancel/qdel would;
-            job.cancel()  # an id neither registry nor scheduler knows: a clear error
-            name, job_id = job.cluster_name, job.job_id
-        except HpcuiError as exc:
-            code = code or exit_code_for(exc)
-            results.append(
-                ActionOutput(
-                    cluster=cluster_name(args) or "", job_id=ref, ok=False, message=str(exc)
-                )
-            )
-            print(f"hpcui: {exc}", file=sys.stderr)
-            continue
-        results.append(ActionOutput(cluster=name, job_id=job_id, ok=True, message="cancelled"))
-        if not args.json:
-            print(f"cancelled {job_id} on {name}")
-    if args.json:
-        out.emit_json(list[ActionOutput], results)
-    return code
+    """Any jobs of the user, as scancel/qdel take them: one call per cluster (an id the
+    scheduler does not know is a clear error, exit 2)."""
+    refs = [split_job_ref(ref, cluster_name(args)) for ref in args.jobs]
+    return report_fan_out(args, "cancel", refs)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

@@ -7,11 +7,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, host_key_decision
+from hpcui.errors import HpcuiError, UsageError
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ClusterCheck
@@ -19,9 +21,9 @@ if TYPE_CHECKING:
 
 
 def cmd_quota(args: argparse.Namespace) -> int:
-    from hpcui.sitestate import QuotaReport
+    from hpcui.sitestate import QuotaReport  # the core (0.16 s): when the command runs
 
-    report = connect(cluster_name(args)).quota_report()
+    report = connect(cluster_name(args)).site.quota_report()
     if args.json:
         out.emit_json(QuotaReport, report)
         return EXIT_OK
@@ -72,9 +74,8 @@ def cmd_quota(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from datetime import timedelta
 
-    from hpcui.housekeeping import CleanReport
+    from hpcui.housekeeping import CleanReport  # the core (0.16 s): when the command runs
 
     older = None if args.older_than is None else timedelta(seconds=args.older_than)
     report = connect(cluster_name(args)).clean(older_than=older, dry_run=args.dry_run)
@@ -94,15 +95,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_modules(args: argparse.Namespace) -> int:
-    from hpcui.backends.modules import Module
-    from hpcui.sitestate import listed, module_label
+    from hpcui.backends.modules import Module  # the core (0.16 s): when the command runs
+    from hpcui.sitestate import listed, module_label  # the core (0.16 s): when the command runs
 
     cluster = connect(cluster_name(args))
     unlisted = 0  # hidden modules --avail leaves out
     if args.search:
-        mods = cluster.module_search(args.search)
+        mods = cluster.site.module_search(args.search)
     else:
-        state = cluster.modules(with_setup=args.setup)
+        state = cluster.site.modules(with_setup=args.setup)
         mods = (
             state.loaded
             if args.avail is None
@@ -153,10 +154,10 @@ def cmd_modules(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(args: argparse.Namespace) -> int:
-    from hpcui.backends.records import PartitionInfo
+    from hpcui.backends.records import PartitionInfo  # the core (0.16 s): when the command runs
 
     cluster = connect(cluster_name(args))
-    parts = cluster.partitions() if cluster.capabilities.partitions else []
+    parts = cluster.site.partitions() if cluster.capabilities.partitions else []
     if not parts and not args.json:
         out.note(f"{cluster.name} has no partitions or queues to show")
     if args.json:
@@ -213,8 +214,8 @@ def _counts(*values: int | None) -> str:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ClusterRow
-    from hpcui.config import load_config
+    from hpcui.cli.models import ClusterRow  # pydantic (0.19 s): when it prints
+    from hpcui.config import load_config  # the core (0.16 s): when the command runs
 
     cfg = load_config()
     if args.names_only:  # shell completion: fast, no network
@@ -246,14 +247,14 @@ def cmd_clusters(args: argparse.Namespace) -> int:
         headers += ["CHECK", "PYTHON", "TIME"]
     table_rows = []
     for r in rows:
-        row = ["*" if r.default else "", r.name, r.host or "(this machine)", r.profile or ""]
+        cells = ["*" if r.default else "", r.name, r.host or "(this machine)", r.profile or ""]
         if r.check:
-            row += [
+            cells += [
                 "ok" if r.check.ok else "FAILED",
                 r.check.python or "-",
                 f"{r.check.seconds * 1000:.0f} ms",
             ]
-        table_rows.append(row)
+        table_rows.append(cells)
     colours = {4: lambda s: "green" if s == "ok" else "red"} if args.check else {}
     out.table(headers, table_rows, colours=colours)
     for r in rows:
@@ -268,8 +269,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 def _check(name: str) -> ClusterCheck:
     """Log in, probe home/job folder/Python in one round trip, check the setup modules."""
-    from hpcui.cli.models import ClusterCheck
-    from hpcui.errors import HpcuiError
+    from hpcui.cli.models import ClusterCheck  # pydantic (0.19 s): when it prints
 
     started = time.monotonic()
     try:
@@ -277,7 +277,7 @@ def _check(name: str) -> ClusterCheck:
         info = cluster.remote_info()  # refuses a Python of another minor version
         python = ".".join(map(str, info.python_version or ()))
         try:
-            missing = cluster.missing_setup_modules()
+            missing = cluster.site.missing_setup_modules()
         except HpcuiError:  # no module system: nothing to check
             missing = []
     except HpcuiError as exc:
@@ -293,10 +293,17 @@ def _check(name: str) -> ClusterCheck:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ProfileRow
-    from hpcui.config import load_config
-    from hpcui.local_machine import describe, scheduler_kind
-    from hpcui.profiles import Profile, builtin_profiles, resolve_profile
+    from hpcui.cli.models import ProfileRow  # pydantic (0.19 s): when it prints
+    from hpcui.config import load_config  # the core (0.16 s): when the command runs
+    from hpcui.local_machine import (  # the core (0.16 s): when the command runs
+        describe,
+        scheduler_kind,
+    )
+    from hpcui.profiles import (  # the core (0.16 s): when the command runs
+        Profile,
+        builtin_profiles,
+        resolve_profile,
+    )
 
     user = load_config().profiles
     builtins = builtin_profiles()
@@ -413,7 +420,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
         cluster.run("true").check("connection test")
     except Exception as exc:
         if refused:
-            from hpcui.errors import HostKeyError
+            from hpcui.errors import HostKeyError  # the core (0.16 s): when the command runs
 
             raise HostKeyError(
                 "not a terminal: re-run with --yes after checking the fingerprint above",
@@ -427,7 +434,6 @@ def cmd_trust(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from hpcui.errors import UsageError
 
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:

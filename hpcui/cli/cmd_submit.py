@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, resource_kwargs
+from hpcui.errors import JobTimeoutError
 
 if TYPE_CHECKING:
     from hpcui.cluster import Cluster
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from hpcui.targets import json_value, load_function
+    from hpcui.targets import json_value, load_function  # the core (0.16 s): when the command runs
 
     call_args = json_value(args.args, "--args", list)
     call_kwargs = json_value(args.kwargs, "--kwargs", dict)
@@ -28,7 +29,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from hpcui.targets import script_call
+    from hpcui.targets import script_call  # the core (0.16 s): when the command runs
 
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
@@ -48,9 +49,12 @@ def _submit(
     call_kwargs: dict[str, Any],
     res: dict[str, Any],
 ) -> int:
-    from hpcui.cli.cmd_jobs import collect_result, print_result
-    from hpcui.cli.models import SubmitOutput
-    from hpcui.resources import explain
+    from hpcui.cli.cmd_jobs import (  # the core (0.16 s): when the command runs
+        collect_result,
+        print_result,
+    )
+    from hpcui.cli.models import SubmitOutput  # pydantic (0.19 s): when it prints
+    from hpcui.resources import explain  # the core (0.16 s): when the command runs
 
     alloc = cluster.plan(
         **res
@@ -101,7 +105,6 @@ def _progress(job: Job, timeout: float | None, *, quiet: bool) -> None:
     """State and elapsed time on stderr until the job ends: one line rewritten on a
     terminal, a line per state change otherwise (CI logs). The status service polls
     adaptively in the background; this loop only reads its answer."""
-    from hpcui.errors import JobTimeoutError
 
     tty = sys.stderr.isatty()
     start = time.monotonic()
@@ -134,7 +137,7 @@ def _progress(job: Job, timeout: float | None, *, quiet: bool) -> None:
 
 
 def cmd_script(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ScriptOutput
+    from hpcui.cli.models import ScriptOutput  # pydantic (0.19 s): when it prints
 
     cluster = connect(cluster_name(args))
     preview = cluster.preview_script(array_size=args.array, **resource_kwargs(args))

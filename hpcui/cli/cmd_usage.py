@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 from hpcui.cli import EXIT_OK, EXIT_USAGE
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, split_job_ref
-from hpcui.formatting import figure, filled
+from hpcui.formatting import figure, usage_bar
 
 if TYPE_CHECKING:
     from hpcui.cluster import Cluster
@@ -21,23 +21,23 @@ TOP_JOBS = 8
 BAR = 20
 
 
-def bar(pct: float | None, width: int = BAR) -> str:
-    """`[#####.....]` for a percentage (`[??????????]` when the driver cannot say)."""
-    if pct is None:
-        return "[" + "?" * width + "]"
-    full = filled(pct / 100, width)
-    return "[" + "#" * full + "." * (width - full) + "]"
+def bar(pct: float | None, width: int = BAR, stream: TextIO | None = None) -> str:
+    """formatting.usage_bar in ASCII (`[#####.....]`, pipes and any terminal), in its
+    colour where the stream shows colour; the app draws the same bar."""
+    cells, colour = usage_bar(pct, width, "#", ".")
+    return "[" + out.style(cells, colour, stream=stream) + "]"
 
 
 def render(sample: UsageSample, report: UsageReport, stream: TextIO) -> None:
     """One job's look: a bar per GPU, the tasks, the history's summary, the verdicts."""
-    from hpcui.usage import gpu_figures, task_line
+    from hpcui.usage import gpu_figures, task_line  # the core (0.16 s): when the command runs
 
     stream.write(out.style(f"job {sample.job_id} on {sample.cluster}", "bold", stream=stream))
     stream.write(f"  ({report.samples} sample(s) over {report.span_s:.0f} s)\n")
     for g in sample.gpus:
         stream.write(
-            f"  {g.node} GPU{g.index}  {bar(g.util_pct)} {figure(g.util_pct, '%'):>4}  "
+            f"  {g.node} GPU{g.index}  {bar(g.util_pct, stream=stream)} "
+            f"{figure(g.util_pct, '%'):>4}  "
             f"{gpu_figures(g)}\n"
         )
     for t in sample.tasks:
@@ -49,12 +49,12 @@ def render(sample: UsageSample, report: UsageReport, stream: TextIO) -> None:
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    from hpcui.usage import UsageReport
+    from hpcui.usage import UsageReport  # the core (0.16 s): when the command runs
 
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)  # any job of yours, not only hpcui's: no registry needed
-    now = cluster.usage([job_id])[job_id]  # one look now (kept if the job runs)
-    report = cluster.usage_report(job_id)
+    now = cluster.usage.look([job_id])[job_id]  # one look now (kept if the job runs)
+    report = cluster.usage.report(job_id)
     if args.json:
         out.emit_json(UsageReport, report)
         return EXIT_OK
@@ -89,14 +89,14 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 
 def _running(cluster: Cluster) -> list[str]:
-    from hpcui.backends.states import JobState
+    from hpcui.backends.states import JobState  # the core (0.16 s): when the command runs
 
     if not cluster.capabilities.queue:  # the local cluster: hpcui's own jobs
         recs = cluster.records(limit=200)
-        ids = [r.job_id for r in recs if not r.state.is_final]
+        ids = [r.job_id for r in recs if r.job_id and not r.state.is_final]
         states = cluster.scheduler.status(ids) if ids else {}
         return [j for j in ids if states.get(j) and states[j].state is JobState.RUNNING][:TOP_JOBS]
-    jobs = [j for j in cluster.queue() if j.state is JobState.RUNNING]
+    jobs = [j for j in cluster.site.queue() if j.state is JobState.RUNNING]
     return [j.job_id for j in jobs][-TOP_JOBS:]
 
 
@@ -113,7 +113,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     try:
         while args.count is None or shown < args.count:
             ids = wanted if wanted is not None else _running(cluster)
-            samples = cluster.usage(ids) if ids else {}
+            samples = cluster.usage.look(ids) if ids else {}
             if tty:
                 sys.stdout.write("\x1b[H\x1b[2J")
             stamp = time.strftime("%H:%M:%S")
@@ -121,7 +121,7 @@ def cmd_top(args: argparse.Namespace) -> int:
             if not ids:
                 print("no running job to look at")
             for jid, sample in samples.items():
-                render(sample, cluster.usage_report(jid), sys.stdout)
+                render(sample, cluster.usage.report(jid), sys.stdout)
             sys.stdout.flush()
             shown += 1
             if wanted is not None and all(not s.gpus and not s.tasks for s in samples.values()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,6 @@ def read_secret(question: str) -> str:
     routed = getattr(sys.stdin, "read_secret", None)
     if routed is not None:
         return str(routed(question))
-    import getpass
 
     return getpass.getpass(question)
 
@@ -85,7 +85,7 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
     Without a terminal no callback is passed: the core then fails with an
     AuthenticationError or HostKeyError that says what to do, instead of hanging.
     """
-    from hpcui.api import connect as core_connect
+    from hpcui.api import connect as core_connect  # the core (0.16 s): when the command runs
 
     def asking(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
         from hpcui.config import load_config  # the name is looked up only when a prompt comes
@@ -94,7 +94,10 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
         return terminal_prompt(title, instructions, prompts, cluster=label)
 
     if SHARED_BY_AGENT:  # one Cluster per name for every client; each asks its own terminal
-        from hpcui.cli.routing import RoutedHostKey, RoutedPrompt
+        from hpcui.cli.routing import (  # the core (0.16 s): when the command runs
+            RoutedHostKey,
+            RoutedPrompt,
+        )
 
         kwargs.setdefault("prompt", RoutedPrompt(asking))
         kwargs.setdefault("on_unknown_host", RoutedHostKey(ask_host_key))

@@ -50,7 +50,7 @@ def _options(p: argparse.ArgumentParser) -> tuple[list[Opt], list[str], bool]:
         else:
             if a.choices:
                 pos_choices += [str(c) for c in a.choices]
-            if (a.metavar or "").endswith(".py"):
+            if isinstance(a.metavar, str) and a.metavar.endswith(".py"):
                 files = True
     return opts, pos_choices, files
 

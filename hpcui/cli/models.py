@@ -201,19 +201,19 @@ def output_type(args: argparse.Namespace) -> Any:
     if cmd == "jobs":
         if getattr(args, "registry", False):
             return list[RegistryJob]
-        from hpcui.cli.common import several_clusters
+        from hpcui.cli.common import several_clusters  # the core (0.16 s): when the command runs
 
         if several_clusters(getattr(args, "cluster", None)):
-            return list[cluster_row_type(args)]  # type: ignore[misc]
+            return list[cluster_row_type(args)]  # type: ignore[misc]  # a model made at run time
         return list[HistoryJob] if getattr(args, "history", None) else list[QueueJob]
     if cmd == "profiles":
         return Profile if getattr(args, "name", None) else list[ProfileRow]
     if cmd == "usage":
-        from hpcui.usage import UsageReport
+        from hpcui.usage import UsageReport  # the core (0.16 s): when the command runs
 
         return UsageReport
     if cmd in ("init", "add"):
-        from hpcui.onboarding import Proposal
+        from hpcui.onboarding import Proposal  # the core (0.16 s): when the command runs
 
         return Proposal
     return {

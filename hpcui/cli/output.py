@@ -112,7 +112,7 @@ def when(value: datetime | float | None) -> str:
 
 def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:
     """`value` validated as the command's documented type, then printed as JSON."""
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter  # pydantic (0.19 s): when it prints
 
     adapter = TypeAdapter(kind)
     data = adapter.dump_python(value, mode="json")
@@ -122,7 +122,7 @@ def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:
 def action_done(as_json: bool, cluster: str, job_id: str, message: str) -> None:
     """One job action's outcome: an `ActionOutput` with --json, else `JOB on CLUSTER: ...`."""
     if as_json:
-        from hpcui.cli.models import ActionOutput
+        from hpcui.cli.models import ActionOutput  # pydantic (0.19 s): when it prints
 
         done = ActionOutput(cluster=cluster, job_id=job_id, ok=True, message=message)
         emit_json(ActionOutput, done)
@@ -132,7 +132,7 @@ def action_done(as_json: bool, cluster: str, job_id: str, message: str) -> None:
 
 def emit_json_line(kind: Any, value: Any, out: TextIO | None = None) -> None:
     """One JSON document per line (streams such as `logs --json`)."""
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter  # pydantic (0.19 s): when it prints
 
     stream = out or sys.stdout
     stream.write(TypeAdapter(kind).dump_json(value).decode() + "\n")

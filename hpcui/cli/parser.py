@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Callable
+from typing import Any
 
 from hpcui.request_fields import REQUEST_FIELDS
 from hpcui.version import __version__
@@ -54,8 +56,8 @@ def _state_list(text: str) -> list[str]:
     return names
 
 
-def _positive(kind: type) -> object:
-    def parse(text: str) -> object:
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
@@ -64,7 +66,7 @@ def _positive(kind: type) -> object:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return value
 
-    parse.__name__ = kind.__name__
+    parse.__name__ = getattr(kind, "__name__", "number")  # argparse names the type
     return parse
 
 
@@ -211,8 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, help_: str, **kw: object) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_, description=help_, parents=[common], **kw)  # type: ignore[arg-type]
+    def add(name: str, help_: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, parents=[common], **kw)
 
     s = add("submit", "submit MODULE:FUNCTION (your module travels with the job)")
     s.add_argument("function", metavar="MODULE:FUNCTION", help="e.g. train:main or ./train.py:main")

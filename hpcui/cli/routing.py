@@ -126,13 +126,8 @@ class _Routed(io.TextIOBase):
         self.which = which
         self.fallback = fallback
 
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return "utf-8"
-
-    @property
-    def errors(self) -> str:  # type: ignore[override]
-        return "replace"
+    encoding = "utf-8"
+    errors = "replace"
 
     @property
     def no_color(self) -> bool:
@@ -166,7 +161,7 @@ class _Routed(io.TextIOBase):
         else:
             client.flush(self.which)
 
-    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+    def readline(self, size: int | None = -1, /) -> str:  # type: ignore[override]  # typeshed: _IOBase says bytes, TextIOBase str
         client = current()
         if client is None:
             return ""

@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("usage: python -m hpcui.compute.pbs_env FOLDER")
     os.environ.setdefault("SUBMITIT_EXECUTOR", "pbs")
     install()
-    from hpcui.compute.signed import run
+    from hpcui.compute.signed import run  # on the node: only what this job step runs
 
     run(args[0])  # stock process_job, then the result signed
 

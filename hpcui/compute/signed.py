@@ -31,7 +31,7 @@ def sign(data: bytes, key: bytes) -> str:
 
 def sign_result(folder: str) -> None:
     """Sign this task's result file, if the job has a key and the task left a result."""
-    from submitit import JobEnvironment
+    from submitit import JobEnvironment  # submitit (0.06 s): on the node / when submitting
 
     try:
         with open(os.path.join(folder, RESULT_KEY)) as fh:
@@ -67,7 +67,7 @@ def write_call(folder: str) -> None:
     index = os.environ.get(CALL_INDEX_ENV)
     if not index:
         return
-    from submitit import JobEnvironment
+    from submitit import JobEnvironment  # submitit (0.06 s): on the node / when submitting
 
     target = str(JobEnvironment().paths.submitted_pickle)
     if os.path.exists(target):
@@ -102,9 +102,11 @@ def _last_exit_handler() -> None:
 
 
 def run(folder: str) -> None:
-    from submitit.core.submission import process_job
+    from submitit.core.submission import (
+        process_job,  # submitit (0.06 s): on the node / when submitting
+    )
 
-    from hpcui.compute import time_limit
+    from hpcui.compute import time_limit  # on the node: only what this job step runs
 
     atexit.register(_last_exit_handler)
     time_limit.install()  # the early signal says the limit is near; the job runs to it

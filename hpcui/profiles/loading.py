@@ -19,10 +19,8 @@ def builtin_profiles() -> list[str]:
 
 @cache
 def _builtin(name: str) -> Profile:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover
-        import tomli as tomllib
+    import tomllib  # Python 3.11+ (requires-python)
+
     path = resources.files(__package__).joinpath(f"{name}.toml")
     if not path.is_file():
         raise ConfigError(

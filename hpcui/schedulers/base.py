@@ -108,7 +108,7 @@ class Scheduler(abc.ABC):
     # raises UsageError that says what to use instead.
 
     @abc.abstractmethod
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
         """All of the user's jobs the scheduler lists now (not only hpcui's): ONE call.
         `into`: the row type the caller shows (`QueueEntry.from_values` builds it)."""
 
@@ -117,7 +117,7 @@ class Scheduler(abc.ABC):
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+        into: type[H] = AccountingEntry,
     ) -> list[H]:
         """Finished and running jobs with exit codes and usage, from `since` on: ONE call.
 

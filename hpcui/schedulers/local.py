@@ -83,7 +83,7 @@ class LocalScheduler(Scheduler):
             queue=False, history=False, partitions=False, arrays=True, control=False
         )
 
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
         raise UsageError(
             "The `local` scheduler runs jobs as plain processes and keeps no queue. "
             "`hpcui jobs` lists them from the registry; a cluster with Slurm has a queue."
@@ -93,7 +93,7 @@ class LocalScheduler(Scheduler):
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+        into: type[H] = AccountingEntry,
     ) -> list[H]:
         raise UsageError(
             "The `local` scheduler keeps no accounting. `hpcui jobs` lists past jobs from the "

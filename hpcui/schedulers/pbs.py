@@ -285,14 +285,14 @@ class PbsScheduler(Scheduler):
         res = _checked(self.transport.run(cmd), "qselect/qstat")
         return _read(res.stdout, dialect)
 
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
         return [into.from_values(dict(_queue_entry(j).__dict__)) for j in self._user_jobs(False)]
 
     def history(
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+        into: type[H] = AccountingEntry,
     ) -> list[H]:
         """The user's jobs the server still lists (PBS Pro: with history, when it keeps one).
 

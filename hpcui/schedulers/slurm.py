@@ -24,7 +24,7 @@ from hpcui.backends.records import (
     NodeInfo,
     QueueEntry,
 )
-from hpcui.errors import SchedulerError, UsageError
+from hpcui.errors import HpcuiError, JobsRefused, SchedulerError, UsageError
 from hpcui.schedulers.base import H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, CommandResult
 
@@ -37,7 +37,7 @@ ACCOUNTING_RETRY_S = 60.0
 class SlurmScheduler(Scheduler):
     name = "slurm"
 
-    def __init__(self, transport) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, transport) -> None:
         super().__init__(transport)
         self._accounting_off_until = 0.0
         self._squeue_rows: dict[type, dict[str, Any]] = {}
@@ -103,10 +103,13 @@ class SlurmScheduler(Scheduler):
         if job_ids:
             res = self.transport.run(slurm_script.scancel_command(list(job_ids)))
             _control_checked(res, "cancel", job_ids, tool="scancel")
+            refused = slurm_script.parse_scancel_refusals(res.stderr)
+            if refused:  # exit status 0 all the same: the others were cancelled
+                raise _refusals("cancel", refused, tool="scancel")
 
     # -- site state --------------------------------------------------------------------------
 
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:  # type: ignore[assignment]
+    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
         self.calls += 1
         res = self.transport.run(slurm_queue.squeue_command(None, me=True))
         # rows of unchanged lines are reused from the last refresh (one dict per row type)
@@ -117,7 +120,7 @@ class SlurmScheduler(Scheduler):
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,  # type: ignore[assignment]
+        into: type[H] = AccountingEntry,
     ) -> list[H]:
         """sacct; where accounting is off, the ended jobs squeue still remembers (MinJobAge)."""
         if not self.accounting_off:
@@ -222,12 +225,12 @@ class SlurmScheduler(Scheduler):
         res = self.transport.run(_argv(slurm_control.time_limit_command, job_id, limit))
         _control_checked(res, f"update TimeLimit={limit}", [job_id])
 
-    def _control(self, build, verb: str, job_ids: Sequence[str]) -> None:  # type: ignore[no-untyped-def]
+    def _control(self, build, verb: str, job_ids: Sequence[str]) -> None:
         res = self.transport.run(_argv(build, list(job_ids)))
         _control_checked(res, verb, job_ids)
 
 
-def _argv(build, *args):  # type: ignore[no-untyped-def]
+def _argv(build, *args):
     """A dialect command; a malformed id or value is the user's error, said as such."""
     try:
         return build(*args)
@@ -292,6 +295,20 @@ def _control_checked(
         f"{tool} {verb} failed for job {ids} (exit status {res.exit_status}): {said}. "
         f"The controller may be busy or down; try again, or run {tool} on the login node."
     )
+
+
+def _refusals(verb: str, refused: dict[str, str], *, tool: str) -> JobsRefused:
+    """Per-job refusals in `_control_checked`'s words, one sentence per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for job_id, reason in refused.items():
+        by_reason.setdefault(reason, []).append(job_id)
+    said = []
+    for reason, ids in by_reason.items():
+        try:
+            _control_checked(CommandResult(1, b"", reason.encode()), verb, ids, tool=tool)
+        except HpcuiError as exc:
+            said.append(str(exc))
+    return JobsRefused(" ".join(said), job_ids=list(refused))
 
 
 def sacct_statuses(text: str) -> dict[str, JobStatus]:

@@ -47,7 +47,7 @@ class QueueJob(QueueEntry):
 
     token: str | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def hpcui(self) -> bool:
         return self.token is not None
@@ -68,12 +68,12 @@ class HistoryJob(AccountingEntry):
 
     token: str | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def hpcui(self) -> bool:
         return self.token is not None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field
     @property
     def efficiency(self) -> str:
         return efficiency_line(self)
@@ -150,7 +150,7 @@ def jobs_from_records(
     scheduler keeps none (plain processes). ``since_s``: submitted at most that long ago."""
     now = datetime.now().timestamp()
     row: type[HistoryJob] | type[QueueJob] = HistoryJob if history else QueueJob
-    return [  # type: ignore[return-value]
+    return [
         row(
             job_id=r.job_id,
             name=r.name,

@@ -62,7 +62,7 @@ class QuotaReport(Model):
     tool: str
     entries: list[QuotaEntry]
     tried: list[QuotaTry]
-    #: what hpcui's own folders take (Cluster.quota_report adds it)
+    #: what hpcui's own folders take (SiteView.quota_report adds it)
     own: OwnUsage | None = None
 
     @property

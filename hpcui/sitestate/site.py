@@ -1,6 +1,6 @@
 """One site's state as the user checks it: the queue (one shared poll), history, free
 capacity, standing, quota and modules, each one or two round trips. Handed the transport,
-scheduler, registry and profile by `Cluster`, which stays the public front."""
+scheduler, registry and profile by `Cluster`, which offers it as `cluster.site`."""
 
 from __future__ import annotations
 
@@ -17,9 +17,15 @@ from hpcui.profiles import Profile
 from hpcui.registry import JobRecord, Registry
 from hpcui.schedulers.base import Scheduler
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, since_arg
-from hpcui.sitestate.modules import detect_system, fetch_modules, search_modules
+from hpcui.sitestate.modules import (
+    detect_system,
+    fetch_modules,
+    missing_modules,
+    search_modules,
+    setup_modules,
+)
 from hpcui.sitestate.own_usage import fetch_own_usage
-from hpcui.sitestate.quota import QuotaReport, fetch_quota
+from hpcui.sitestate.quota import QuotaEntry, QuotaReport, fetch_quota
 from hpcui.sitestate.standing import FreeReport, Standing, fetch_allocation
 from hpcui.sitestate.watcher import QueueWatcher
 from hpcui.submission import base_word
@@ -39,9 +45,11 @@ class SiteView:
         transport: Transport,
         scheduler: Scheduler,
         registry: Registry,
+        setup: Sequence[str],
         before_listing: Callable[[], None],
     ) -> None:
         self.name = name
+        self.setup = list(setup)
         self.config = config
         self.profile = profile
         self.transport = transport
@@ -53,6 +61,7 @@ class SiteView:
 
     @cached_property
     def queue_watcher(self) -> QueueWatcher:
+        """The ONE queue poll of this cluster: screens subscribe to it instead of polling."""
         return QueueWatcher(self._fetch_queue, name=self.name)
 
     def _fetch_queue(self) -> list[QueueJob]:
@@ -69,6 +78,8 @@ class SiteView:
             self.queue_watcher.close()
 
     def queue(self, *, include_finished: bool = False, max_age_s: float = 0.0) -> list[QueueJob]:
+        """All of the user's jobs (hpcui's have `token`), estimated start for pending ones.
+        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call)."""
         snap = self.queue_watcher.refresh(max_age_s=max_age_s)
         if snap.error is not None:
             exc = self.queue_watcher.last_exception
@@ -82,8 +93,12 @@ class SiteView:
     # -- history ----------------------------------------------------------------------------
 
     def history(
-        self, since: datetime | timedelta | str | None, job_ids: list[str] | None
+        self,
+        since: datetime | timedelta | str | None = timedelta(days=1),
+        *,
+        job_ids: list[str] | None = None,
     ) -> list[HistoryJob]:
+        """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
         self._before_listing()
         jobs = self.scheduler.history(since_arg(since), job_ids, into=HistoryJob)
         records: list[JobRecord] | None = None  # the registry, read once when needed
@@ -124,18 +139,26 @@ class SiteView:
         return self.scheduler.partitions()
 
     def free(self) -> FreeReport:
+        """Free CPUs and GPUs per partition now, and each node's state (one sinfo)."""
         return FreeReport.of(self.scheduler.nodes())
 
     def standing(self) -> Standing:
+        """Fair share, pending jobs' priority factors (one round trip) and the project's
+        allocation from the site's tool where the profile names one (a second)."""
         shares, pending, note = self.scheduler.standing()
         tool = self.profile.allocation_command
         allocation = fetch_allocation(self.transport, tool) if tool else None
         return Standing(fair_share=shares, pending=pending, note=note, allocation=allocation)
 
     def quota_report(self) -> QuotaReport:
+        """Quota with the tool that answered and the ones tried before it, and what hpcui's
+        own folders take of it."""
         report = fetch_quota(self.transport, self.profile.quota_command, cluster=self.name)
         own = fetch_own_usage(self.transport, base_word(self.config.remote_base), report.entries)
         return report.model_copy(update={"own": own})
+
+    def quota(self) -> list[QuotaEntry]:
+        return self.quota_report().entries
 
     # -- modules ----------------------------------------------------------------------------
 
@@ -144,8 +167,17 @@ class SiteView:
         """Lmod or Environment Modules: from the profile, else probed once."""
         return self.profile.module_system or detect_system(self.transport, cluster=self.name)
 
-    def modules(self, setup: Sequence[str] = ()) -> ModuleState:
+    def modules(self, *, with_setup: bool = False) -> ModuleState:
+        """Loaded and available modules (defaults marked), one round trip; `with_setup`:
+        "loaded" after this cluster's `setup` lines, as a job sees it."""
+        setup = self.setup if with_setup else ()
         return fetch_modules(self.transport, self.module_system, cluster=self.name, setup=setup)
+
+    def missing_setup_modules(self) -> list[str]:
+        """Modules the config's `setup` lines load that this site does not have."""
+        if not setup_modules(self.setup):
+            return []
+        return missing_modules(self.setup, self.modules())
 
     def module_search(self, term: str) -> list[Module]:
         return search_modules(self.transport, self.module_system, term, cluster=self.name)

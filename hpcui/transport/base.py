@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from hpcui.errors import RemoteCommandError, UsageError
+from hpcui.errors import HpcuiError, RemoteCommandError, UsageError
 from hpcui.transport.quoting import Arg
 
 Command = str | bytes | Iterable[Arg]
@@ -154,8 +154,10 @@ class Transport(abc.ABC):
         """Bytes the user may still write on the filesystem holding `path` (`df -Pk`, read
         by the quota fallback's parser); None when df cannot tell. Asked only after a
         write failed or a job left no result, to say whether the disk is full."""
-        from hpcui.backends.quota import QuotaParseError, parse_df
-        from hpcui.errors import HpcuiError
+        from hpcui.backends.quota import (  # the transport chosen at run time only
+            QuotaParseError,
+            parse_df,
+        )
 
         try:
             res = self.run(["df", "-Pk", path])

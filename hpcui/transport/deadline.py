@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from typing import overload
 
 _local = threading.local()
 
@@ -28,6 +29,10 @@ def within(seconds: float | None) -> Iterator[None]:
         _local.deadline = outer
 
 
+@overload
+def left(default: float) -> float: ...
+@overload
+def left(default: None) -> float | None: ...
 def left(default: float | None) -> float | None:
     """Seconds a call may take now: its own `default` limit, cut to the caller's budget."""
     deadline = getattr(_local, "deadline", None)

@@ -74,7 +74,7 @@ def host_matches(patterns: str, name: str) -> bool:
 
 
 def _key(keytype: str, b64: str) -> paramiko.PKey | None:
-    import paramiko
+    import paramiko  # paramiko (0.13 s): SSH clusters only
 
     try:
         return paramiko.PKey.from_type_string(keytype, base64.b64decode(b64))

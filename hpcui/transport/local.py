@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat as _stat
 import subprocess
 from collections.abc import Iterable
 
@@ -84,7 +85,6 @@ class LocalTransport(Transport):
             return None
 
     def stat_file(self, path: str) -> RemoteStat | None:
-        import stat as _stat
 
         try:
             st = os.stat(os.path.expanduser(path))

@@ -12,11 +12,12 @@ import secrets
 import select
 import shlex
 import socket
+import stat as _stat
 import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hpcui.errors import (
     AnswersRejected,
@@ -238,14 +239,14 @@ class SshTransport(Transport):
 
     @classmethod
     def from_config(
-        cls, host: str, *, ssh_config: str | None = None, **kwargs: object
+        cls, host: str, *, ssh_config: str | None = None, **kwargs: Any
     ) -> SshTransport:
         overrides = {
             k: kwargs.pop(k)
             for k in ("user", "port", "identity_file", "known_hosts", "proxy_jump")
             if k in kwargs
         }
-        return cls(resolve(host, ssh_config=ssh_config, **overrides), **kwargs)  # type: ignore[arg-type]
+        return cls(resolve(host, ssh_config=ssh_config, **overrides), **kwargs)
 
     # -- connection -------------------------------------------------------------------------
 
@@ -280,7 +281,7 @@ class SshTransport(Transport):
             ) from last
 
     def _open(self) -> paramiko.Transport:
-        import paramiko
+        import paramiko  # paramiko (0.13 s): SSH clusters only
 
         t = self.target
         if t.proxy_jump:
@@ -446,7 +447,8 @@ class SshTransport(Transport):
                 key_type=ktype,
             )
         ask = self.on_unknown_host
-        ask = ask.for_caller() if hasattr(ask, "for_caller") else ask  # type: ignore[union-attr]
+        for_caller = getattr(ask, "for_caller", None)  # the agent's: asks the calling client
+        ask = for_caller() if for_caller is not None else ask
         if ask is not None and ask(name, ktype, fp):
             add_known_host(self.target.known_hosts[0], name, key)
             return
@@ -467,9 +469,11 @@ class SshTransport(Transport):
         )
 
     def _candidate_keys(self) -> list[tuple[str, paramiko.PKey]]:
-        import paramiko
+        import paramiko  # paramiko (0.13 s): SSH clusters only
 
-        from hpcui.transport.ssh_config import DEFAULT_IDENTITIES
+        from hpcui.transport.ssh_config import (
+            DEFAULT_IDENTITIES,  # the transport chosen at run time only
+        )
 
         out: list[tuple[str, paramiko.PKey]] = []
         files = self.target.identity_files or tuple(
@@ -529,7 +533,7 @@ class SshTransport(Transport):
             del answer
 
     def _authenticate(self, conn: paramiko.Transport) -> None:
-        import paramiko
+        import paramiko  # paramiko (0.13 s): SSH clusters only
 
         user = self.target.user
         try:
@@ -776,7 +780,7 @@ class SshTransport(Transport):
     # -- files ------------------------------------------------------------------------------
 
     def sftp(self) -> paramiko.SFTPClient:
-        import paramiko
+        import paramiko  # paramiko (0.13 s): SSH clusters only
 
         with self._lock:
             if self._sftp is None or self._conn is None or not self._conn.is_active():
@@ -796,7 +800,7 @@ class SshTransport(Transport):
         raw EOFError, SSHException or socket error); an idempotent one (`retry`) is tried
         once more on a new connection. An error while the link is still up is the
         server's answer (no such file, permission, ...) and passes unchanged."""
-        import paramiko
+        import paramiko  # paramiko (0.13 s): SSH clusters only
 
         for attempt in (0, 1):
             conn = self._conn
@@ -1043,7 +1047,7 @@ def _proxy_command(command: str) -> paramiko.ProxyCommand:
     """The ssh config's ProxyCommand as the connection's socket, run as OpenSSH runs it
     (``$SHELL -c "exec COMMAND"``; /bin/sh here). It comes from the user's own ssh config,
     so it runs with exactly the rights ``ssh`` would give it."""
-    import paramiko
+    import paramiko  # paramiko (0.13 s): SSH clusters only
 
     try:
         return paramiko.ProxyCommand(shlex.join(["/bin/sh", "-c", f"exec {command}"]))
@@ -1054,6 +1058,5 @@ def _proxy_command(command: str) -> paramiko.ProxyCommand:
 
 
 def _is_dir(mode: int | None) -> bool:
-    import stat as _stat
 
     return mode is not None and _stat.S_ISDIR(mode)

@@ -131,11 +131,12 @@ def resolve(
     `ssh_config` when given (like ``ssh -F``); explicit arguments win over the files."""
     home = home or os.path.expanduser("~")
     if ssh_config:
-        cfg_path: Path | None = Path(os.path.expanduser(ssh_config))
-        if not cfg_path.exists():
+        given = Path(os.path.expanduser(ssh_config))
+        if not given.exists():
             raise ConfigError(
-                f"ssh config file {cfg_path} does not exist: fix `ssh_config` for {host}."
+                f"ssh config file {given} does not exist: fix `ssh_config` for {host}."
             )
+        cfg_path: Path | None = given
         system = None
     else:
         cfg_path = Path(home) / ".ssh" / "config"
@@ -159,7 +160,8 @@ def resolve(
     alias = first.get("hostkeyalias")
     alias = alias.lower() if alias else None
     tokens = path_tokens(host, hostname, port_number, remote_user, alias, local_user, home)
-    idents = [identity_file] if identity_file else list(options.get("identityfile") or [])
+    listed = options.get("identityfile")  # every IdentityFile line counts: a list
+    idents = [identity_file] if identity_file else list(listed if isinstance(listed, list) else [])
     kh = [known_hosts] if known_hosts else options.get("userknownhostsfile")
     gkh = options.get("globalknownhostsfile")
     jump = options.get("proxyjump")

@@ -47,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 from hpcui.errors import ConfigError
 
@@ -208,7 +209,7 @@ class OptionsReader:
                 self._set("proxyjump", args[0], state[0])
         elif keyword in ACCUMULATE:
             if state[0]:
-                values: list[str] = self.options.setdefault(keyword, [])  # type: ignore[assignment]
+                values = cast(list[str], self.options.setdefault(keyword, []))  # ACCUMULATE: lists
                 for arg in args if keyword in ("sendenv", "setenv") else args[:1]:
                     if keyword not in ("identityfile", "certificatefile") or arg not in values:
                         values.append(arg)  # ssh registers a key file once

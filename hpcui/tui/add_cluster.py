@@ -85,9 +85,12 @@ class AddClusterModal(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="add-cluster", exit_on_error=False)
     def _look(self, host: str, name: str, answers: dict[str, str | None]) -> None:
-        from hpcui import onboarding
-        from hpcui.config import ClusterConfig, config_path
-        from hpcui.tui.bridge import host_key_bridge, prompt_bridge
+        from hpcui import onboarding  # textual screens: when shown
+        from hpcui.config import ClusterConfig, config_path  # textual screens: when shown
+        from hpcui.tui.bridge import (  # textual (0.17 s): when the app or a dialog shows
+            host_key_bridge,
+            prompt_bridge,
+        )
 
         try:
             onboarding.check_name(name, config_path())
@@ -131,9 +134,12 @@ class AddClusterModal(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="add-cluster", exit_on_error=False)
     def _write(self, proposal: Any) -> None:
-        from hpcui import onboarding
-        from hpcui.config import config_path
-        from hpcui.tui.bridge import host_key_bridge, prompt_bridge
+        from hpcui import onboarding  # textual screens: when shown
+        from hpcui.config import config_path  # textual screens: when shown
+        from hpcui.tui.bridge import (  # textual (0.17 s): when the app or a dialog shows
+            host_key_bridge,
+            prompt_bridge,
+        )
 
         try:
             done = onboarding.add_cluster(

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from hpcui.config import Config, config_path, load_config
+from hpcui.control import DONE, JobControl, Verb, fan_out
 from hpcui.errors import ConfigError, HpcuiError
 from hpcui.registry import JobRecords
 from hpcui.tui.chrome import LEAD_BINDINGS
@@ -184,7 +185,9 @@ class HpcuiApp(App[None]):
         return self.mode_screens.get(mode)
 
     def action_add_cluster(self, first_run: bool = False) -> None:
-        from hpcui.tui.add_cluster import AddClusterModal
+        from hpcui.tui.add_cluster import (
+            AddClusterModal,  # textual (0.17 s): when the app or a dialog shows
+        )
 
         self.push_screen(AddClusterModal(first_run=first_run), callback=self._cluster_added)
 
@@ -197,8 +200,11 @@ class HpcuiApp(App[None]):
         self.notify(f"{name} added to {config_path()}; connecting.", title="cluster added")
 
     def action_help(self) -> None:
-        from hpcui.tui.job_table import JobTable
-        from hpcui.tui.modals import ConfirmModal, HelpModal
+        from hpcui.tui.job_table import JobTable  # textual (0.17 s): when the app or a dialog shows
+        from hpcui.tui.modals import (  # textual (0.17 s): when the app or a dialog shows
+            ConfirmModal,
+            HelpModal,
+        )
 
         palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "command palette")
         groups = [
@@ -253,9 +259,8 @@ class HpcuiApp(App[None]):
             exit_on_error=False,
         )
 
-    def _control(self, verb: str, jobs: list[tuple[str, str]]) -> None:
-        done = {"hold": "held", "release": "released"}[verb]
-        self._per_cluster(jobs, lambda c, ids: getattr(c, verb)(ids), verb, done)
+    def _control(self, verb: Verb, jobs: list[tuple[str, str]]) -> None:
+        self._fan_out(verb, jobs)
 
     def on_resubmit(self, message: Resubmit) -> None:
         self.run_worker(
@@ -294,7 +299,9 @@ class HpcuiApp(App[None]):
         ref = f"{cluster}:{job_id}"
 
         def cancel() -> None:
-            from hpcui.tui.modals import ConfirmModal
+            from hpcui.tui.modals import (
+                ConfirmModal,  # textual (0.17 s): when the app or a dialog shows
+            )
 
             def answered(yes: bool | None) -> None:
                 if yes:
@@ -334,33 +341,25 @@ class HpcuiApp(App[None]):
         )
 
     def _cancel(self, jobs: list[tuple[str, str]]) -> None:
-        self._per_cluster(jobs, lambda c, ids: c.cancel(ids), "cancel", "cancelled")
+        self._fan_out("cancel", jobs)
 
-    def _per_cluster(
-        self,
-        jobs: list[tuple[str, str]],
-        call: Callable[[Any, list[str]], None],
-        verb: str,
-        done: str,
-    ) -> None:
-        """`call(cluster, ids)` once per cluster (one scheduler call for all its jobs),
-        each outcome a notification (worker thread)."""
-        by_cluster: dict[str, list[str]] = {}
-        for cluster, job_id in jobs:
-            by_cluster.setdefault(cluster, []).append(job_id)
-        for name, ids in by_cluster.items():
-            cluster = self.hub.cluster(name)
-            if cluster is None:
-                self.call_from_thread(self.notify, f"{name} is not connected", severity="error")
-                continue
-            try:
-                call(cluster, ids)
-            except HpcuiError as exc:
+    def _fan_out(self, verb: Verb, jobs: list[tuple[str, str]]) -> None:
+        """One scheduler call per cluster (hpcui.control.fan_out, as the CLI), each
+        cluster's outcome a notification (worker thread)."""
+        for outcome in fan_out(verb, jobs, self._control_of):
+            if outcome.error is not None:
                 self.call_from_thread(
-                    self.notify, str(exc), severity="error", title=f"{verb} failed"
+                    self.notify, str(outcome.error), severity="error", title=f"{verb} failed"
                 )
-                continue
-            self.call_from_thread(self.notify, f"{done} {name}: {' '.join(ids)}")
+            else:
+                ids = " ".join(outcome.job_ids)
+                self.call_from_thread(self.notify, f"{DONE[verb]} {outcome.cluster}: {ids}")
+
+    def _control_of(self, name: str | None) -> JobControl:
+        cluster = self.hub.cluster(name or "")
+        if cluster is None:
+            raise HpcuiError(f"{name} is not connected")
+        return cluster.control
 
     def stop_jobs(self, jobs: list[tuple[str, str]]) -> None:
         self.run_worker(lambda: self._stop(jobs), thread=True, group="stop", exit_on_error=False)
@@ -404,8 +403,10 @@ class HpcuiApp(App[None]):
 def binding_ids() -> dict[str, str]:
     """Every remappable binding of the app: id -> default key (the app's and its screens')."""
     ids: dict[str, str] = {}
-    for owner in (HpcuiApp, *SCREENS_BY_MODE.values()):
-        for binding in owner.BINDINGS:  # type: ignore[attr-defined]
+    owners: list[type[App[Any] | Screen[Any]]] = [HpcuiApp, JobsScreen, JobScreen]
+    owners += [SubmitScreen, ClusterScreen]  # SCREENS_BY_MODE's screens
+    for owner in owners:
+        for binding in owner.BINDINGS:
             if isinstance(binding, Binding) and binding.id:
                 ids[binding.id] = binding.key
     return ids
@@ -422,7 +423,7 @@ def user_keymap(cfg: Config) -> dict[str, str]:
     known = binding_ids()
     unknown = sorted(set(cfg.keys) - set(known))
     if unknown:
-        import difflib
+        import difflib  # textual screens: when shown
 
         hints = []
         for name in unknown:
@@ -449,7 +450,7 @@ def run_app(cluster: str | None = None) -> None:
     Library warnings (a failed queue refresh, a dropped connection) would print over the
     screen; while the app runs they go to Textual's log (`textual console`) instead.
     """
-    from textual.logging import TextualHandler
+    from textual.logging import TextualHandler  # textual (0.17 s): when the app or a dialog shows
 
     root = logging.getLogger()
     handler = TextualHandler()

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def ask_from_thread(app: App[Any], make_screen: Callable[[], Screen[T]], default: T) -> T:
+def ask_from_thread(app: App[Any], make_screen: Callable[[], Screen[Any]], default: T) -> T:
     """Push ``make_screen()`` on the UI thread and block this thread until it is dismissed."""
     done = threading.Event()
     box: list[T] = []
@@ -52,12 +52,13 @@ class AppPrompt:
     def __call__(
         self, title: str, instructions: str, questions: list[tuple[str, bool]]
     ) -> list[str]:
-        from hpcui.tui.modals import PromptModal
+        from hpcui.tui.modals import PromptModal  # textual (0.17 s): when the app or a dialog shows
 
         if not questions:  # servers may send an empty round; answer it without a dialog
             return []
-        answers: list[str] | None = ask_from_thread(
-            self.app, lambda: PromptModal(self.cluster, title, instructions, list(questions)), None
+        none: list[str] | None = None  # the answer of a dialog closed without one
+        answers = ask_from_thread(
+            self.app, lambda: PromptModal(self.cluster, title, instructions, list(questions)), none
         )
         self.cancelled = answers is None
         return ["" for _ in questions] if answers is None else answers  # empty: refused
@@ -69,7 +70,7 @@ def prompt_bridge(app: App[Any], cluster: str) -> AppPrompt:
 
 def host_key_bridge(app: App[Any], cluster: str) -> Callable[[str, str, str], bool]:
     """The core's unknown-host callback: True accepts (the core writes known_hosts)."""
-    from hpcui.tui.modals import HostKeyModal
+    from hpcui.tui.modals import HostKeyModal  # textual (0.17 s): when the app or a dialog shows
 
     def confirm(host: str, key_type: str, fingerprint: str) -> bool:
         return ask_from_thread(

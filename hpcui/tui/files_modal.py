@@ -83,8 +83,8 @@ class FilesModal(ModalScreen[None]):
     def _list(self, path: str | None) -> None:
         try:
             if path is None:
-                self.root = path = self.cluster.job_folder(self.job_id)
-            entries = self.cluster.list_files(path)
+                self.root = path = self.cluster.files.folder(self.job_id)
+            entries = self.cluster.files.list(path)
         except HpcuiError as exc:
             self.app.call_from_thread(self._said, str(exc))
             return
@@ -127,7 +127,7 @@ class FilesModal(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="files-view", exit_on_error=False)
     def _view(self, path: str) -> None:
         try:
-            text, total = self.cluster.read_text(path, limit=64 * 1024)
+            text, total = self.cluster.files.read_text(path, limit=64 * 1024)
         except HpcuiError as exc:
             self.app.call_from_thread(self._said, str(exc))
             return
@@ -166,7 +166,7 @@ class FilesModal(ModalScreen[None]):
                 )
 
         try:
-            _, local = self.cluster.download(
+            _, local = self.cluster.files.download(
                 entry.path,
                 self.downloads,
                 progress=progress,

@@ -111,8 +111,12 @@ class Hub:
         )
 
     def _connect(self, name: str) -> None:
-        import hpcui
-        from hpcui.tui.bridge import AppPrompt, host_key_bridge, prompt_bridge
+        import hpcui  # textual screens: when shown
+        from hpcui.tui.bridge import (  # textual (0.17 s): when the app or a dialog shows
+            AppPrompt,
+            host_key_bridge,
+            prompt_bridge,
+        )
 
         prompt: Any = None
         try:
@@ -145,7 +149,9 @@ class Hub:
     def _rejected(self, name: str, message: str, cancelled: bool) -> None:
         """UI thread: a refused 2FA answer. Cancelled by the person: just say so; a wrong
         code: show why and offer another try (a new code, a new connection)."""
-        from hpcui.tui.modals import ConfirmModal
+        from hpcui.tui.modals import (
+            ConfirmModal,  # textual (0.17 s): when the app or a dialog shows
+        )
 
         if cancelled:
             self._set(name, "error", "login cancelled; press C on the Cluster screen to connect")

@@ -13,6 +13,7 @@ from textual import work
 from textual.binding import Binding
 from textual.screen import Screen
 
+from hpcui.control import DONE
 from hpcui.errors import HpcuiError
 from hpcui.tui.files_modal import FilesModal, TextPromptModal
 from hpcui.tui.modals import ConfirmModal
@@ -67,16 +68,21 @@ class JobControlScreen(Screen[None]):
         if found is None:
             return
         cluster, job_id = found
-        done = {"hold": "held", "release": "released", "requeue": "requeued"}[verb]
-        call = lambda: getattr(cluster, verb)([job_id])  # noqa: E731
+        done = DONE[verb]
+        call = lambda: getattr(cluster.control, verb)([job_id])  # noqa: E731
         if verb == "requeue":
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._remote("requeue", call, f"{done} {job_id}")
+
             self.app.push_screen(
                 ConfirmModal(
                     f"Requeue {cluster.name}:{job_id}?",
                     "A running job is killed and starts again later under the same id.",
                     yes="Requeue",
                 ),
-                lambda yes: yes and self._remote("requeue", call, f"{done} {job_id}"),
+                answered,
             )
             return
         self._remote(verb, call, f"{done} {job_id}")
@@ -91,7 +97,7 @@ class JobControlScreen(Screen[None]):
             if text:
                 self._remote(
                     "time limit",
-                    lambda: cluster.set_time_limit(job_id, text),
+                    lambda: cluster.control.set_time_limit(job_id, text),
                     f"{job_id}: time limit now {text}",
                 )
 
@@ -110,7 +116,7 @@ class JobControlScreen(Screen[None]):
 
     @work(thread=True, group="job-control", exit_on_error=False)
     def _open_shell(self, cluster: Cluster, job_id: str) -> None:
-        from hpcui.terminal import shell_unavailable, window
+        from hpcui.terminal import shell_unavailable, window  # textual screens: when shown
 
         why = shell_unavailable()
         if why:
@@ -118,14 +124,14 @@ class JobControlScreen(Screen[None]):
             return
         cols, rows = window()
         try:
-            chan = cluster.open_shell(job_id, cols=cols, rows=rows)
+            chan = cluster.control.open_shell(job_id, cols=cols, rows=rows)
         except HpcuiError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", title="shell")
             return
         self.app.call_from_thread(self._bridge, chan, job_id)
 
     def _bridge(self, chan: Any, job_id: str) -> None:
-        from hpcui.terminal import bridge
+        from hpcui.terminal import bridge  # textual screens: when shown
 
         try:
             with self.app.suspend():
@@ -154,15 +160,15 @@ class JobControlScreen(Screen[None]):
     @work(thread=True, group="job-control", exit_on_error=False)
     def _fetch_script(self, cluster: Cluster, job_id: str) -> None:
         try:
-            details = cluster.job_details(job_id)
-            script = cluster.batch_script(job_id)
+            details = cluster.control.details(job_id)
+            script = cluster.control.batch_script(job_id)
         except HpcuiError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", title="resubmit")
             return
         self.app.call_from_thread(self._edit, cluster, job_id, details.work_dir, script)
 
     def _edit(self, cluster: Cluster, job_id: str, work_dir: str, script: str) -> None:
-        from hpcui.terminal import edit_text
+        from hpcui.terminal import edit_text  # textual screens: when shown
 
         try:
             with self.app.suspend():
@@ -181,7 +187,9 @@ class JobControlScreen(Screen[None]):
             return
         self._remote(
             "resubmit",
-            lambda: self._resubmitted(cluster.resubmit(edited, work_dir=work_dir, name=job_id)),
+            lambda: self._resubmitted(
+                cluster.control.resubmit(edited, work_dir=work_dir, name=job_id)
+            ),
             "submitted the edited script",
         )
 

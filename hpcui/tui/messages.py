@@ -12,6 +12,8 @@ from typing import Any
 
 from textual.message import Message
 
+from hpcui.control import Verb
+
 JobKey = tuple[str, str]  # (cluster, job id)
 
 
@@ -37,7 +39,7 @@ class CancelJobs(Message):
 class ControlJobs(Message):
     """Hold or release these jobs (any job of the user; one scheduler call per cluster)."""
 
-    verb: str  # "hold" or "release"
+    verb: Verb  # "hold" or "release"
     jobs: list[JobKey]
 
 

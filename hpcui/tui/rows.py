@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rich.text import Text
 
@@ -102,7 +102,7 @@ def row_key(cluster: str, job_id: str) -> str:
 
 
 def queue_row(cluster: str, job: QueueJob, now: datetime | None = None) -> JobRow:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     why = ""
     if job.state is JobState.PENDING:
         why = " · ".join(p for p in (job.reason, _start(job.start_time, now)) if p)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from hpcui.formatting import figure, filled
+from hpcui.formatting import figure, usage_bar
 from hpcui.usage import UsageSample, gpu_figures, summary, task_line, verdicts
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -16,11 +16,10 @@ HISTORY = 40
 
 
 def bar(pct: float | None, width: int = BAR) -> str:
-    if pct is None:
-        return "[dim]" + "?" * width + "[/]"
-    full = filled(pct / 100, width)
-    colour = "green" if pct >= 50 else "yellow" if pct >= 5 else "red"
-    return f"[{colour}]{'█' * full}[/][dim]{'·' * (width - full)}[/]"
+    """formatting.usage_bar as Rich markup (the CLI's `top` draws the same bar)."""
+    cells, colour = usage_bar(pct, width, "█", "·")
+    used = cells.rstrip("·")
+    return f"[{colour}]{used}[/][dim]{cells[len(used) :]}[/]"
 
 
 def sparkline(values: Sequence[float | None]) -> str:

@@ -205,7 +205,7 @@ def test_a_shell_in_a_job_rides_the_agents_login_on_the_2fa_cluster(agent_env, d
     job_id = sbatch_script(dev, "#!/bin/bash\nsleep 120\n", "--time=3")
     try:
         wait_state(dev, job_id, {JobState.RUNNING})
-        node = dev.job_details(job_id).batch_host
+        node = dev.control.details(job_id).batch_host
         typed = {"code": 0, "echo": 0, "exit": 0}
 
         def answer(seen: bytes) -> bytes | None:
@@ -257,7 +257,7 @@ def test_a_shell_in_a_job_rides_the_agents_login_on_the_2fa_cluster(agent_env, d
             assert time.monotonic() < deadline, "the agent still serves the ended shell"
             time.sleep(0.2)
     finally:
-        dev.cancel([job_id])
+        dev.control.cancel([job_id])
 
 
 def test_no_terminal_and_no_login_yet_is_a_clear_error(agent_env):
@@ -664,7 +664,7 @@ def test_the_apps_shell_key_opens_the_shell_on_the_agents_login(api_via_agent):
         wait_state(dev, job_id, {JobState.RUNNING})
         messages = asyncio.run(go())
     finally:
-        dev.cancel([job_id])
+        dev.control.cancel([job_id])
     assert any("No terminal to hand over here" in m for m in messages), messages
     assert not any("not available over" in m for m in messages), messages
     deadline = time.monotonic() + 20

@@ -49,7 +49,7 @@ def wait_state(cluster, job_id: str, want: set[JobState], timeout: float = 90) -
     wait at once, with what the scheduler said of it (it will not change any more)."""
     deadline = time.monotonic() + timeout
     while True:
-        d = cluster.job_details(job_id)
+        d = cluster.control.details(job_id)
         if d.state in want:
             return d.state
         assert not d.state.is_final, (
@@ -62,7 +62,7 @@ def wait_state(cluster, job_id: str, want: set[JobState], timeout: float = 90) -
 
 def test_a_plain_sbatch_jobs_logs_are_followed_from_its_own_paths(site):
     job_id = sbatch_script(site, PLAIN.format(tag="a"))
-    details = site.job_details(job_id)
+    details = site.control.details(job_id)
     home = site.transport.home()
     # %x and %j expanded, relative to the working directory
     assert details.stdout == f"{home}/anyjob/logs-plain-a/out-{job_id}.txt"
@@ -99,8 +99,10 @@ def test_a_job_id_walks_to_the_scheduler_and_back_through_one_handle(site, monke
     def gone(*_a, **_k):
         raise AssertionError("the walk went back through the Cluster")
 
-    for name in ("job", "job_details", "record", "get_job", "logs", "batch_script"):
+    for name in ("job", "record", "get_job", "logs"):
         monkeypatch.setattr(site, name, gone)
+    for name in ("details", "batch_script"):
+        monkeypatch.setattr(site.control, name, gone)
     text = "".join(c.text for c in handle.logs(follow=True, timeout=120))
     assert [line for line in text.splitlines() if line] == [f"line {i}" for i in range(1, 6)]
     asked = site.scheduler.calls - before - 1
@@ -130,54 +132,56 @@ def test_a_pending_jobs_old_log_file_is_not_its_log(site):
     job_id = sbatch_script(site, FIXED, "--hold")
     try:
         assert list(site.logs(job_id)) == []  # pending: the file is not this job's yet
-        threading.Timer(2.0, site.release, args=([job_id],)).start()
+        threading.Timer(2.0, site.control.release, args=([job_id],)).start()
         text = "".join(c.text for c in site.logs(job_id, follow=True, timeout=120))
         assert text == "line 1\nline 2\nline 3\n"
     finally:
-        site.cancel([job_id])
+        site.control.cancel([job_id])
 
 
 def test_hold_update_release_a_pending_job_then_requeue_it_running(site):
     job_id = sbatch_script(site, PLAIN.format(tag="b"), "--hold")
     try:
-        d = site.job_details(job_id)
+        d = site.control.details(job_id)
         assert d.state is JobState.PENDING and d.reason == "JobHeldUser"
-        site.release([job_id])
-        site.hold([job_id])
-        assert site.job_details(job_id).reason == "JobHeldUser"
-        site.set_time_limit(job_id, "1m")
-        assert site.job_details(job_id).time_limit_s == 60
+        site.control.release([job_id])
+        site.control.hold([job_id])
+        assert site.control.details(job_id).reason == "JobHeldUser"
+        site.control.set_time_limit(job_id, "1m")
+        assert site.control.details(job_id).time_limit_s == 60
         with pytest.raises(UsageError, match="Not a time limit"):
-            site.set_time_limit(job_id, "soon")
-        site.release([job_id])
+            site.control.set_time_limit(job_id, "soon")
+        site.control.release([job_id])
         wait_state(site, job_id, {JobState.RUNNING, JobState.COMPLETED})
-        site.requeue([job_id])
+        site.control.requeue([job_id])
         # back in the queue (a requeued job waits its BeginTime, then runs again)
         wait_state(site, job_id, {JobState.PENDING, JobState.REQUEUED})
     finally:
-        site.cancel([job_id])
+        site.control.cancel([job_id])
     with pytest.raises(UsageError, match="does not know job"):
-        site.hold(["99999999"])
+        site.control.hold(["99999999"])
     with pytest.raises(UsageError, match="not a Slurm job id"):
-        site.hold(["1;touch /tmp/x"])
+        site.control.hold(["1;touch /tmp/x"])
 
 
 def test_edit_and_resubmit_a_jobs_own_script(site):
     job_id = sbatch_script(site, PLAIN.format(tag="a"), "--hold")
     try:
-        script = site.batch_script(job_id)
+        script = site.control.batch_script(job_id)
         assert script.startswith("#!/bin/bash") and "line $i" in script
         edited = script.replace('echo "line $i"', 'echo "edited $i"')
-        new_id = site.resubmit(edited, work_dir=site.job_details(job_id).work_dir, name="plain")
+        new_id = site.control.resubmit(
+            edited, work_dir=site.control.details(job_id).work_dir, name="plain"
+        )
         assert new_id != job_id
         text = "".join(c.text for c in site.logs(new_id, follow=True, timeout=120))
         assert "edited 5" in text and "line 1" not in text
         with pytest.raises(UsageError, match="interpreter line"):
-            site.resubmit("echo no shebang\n", work_dir="/tmp")
+            site.control.resubmit("echo no shebang\n", work_dir="/tmp")
         with pytest.raises(UsageError, match="refused the edited script"):
-            site.resubmit("#!/bin/bash\n#SBATCH --partition=nope\ntrue\n", work_dir="/tmp")
+            site.control.resubmit("#!/bin/bash\n#SBATCH --partition=nope\ntrue\n", work_dir="/tmp")
     finally:
-        site.cancel([job_id])
+        site.control.cancel([job_id])
 
 
 QUICK = """#!/bin/bash
@@ -198,7 +202,7 @@ def test_a_job_the_controller_forgot_is_described_from_accounting(site):
 
     job_id = sbatch_script(site, QUICK)
     wait_state(site, job_id, {JobState.COMPLETED}, timeout=120)
-    live = site.job_details(job_id)
+    live = site.control.details(job_id)
     kept = site.scheduler.accounted_details(job_id)
     deadline = time.monotonic() + 30
     while kept is not None and not kept.state.is_final:  # the end reaches slurmdbd soon
@@ -232,12 +236,12 @@ def test_after_ok_waits_for_the_first_job(site):
     first = sbatch_script(site, PLAIN.format(tag="a"), "--hold")
     try:
         second = site.submit(add, 1, 2, time="5m", after_ok=[first])
-        d = site.job_details(second.job_id)
+        d = site.control.details(second.job_id)
         assert f"afterok:{first}" in d.dependency and d.reason == "Dependency"
-        site.release([first])
+        site.control.release([first])
         assert second.result(timeout=180) == 3
     finally:
-        site.cancel([first])
+        site.control.cancel([first])
 
 
 def test_free_gpus_drop_on_the_node_a_two_gpu_job_holds(site):
@@ -246,8 +250,8 @@ def test_free_gpus_drop_on_the_node_a_two_gpu_job_holds(site):
     )
     try:
         wait_state(site, job_id, {JobState.RUNNING})
-        node = site.job_details(job_id).batch_host
-        report = site.free()
+        node = site.control.details(job_id).batch_host
+        report = site.site.free()
         rows = [n for n in report.nodes if n.node == node and n.partition == "gpu"]
         assert len(rows) == 1 and rows[0].gpus_total == 4
         assert rows[0].gpus_used >= 2 and rows[0].gpus_free <= 2
@@ -257,7 +261,7 @@ def test_free_gpus_drop_on_the_node_a_two_gpu_job_holds(site):
         assert gpu.gpus_free == sum(n.gpus_free for n in nodes)
         assert gpu.nodes_total == len(nodes)
     finally:
-        site.cancel([job_id])
+        site.control.cancel([job_id])
 
 
 def test_fair_share_and_a_pending_jobs_priority(site):
@@ -266,7 +270,7 @@ def test_fair_share_and_a_pending_jobs_priority(site):
     try:
         deadline = time.monotonic() + 30
         while True:
-            st = site.standing()
+            st = site.site.standing()
             if any(p.job_id == waiting for p in st.pending) or time.monotonic() > deadline:
                 break
             time.sleep(1)
@@ -277,7 +281,7 @@ def test_fair_share_and_a_pending_jobs_priority(site):
         assert row.priority and row.priority > 0 and row.fair_share is not None
         assert st.allocation is None  # the dev profile names no allocation tool
     finally:
-        site.cancel([blocker, waiting])
+        site.control.cancel([blocker, waiting])
 
 
 def test_cli_show_logs_hold_release_update_free_budget(work):  # noqa: F811

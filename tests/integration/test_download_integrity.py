@@ -48,7 +48,7 @@ def _remote_file(dev, folder: str, name: str) -> str:
 def _interrupted(dev, remote: str, tmp_path) -> None:
     """A download cut after its first chunk (a dropped link): 4 MiB kept in `.part`."""
     with pytest.raises(Cut):
-        dev.download(remote, tmp_path, progress=_cut_after_first_chunk)
+        dev.files.download(remote, tmp_path, progress=_cut_after_first_chunk)
 
 
 def _sum(dev, path: str) -> str:
@@ -62,7 +62,7 @@ def test_a_file_rewritten_since_the_interrupted_download_starts_over(dev, folder
     time.sleep(1.1)  # the next save, a little later (SFTP mtimes are whole seconds)
     dev.run(f"head -c {SIZE} /dev/urandom > {remote}.new && mv {remote}.new {remote}").check()
     notes: list[str] = []
-    moved, local = dev.download(remote, tmp_path, note=notes.append)
+    moved, local = dev.files.download(remote, tmp_path, note=notes.append)
     assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
     assert moved == SIZE  # all of it again: nothing of the old version kept
     assert notes and "changed since the partial download" in notes[0]
@@ -74,7 +74,7 @@ def test_the_same_file_still_resumes(dev, folder, tmp_path):
     remote = _remote_file(dev, folder, "data.bin")
     _interrupted(dev, remote, tmp_path)
     notes: list[str] = []
-    moved, local = dev.download(remote, tmp_path, note=notes.append)
+    moved, local = dev.files.download(remote, tmp_path, note=notes.append)
     assert moved == SIZE - 4 * 1024 * 1024 and notes == []
     assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
 
@@ -85,7 +85,7 @@ def test_a_planted_part_link_is_never_written_through(dev, folder, tmp_path):
     victim.write_text("# my shell setup\n")
     (tmp_path / "model.pt.part").symlink_to(victim)  # planted in a shared download folder
     with pytest.raises(UsageError, match="symbolic link"):
-        dev.download(remote, tmp_path)
+        dev.files.download(remote, tmp_path)
     assert victim.read_text() == "# my shell setup\n"
     assert not (tmp_path / "model.pt").exists()
 
@@ -93,5 +93,5 @@ def test_a_planted_part_link_is_never_written_through(dev, folder, tmp_path):
 def test_a_folder_is_refused_in_words_and_leaves_nothing(dev, folder, tmp_path):
     dev.run(["mkdir", "-p", f"{folder}/sub"]).check()
     with pytest.raises(UsageError, match="is a folder: download its files"):
-        dev.download(f"{folder}/sub", tmp_path)
+        dev.files.download(f"{folder}/sub", tmp_path)
     assert list(tmp_path.iterdir()) == []

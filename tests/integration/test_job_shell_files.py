@@ -43,7 +43,7 @@ def test_a_shell_in_a_running_job_opens_and_closes_under_a_pty(site, tmp_path):
     job_id = sbatch_script(site, "#!/bin/bash\nsleep 120\n", "--time=3")
     try:
         wait_state(site, job_id, {JobState.RUNNING})
-        node = site.job_details(job_id).batch_host
+        node = site.control.details(job_id).batch_host
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/root"),
@@ -75,9 +75,9 @@ def test_a_shell_in_a_running_job_opens_and_closes_under_a_pty(site, tmp_path):
         assert b"TTY=/dev/pts/" in seen  # a real terminal on the node
         assert f"left job {job_id}".encode() in seen
     finally:
-        site.cancel([job_id])
+        site.control.cancel([job_id])
     with pytest.raises(UsageError, match="needs a running job"):
-        site.open_shell(job_id)
+        site.control.open_shell(job_id)
 
 
 def test_shell_without_a_terminal_says_so(tmp_path):
@@ -95,20 +95,20 @@ def test_shell_without_a_terminal_says_so(tmp_path):
 def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
     job_id = sbatch_script(site, "#!/bin/bash\ntrue\n", "--hold")
     try:
-        folder = site.job_folder(job_id)
+        folder = site.files.folder(job_id)
         name = f"ckpt-{job_id}.bin"
         # 10 MiB of varied bytes: more than two read chunks
         site.transport.run(
             f"cd {folder} && head -c 10485760 /dev/urandom > {name} && mkdir -p sub-{job_id}"
         ).check("writing the checkpoint")
         remote_sum = site.transport.run(f"sha256sum {folder}/{name}").check("sum").stdout.split()[0]
-        entries = {e.name: e for e in site.list_files(folder)}
+        entries = {e.name: e for e in site.files.list(folder)}
         assert entries[name].size == 10485760 and not entries[name].is_dir
         assert entries[f"sub-{job_id}"].is_dir
         with pytest.raises(UsageError, match="is a file"):
-            site.list_files(f"{folder}/{name}")
+            site.files.list(f"{folder}/{name}")
         with pytest.raises(UsageError, match="no folder"):
-            site.list_files(f"{folder}/nope-{job_id}")
+            site.files.list(f"{folder}/nope-{job_id}")
 
         class Cut(Exception):
             pass
@@ -121,11 +121,11 @@ def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
                 raise Cut
 
         with pytest.raises(Cut):
-            site.download(f"{folder}/{name}", tmp_path, progress=cut_after_first_chunk)
+            site.files.download(f"{folder}/{name}", tmp_path, progress=cut_after_first_chunk)
         part = tmp_path / f"{name}.part"
         assert part.stat().st_size == 4 * 1024 * 1024 and not (tmp_path / name).exists()
         seen = []
-        moved, local = site.download(
+        moved, local = site.files.download(
             f"{folder}/{name}", tmp_path, progress=lambda d, t: seen.append(d)
         )
         assert local == tmp_path / name and not part.exists()
@@ -135,4 +135,4 @@ def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
         assert oct(local.stat().st_mode & 0o777) == "0o600"
         site.transport.run(f"rm -rf {folder}/{name} {folder}/sub-{job_id}")
     finally:
-        site.cancel([job_id])
+        site.control.cancel([job_id])

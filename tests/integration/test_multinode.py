@@ -123,7 +123,7 @@ def jobs(torch_cluster) -> Iterator[dict[str, Any]]:
     }
     yield submitted
     # a failed test must not leave jobs holding the nodes' GPUs for the next run
-    torch_cluster.cancel([j.job_id for j in submitted.values() if not j.done()])
+    torch_cluster.control.cancel([j.job_id for j in submitted.values() if not j.done()])
 
 
 def hosts_of(results: list[dict[str, Any]]) -> list[str]:

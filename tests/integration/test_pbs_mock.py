@@ -191,8 +191,8 @@ def test_failing_function_gives_remote_traceback(pbs_dev):
 def test_qdel_gives_cancelled(pbs_dev):
     job = pbs_dev.submit(slow, 300)
     wait_job_state(job, {JobState.RUNNING}, 120)
-    queue = {q.job_id: q.partition for q in pbs_dev.queue()}[job.job_id]
-    (part,) = [p for p in pbs_dev.partitions() if p.partition == queue]  # qstat -Q
+    queue = {q.job_id: q.partition for q in pbs_dev.site.queue()}[job.job_id]
+    (part,) = [p for p in pbs_dev.site.partitions() if p.partition == queue]  # qstat -Q
     assert part.avail == "up" and part.kind == "exec" and part.jobs_running >= 1
     job.cancel()
     assert job.wait(timeout=90) is JobState.CANCELLED
@@ -256,7 +256,7 @@ def test_usage_of_a_two_node_pbs_job_on_its_exec_hosts(pbs_dev):
     finally:
         job.cancel()
     job.wait(timeout=60)
-    assert pbs_dev.usage([job.job_id])[job.job_id].notes == [
+    assert pbs_dev.usage.look([job.job_id])[job.job_id].notes == [
         "the job is not running: no node to sample"
     ]
 
@@ -316,25 +316,25 @@ def test_details_hold_release_walltime_rerun_and_afterok_on_pbs_pro(pbs_dev):
     first = pbs_dev.submit(slow, 8, time="5m", name="pbs-first", extra=["-h"])
     second = pbs_dev.submit(add, 4, 5, time="5m", name="pbs-second", after_ok=[first])
     try:
-        d = pbs_dev.job_details(first.job_id)
+        d = pbs_dev.control.details(first.job_id)
         assert d.state is JobState.PENDING and d.state_raw == "H"
         assert d.stdout.startswith("/") and ":" not in d.stdout and d.stdout.endswith(".log")
         assert "Keep_Files=n" in d.log_note  # the stand-in's qstat -f says so, as PBS does
-        pbs_dev.set_time_limit(first.job_id, "7m")
-        assert pbs_dev.job_details(first.job_id).time_limit_s == 420
-        pbs_dev.hold([first.job_id])  # held again: still fine
-        pbs_dev.release([first.job_id])
+        pbs_dev.control.set_time_limit(first.job_id, "7m")
+        assert pbs_dev.control.details(first.job_id).time_limit_s == 420
+        pbs_dev.control.hold([first.job_id])  # held again: still fine
+        pbs_dev.control.release([first.job_id])
         deadline = time.monotonic() + 90
-        while pbs_dev.job_details(first.job_id).state is not JobState.RUNNING:
+        while pbs_dev.control.details(first.job_id).state is not JobState.RUNNING:
             assert time.monotonic() < deadline, "the released job never ran"
             time.sleep(0.5)
         with pytest.raises(UsageError, match="PBS refused `qhold`"):
-            pbs_dev.hold([first.job_id])  # a running job cannot be held
-        pbs_dev.requeue([first.job_id])
-        assert pbs_dev.job_details(first.job_id).state_raw in ("Q", "R")
+            pbs_dev.control.hold([first.job_id])  # a running job cannot be held
+        pbs_dev.control.requeue([first.job_id])
+        assert pbs_dev.control.details(first.job_id).state_raw in ("Q", "R")
         assert second.result(timeout=240) == 9  # ran only after the rerun first completed
         assert first.result(timeout=60) == 8
         with pytest.raises(UsageError, match="PBS does not know job"):
-            pbs_dev.job_details("999999.pbsmock")
+            pbs_dev.control.details("999999.pbsmock")
     finally:
-        pbs_dev.cancel([first.job_id, second.job_id])
+        pbs_dev.control.cancel([first.job_id, second.job_id])

@@ -102,7 +102,7 @@ def test_remote_failure_reaches_the_caller(wrapper_pbs):
 def test_qdel_through_cancel(wrapper_pbs):
     job = wrapper_pbs.submit(nap, 300, time="10m")
     wait_job_state(job, {JobState.RUNNING}, 60)  # from the wrapper's qstat: R
-    listed = {q.job_id: q for q in wrapper_pbs.queue()}
+    listed = {q.job_id: q for q in wrapper_pbs.site.queue()}
     assert listed[job.job_id].state is JobState.RUNNING
     job.cancel()
     with pytest.raises(JobCancelledError):
@@ -144,7 +144,7 @@ def test_map_is_refused_before_anything_is_uploaded(wrapper_pbs):
 
 
 def test_partitions_are_the_wrappers_queues(wrapper_pbs):
-    names = {p.partition: p for p in wrapper_pbs.partitions()}
+    names = {p.partition: p for p in wrapper_pbs.site.partitions()}
     assert set(names) == {"cpu", "gpu"}
     assert names["gpu"].avail == "up" and names["gpu"].kind == "exec"
 
@@ -178,14 +178,14 @@ def test_control_and_afterok_through_the_wrapper(wrapper_pbs):
     first = wrapper_pbs.submit(nap, 5, time="5m", name="wrap-first")
     second = wrapper_pbs.submit(add, 2, 3, time="5m", name="wrap-second", after_ok=[first])
     try:
-        d = wrapper_pbs.job_details(second.job_id)
+        d = wrapper_pbs.control.details(second.job_id)
         assert f"afterok:{first.job_id}" in d.dependency
-        wrapper_pbs.hold([second.job_id])
-        assert wrapper_pbs.job_details(second.job_id).reason == "JobHeldUser"
-        wrapper_pbs.set_time_limit(second.job_id, "4m")
-        assert wrapper_pbs.job_details(second.job_id).time_limit_s == 240
-        wrapper_pbs.release([second.job_id])
+        wrapper_pbs.control.hold([second.job_id])
+        assert wrapper_pbs.control.details(second.job_id).reason == "JobHeldUser"
+        wrapper_pbs.control.set_time_limit(second.job_id, "4m")
+        assert wrapper_pbs.control.details(second.job_id).time_limit_s == 240
+        wrapper_pbs.control.release([second.job_id])
         assert second.result(timeout=180) == 5
         assert first.state.is_final
     finally:
-        wrapper_pbs.cancel([first.job_id, second.job_id])
+        wrapper_pbs.control.cancel([first.job_id, second.job_id])

@@ -52,7 +52,7 @@ def wait_history(dev, job_id: str, timeout: float = 120, *, rss: bool = True):
     moment after the end, sacct shows FAILED with ExitCode 0:0 and no MaxRSS."""
     deadline = time.monotonic() + timeout
     while True:
-        found = {h.job_id: h for h in dev.history(job_ids=[job_id])}
+        found = {h.job_id: h for h in dev.site.history(job_ids=[job_id])}
         entry = found.get(job_id)
         if entry is not None and entry.state.is_final and (entry.max_rss_bytes or not rss):
             return entry
@@ -64,7 +64,7 @@ def test_queue_lists_all_jobs_marks_ours_and_shows_the_expected_start(site):
     ours = site.submit(sleepy, 60, time="5m", name="site-ours")
     later = sbatch(site, "--job-name=site-foreign", "--begin=now+120", "--wrap", "true")
     try:
-        jobs = {j.job_id: j for j in site.queue()}
+        jobs = {j.job_id: j for j in site.site.queue()}
         mine, foreign = jobs[ours.job_id], jobs[later]
         record = site.registry.get(site.name, ours.job_id)
         assert mine.hpcui and mine.token == record.token
@@ -104,12 +104,12 @@ def test_history_has_exit_codes_usage_and_the_efficiency_line(site):
     assert done.state is JobState.COMPLETED and done.exit_code == 0
     assert done.hpcui and done.token == site.registry.get(site.name, ok.job_id).token
     # the default window (last day) holds both
-    recent = {h.job_id for h in site.history()}
+    recent = {h.job_id for h in site.site.history()}
     assert {failing, ok.job_id} <= recent, (failing, ok.job_id)
 
 
 def test_one_scheduler_call_per_refresh_with_many_subscribers(site):
-    watcher = site.queue_watcher
+    watcher = site.site.queue_watcher
     seen: list[list[QueueSnapshot]] = [[] for _ in range(5)]
     subs = [watcher.subscribe(seen[i].append) for i in range(5)]
     try:
@@ -119,7 +119,7 @@ def test_one_scheduler_call_per_refresh_with_many_subscribers(site):
         calls0, fetches0 = site.scheduler.calls, watcher.fetches
         for _ in range(3):
             # five screens asking at once share one squeue
-            threads = [threading.Thread(target=site.queue) for _ in range(5)]
+            threads = [threading.Thread(target=site.site.queue) for _ in range(5)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -135,7 +135,7 @@ def test_one_scheduler_call_per_refresh_with_many_subscribers(site):
 
 
 def test_partitions(site):
-    parts = {p.partition: p for p in site.partitions()}
+    parts = {p.partition: p for p in site.site.partitions()}
     assert set(parts) >= {"cpu", "gpu"}
     assert parts["cpu"].is_default and not parts["gpu"].is_default
     assert parts["gpu"].gpus_per_node == 4
@@ -147,7 +147,7 @@ def test_partitions(site):
 
 def test_quota_falls_back_to_df_in_one_round_trip(site):
     base = site.remote_info().base  # the job base exists from here on
-    report = site.quota_report()
+    report = site.site.quota_report()
     assert report.own is not None and report.own.base == base  # hpcui's own share
     assert report.own.files >= 3 and report.own.bytes > 0  # base, jobs/, runtime/ at least
     assert report.own.share_of_file_limit is None  # df knows no file limit
@@ -158,7 +158,7 @@ def test_quota_falls_back_to_df_in_one_round_trip(site):
     (row,) = report.entries
     assert row.kind == "DF" and row.filesystem.startswith("/")
     assert row.used_bytes and row.hard_bytes and 0 < row.used_bytes < row.hard_bytes
-    (again,) = site.quota()  # the same source; usage moves as other tests write files
+    (again,) = site.site.quota()  # the same source; usage moves as other tests write files
     assert (again.filesystem, again.kind, again.hard_bytes) == (
         row.filesystem,
         "DF",
@@ -170,8 +170,8 @@ def test_quota_falls_back_to_df_in_one_round_trip(site):
 def test_lmod_modules_live(site):
     """Lmod 8.6.19 (dev) and 8.7.60 (dev24), each with an alias (torch -> pytorch/2.13.0)
     and a hidden module (cuda/12.2): read the same way, each module listed once."""
-    assert site.module_system == "lmod"
-    state = site.modules()
+    assert site.site.module_system == "lmod"
+    state = site.site.modules()
     avail = {m.full_name: m for m in state.available}
     assert {"python/3.11", "cuda/12.2", "cuda/12.4", "pytorch/2.13.0", "torch"} <= set(avail)
     assert avail["cuda/12.4"].default and not avail["cuda/12.2"].default
@@ -180,26 +180,26 @@ def test_lmod_modules_live(site):
     assert avail["pytorch/2.13.0"].description.startswith("PyTorch")
     assert [m.full_name for m in state.available].count("cuda/12.2") == 1
     assert state.loaded == []
-    found = {m.full_name: m.default for m in site.module_search("cuda")}
+    found = {m.full_name: m.default for m in site.site.module_search("cuda")}
     assert found == {"cuda/12.4": True}  # hidden ones left out; the default marked
     site.config.setup = ["module load python/3.11 torch cuda/12.2"]
-    jobs_see = site.modules(with_setup=True).loaded
+    jobs_see = site.site.modules(with_setup=True).loaded
     assert [(m.full_name, m.hidden) for m in jobs_see] == [
         ("python/3.11", False),
         ("pytorch/2.13.0", False),
         ("cuda/12.2", True),
     ]
-    assert site.modules(with_setup=True).setup_failure is None
+    assert site.site.modules(with_setup=True).setup_failure is None
     site.config.setup = ["module load cuda/12.4 python nope/1.0 torch cuda/12.2"]
-    assert site.missing_setup_modules() == ["nope/1.0"]
+    assert site.site.missing_setup_modules() == ["nope/1.0"]
     # what the site's Lmod says when the setup fails comes back, read (both Lmod versions)
-    failed = site.modules(with_setup=True)
+    failed = site.site.modules(with_setup=True)
     assert failed.setup_failure is not None and failed.setup_failure.modules == ["nope/1.0"]
     assert "module spider" in failed.setup_failure.message
     assert all("#hpcui-setup#" not in m.full_name for m in failed.loaded)
     if site.name == "dev24":  # Lmod 8.7.60's alias lines and hidden versions (issue 38)
         site.config.setup = ["module load gcc/13 nvhpc/24"]
-        loaded = site.modules(with_setup=True).loaded
+        loaded = site.site.modules(with_setup=True).loaded
         assert [(m.full_name, m.aliases, m.hidden) for m in loaded] == [
             ("gcc/13.2.0", ("gcc/13",), False),
             ("nvhpc/24.4.0", ("nvhpc/24",), True),

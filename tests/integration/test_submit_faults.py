@@ -188,7 +188,7 @@ def _kill_run(ctl, step: str) -> None:
     # id it does not know sends it looking again (the user's `hpcui show ID`)
     fresh = stand_ins.install()
     try:
-        fresh.queue()
+        fresh.site.queue()
         if step == "upload":  # killed before its claim: nothing was submitted, nothing left
             assert _arrays(ctl, name) == set() and _records("dev", name) == []
             assert not ctl.run(["test", "-e", rec.folder]).ok

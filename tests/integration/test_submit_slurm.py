@@ -163,7 +163,7 @@ def test_a_job_its_node_could_not_launch_says_the_schedulers_reason(site):
     job = site.submit(add, 1, 2, time="5m", extra=["--hold"])
     site.transport.run(["chmod", "500", job.folder])  # its output file cannot be created
     try:
-        site.release([job.job_id])
+        site.control.release([job.job_id])
         with pytest.raises(JobLostError) as err:
             job.result(timeout=120)
     finally:

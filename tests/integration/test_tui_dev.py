@@ -94,7 +94,7 @@ def run_closing(go):  # type: ignore[no-untyped-def]
 def job_state(cluster, job_id: str) -> str:
     """What the scheduler says of a job, for a failing wait's message."""
     try:
-        d = cluster.job_details(job_id)
+        d = cluster.control.details(job_id)
     except Exception as exc:  # a message, not a check
         return f"unknown ({exc})"
     return f"{d.state.value} ({d.reason})"
@@ -543,11 +543,11 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
             panel = app.screen.query_one(LogPanel)  # held: nothing read, and it says why
             await wait_for(pilot, lambda: PENDING_NOTE in panel.lines, 30, "the pending note")
             await pilot.press("H")
-            await wait_for(pilot, lambda: dev.job_details(job_id).reason == "JobHeldUser", 30)
+            await wait_for(pilot, lambda: dev.control.details(job_id).reason == "JobHeldUser", 30)
             await pilot.press("L")
             await wait_for(
                 pilot,
-                lambda: dev.job_details(job_id).reason != "JobHeldUser",
+                lambda: dev.control.details(job_id).reason != "JobHeldUser",
                 30,
                 "released",
             )
@@ -574,7 +574,7 @@ def test_any_jobs_log_hold_release_and_files_from_the_job_screen(dev):
     try:
         shown, lines = run_closing(go)
     finally:
-        dev.cancel([job_id])
+        dev.control.cancel([job_id])
     assert f"/tui-{tag}-{job_id}.out" in shown and "work dir" in shown
     assert [line for line in lines if line.startswith("plain line")] == [
         "plain line 1",
@@ -616,7 +616,7 @@ def follow_a_plain_job_across(dev, word: str, lines: int, interrupt) -> list[str
     try:
         return run_closing(go)
     finally:
-        dev.cancel([job_id])
+        dev.control.cancel([job_id])
 
 
 def test_a_plain_jobs_log_goes_on_after_the_link_drops(dev):
@@ -705,19 +705,21 @@ def test_hold_and_release_several_jobs_from_the_table(dev):
                 await pilot.press(key)
                 await wait_for(
                     pilot,
-                    lambda: all((dev.job_details(i).reason == "JobHeldUser") is held for i in ids),
+                    lambda: all(
+                        (dev.control.details(i).reason == "JobHeldUser") is held for i in ids
+                    ),
                     30,
                     what,
                 )
 
             await select_both_then("H", True, "held")
             await select_both_then("L", False, "released")
-            return [dev.job_details(i).reason for i in ids]
+            return [dev.control.details(i).reason for i in ids]
 
     try:
         reasons = run_closing(go)
     finally:
-        dev.cancel(ids)
+        dev.control.cancel(ids)
     assert all(r in ("BeginTime", "None", "") for r in reasons), reasons
 
 
@@ -735,7 +737,7 @@ def test_the_table_hears_a_jobs_end_pushed_not_at_the_queues_next_look(dev):
             key = f"dev:{job.job_id}"
             await wait_for(pilot, lambda: cell(table, key, "state") == "RUNNING", 60, "running")
             cluster = app.hub.conns["dev"].cluster
-            watcher, status = cluster.queue_watcher, cluster.status
+            watcher, status = cluster.site.queue_watcher, cluster.status
             watcher.interval = watcher._base = 300.0  # a poke brings it back to fast_s
             status.slow_s = status.interval = 300.0
             await wait_for(

@@ -120,7 +120,7 @@ def test_only_the_jobs_own_gpus_and_a_job_that_does_not_run(dev):
     finally:
         job.cancel()
     job.wait(timeout=60)
-    gone = dev.usage([job.job_id])[job.job_id]
+    gone = dev.usage.look([job.job_id])[job.job_id]
     assert gone.gpus == [] and gone.notes == ["the job is not running: no node to sample"]
     human = cli("usage", "999999", "-c", "dev")
     assert human.returncode == 0

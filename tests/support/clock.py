@@ -4,7 +4,7 @@ not on real seconds, so a test of backoff, settling or idle polling sleeps for n
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hpcui.clock import Clock
 
@@ -18,7 +18,7 @@ class FakeClock(Clock):
     def __init__(self, start: float = 1000.0) -> None:
         self._t = start
         self._start = start
-        self._wall = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
+        self._wall = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
         self._cond = threading.Condition()
         self.waits = 0  # waits (and sleeps) begun by any thread, ever
 

@@ -5,6 +5,7 @@ palette, folded arrays, columns chosen by width, the Submit form offline."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -131,7 +132,7 @@ def array_jobs(n: int = 50, pending: int = 8):
 
 
 def test_a_50_element_array_is_one_row_that_unfolds(local_box):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from hpcui.sitestate import QueueSnapshot
     from hpcui.tui.job_table import JobTable
@@ -140,7 +141,7 @@ def test_a_50_element_array_is_one_row_that_unfolds(local_box):
 
     jobs = array_jobs()
     snap = QueueSnapshot(
-        jobs=jobs, taken_at=datetime.now(timezone.utc), took_s=0.01, changed=True, next_refresh_s=2
+        jobs=jobs, taken_at=datetime.now(UTC), took_s=0.01, changed=True, next_refresh_s=2
     )
 
     async def go():

@@ -302,3 +302,50 @@ def test_faces_reach_status_transport_and_registry_only_through_cluster():
             ):
                 bad.append(f"{module}:{node.lineno} reaches .{part}.{use}")
     assert bad == []
+
+
+#: the `type: ignore`s hpcui/ and backends/ may keep (issue 37), each saying why
+MAX_TYPE_IGNORES = 15
+
+
+def type_ignores() -> list[tuple[str, int, str]]:
+    found = []
+    for module, path in modules().items():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "# type: ignore" in line:
+                found.append((module, number, line.split("# type: ignore", 1)[1]))
+    return found
+
+
+def test_few_type_ignores_and_each_says_why():
+    ignores = type_ignores()
+    assert len(ignores) <= MAX_TYPE_IGNORES, [f"{m}:{n}" for m, n, _ in ignores]
+    silent = [f"{m}:{n}" for m, n, rest in ignores if "#" not in rest]  # `[code]  # why`
+    assert silent == []
+
+
+def lazy_imports() -> list[tuple[str, int, str]]:
+    """(module, line, the statement's text) of every import inside a function."""
+    found = []
+    for module, path in modules().items():
+        source = path.read_text()
+        lines = source.splitlines()
+        for fn in ast.walk(ast.parse(source)):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+                        found.append((module, node.lineno, text))
+    return found
+
+
+def test_every_import_inside_a_function_says_why():
+    """Imports sit inside functions only for a measured start-up cost (torch 2 s, textual
+    0.17 s, paramiko 0.13 s, the core 0.16 s for `hpcui --help`, pydantic models 0.19 s),
+    for code that runs on the node, or for a platform's module: the comment says which."""
+    silent = [f"{m}:{n}: {text.strip()}" for m, n, text in lazy_imports() if "#" not in text]
+    assert silent == []
+
+
+def test_the_lazy_import_check_sees_one():
+    assert any(m == "hpcui.cluster_setup" for m, _n, _t in lazy_imports())

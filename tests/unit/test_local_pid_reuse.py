@@ -80,7 +80,7 @@ def test_cancel_of_an_ended_job_never_signals_the_process_that_has_its_pid_now(l
         time.sleep(0.05)
     bystander = _spawn_with_pid(pid, ["sleep", "30"])  # someone's editor, a training run
     try:
-        local.cancel([job.job_id])  # before: kill -KILL -<pid> took the bystander's group
+        local.control.cancel([job.job_id])  # before: kill -KILL -<pid> took the bystander's group
         time.sleep(0.3)
         assert bystander.poll() is None, "cancel of an ended job killed another process"
     finally:

@@ -301,23 +301,23 @@ def test_cluster_queue_and_history_through_the_adapter(tmp_path) -> None:
         scheduler=SlurmScheduler(t),
         registry=registry,
     )
-    active = cluster.queue()
+    active = cluster.site.queue()
     assert {j.state for j in active} <= {
         JobState.PENDING,
         JobState.RUNNING,
         JobState.COMPLETING,
     }
-    everything = cluster.queue(include_finished=True)
+    everything = cluster.site.queue(include_finished=True)
     assert len(everything) > len(active)
     assert cluster.scheduler.calls == 2
-    assert cluster.queue(max_age_s=60) == active  # the watcher's snapshot: no call
+    assert cluster.site.queue(max_age_s=60) == active  # the watcher's snapshot: no call
     assert cluster.scheduler.calls == 2
-    hist = {h.job_id: h for h in cluster.history(timedelta(hours=1))}
+    hist = {h.job_id: h for h in cluster.site.history(timedelta(hours=1))}
     assert "--starttime=now-3600" in t.commands[-1]
     assert hist["2002"].token == "tok2002" and hist["2002"].hpcui  # from the registry
     assert hist["2001"].token == "4f2a9c"  # from the comment
     assert not hist["2010_1"].hpcui
-    assert cluster.partitions() == parse_sinfo(SINFO)
+    assert cluster.site.partitions() == parse_sinfo(SINFO)
 
 
 def test_history_asks_by_id_for_own_jobs_the_time_window_left_out(tmp_path) -> None:
@@ -343,11 +343,11 @@ def test_history_asks_by_id_for_own_jobs_the_time_window_left_out(tmp_path) -> N
         scheduler=SlurmScheduler(t),
         registry=registry,
     )
-    hist = {h.job_id: h for h in cluster.history(timedelta(hours=1))}
+    hist = {h.job_id: h for h in cluster.site.history(timedelta(hours=1))}
     assert hist["3069"].hpcui and hist["3069"].state is JobState.FAILED
     assert "3068" in hist and "17" not in hist  # 17 is older than the window: not asked
     assert "--starttime=now-3600" in t.commands[0] and "--jobs=3069" in t.commands[1]
-    again = cluster.history(timedelta(hours=1))  # the window has it now: one sacct
+    again = cluster.site.history(timedelta(hours=1))  # the window has it now: one sacct
     assert len(t.commands) == 3 and sum(h.job_id == "3069" for h in again) == 1
 
 
@@ -360,7 +360,7 @@ def test_cluster_queue_error_is_the_schedulers(tmp_path) -> None:
     )
     cluster = Cluster(ClusterConfig(name="c", host="h"), transport=t, scheduler=SlurmScheduler(t))
     with pytest.raises(SchedulerError, match="Unable to contact"):
-        cluster.queue()
+        cluster.site.queue()
 
 
 def test_close_stops_polling() -> None:

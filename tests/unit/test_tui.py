@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -38,7 +38,7 @@ def queue_jobs(text: str = SQUEUE) -> list[QueueJob]:
 
 def snapshot(jobs: list[QueueJob]) -> QueueSnapshot:
     return QueueSnapshot(
-        jobs=jobs, taken_at=datetime.now(timezone.utc), took_s=0.01, changed=True, next_refresh_s=2
+        jobs=jobs, taken_at=datetime.now(UTC), took_s=0.01, changed=True, next_refresh_s=2
     )
 
 
@@ -58,7 +58,7 @@ async def show_all_jobs(pilot, jobs) -> JobTable:
 
 def test_rows_from_captured_squeue():
     jobs = {j.job_id: j for j in queue_jobs()}
-    now = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
     pending = R.queue_row("mn5", jobs["1202"], now)
     assert pending.key == "mn5:1202"
     assert pending.cells["why"].startswith("Priority")

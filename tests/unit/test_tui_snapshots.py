@@ -12,7 +12,7 @@ Regenerate after an intended UI change: `pytest tests/unit/test_tui_snapshots.py
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -33,7 +33,7 @@ from tests.canned import CannedTransport, scripted
 from tests.conftest import fixture_text
 
 SIZE = (140, 36)
-NOW = datetime(2026, 11, 22, 13, 31, tzinfo=timezone.utc)  # just after the capture
+NOW = datetime(2026, 11, 22, 13, 31, tzinfo=UTC)  # just after the capture
 SUBMITTED = NOW.timestamp() - 3723
 LOG = (
     "".join(f"epoch {i} step {i * 100} loss {2.0 / (i + 1):.4f} lr 3e-4\n" for i in range(24))
@@ -92,36 +92,32 @@ class ReplayJob:
         return {"best_loss": 0.08, "epochs": 24}
 
 
-class ReplayCluster(Cluster):
-    """A real Cluster (profile, planner, script renderer) whose remote answers are fixtures."""
-
-    queue_watcher = None  # type: ignore[assignment]  # set per instance
-    status = SimpleNamespace(track=lambda *a, **k: None, interval=0, fast_s=0)  # type: ignore[assignment]
+class ReplaySite:
+    """The site state a Cluster screen reads (cluster.site), from captured outputs."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(load_config().cluster(name), transport=CannedTransport({}, strict=True))
-        jobs = [QueueJob.from_entry(e) for e in parse_squeue(SQUEUE)]
-        self.jobs = jobs
-        self.queue_watcher = Watcher(  # type: ignore[assignment]
-            QueueSnapshot(jobs=jobs, taken_at=NOW, took_s=0.01, changed=True, next_refresh_s=2)
+        self.name = name
+        self.jobs = [QueueJob.from_entry(e) for e in parse_squeue(SQUEUE)]
+        self.queue_watcher = Watcher(
+            QueueSnapshot(jobs=self.jobs, taken_at=NOW, took_s=0.01, changed=True, next_refresh_s=2)
         )
 
-    def run(self, cmd, **kw):  # type: ignore[override]
-        return SimpleNamespace(check=lambda what: None)
+    def poke_queue(self) -> None:
+        pass
 
-    def remote_info(self):  # type: ignore[override]
-        return SimpleNamespace(python_version=(3, 11))
+    def close(self) -> None:
+        pass
 
-    def queue(self, *, include_finished: bool = False, max_age_s: float = 0.0):  # type: ignore[override]
+    def queue(self, *, include_finished: bool = False, max_age_s: float = 0.0):
         return self.jobs
 
-    def history(self, since=None, *, job_ids=None):  # type: ignore[override]
+    def history(self, since=None, *, job_ids=None):
         return [HistoryJob.from_entry(e) for e in parse_sacct(SACCT)]
 
-    def partitions(self):  # type: ignore[override]
+    def partitions(self):
         return parse_sinfo(SINFO)
 
-    def free(self):  # type: ignore[override]
+    def free(self):
         from hpcui.backends.slurm_free import parse_sinfo_nodes
         from hpcui.sitestate import FreeReport
 
@@ -129,7 +125,7 @@ class ReplayCluster(Cluster):
             parse_sinfo_nodes(fixture_text("slurm-22.05.8-dev/sinfo_nodes_2gpu_job.txt"))
         )
 
-    def standing(self):  # type: ignore[override]
+    def standing(self):
         from hpcui.backends.slurm_free import parse_sprio, parse_sshare
         from hpcui.sitestate import AllocationReport, Standing
 
@@ -139,11 +135,28 @@ class ReplayCluster(Cluster):
             allocation=AllocationReport(tool="bsc_acct", error="no real bsc_acct output to replay"),
         )
 
-    def quota_report(self):  # type: ignore[override]
+    def quota_report(self):
         return QuotaReport(tool="bsc_quota", entries=parse_quota(QUOTA), tried=[])
 
-    def modules(self):  # type: ignore[override]
+    def modules(self, *, with_setup: bool = False):
         return fetch_modules(scripted(_framed(*LMOD)), "lmod", cluster=self.name)
+
+
+class ReplayCluster(Cluster):
+    """A real Cluster (profile, planner, script renderer) whose remote answers are fixtures."""
+
+    status = SimpleNamespace(track=lambda *a, **k: None, interval=0, fast_s=0)  # type: ignore[assignment]
+
+    def __init__(self, name: str) -> None:
+        super().__init__(load_config().cluster(name), transport=CannedTransport({}, strict=True))
+        self.site = ReplaySite(self.name)  # type: ignore[assignment]
+        self.jobs = self.site.jobs
+
+    def run(self, cmd, **kw):  # type: ignore[override]
+        return SimpleNamespace(check=lambda what: None)
+
+    def remote_info(self):  # type: ignore[override]
+        return SimpleNamespace(python_version=(3, 11))
 
     def logs(self, job, stream="stdout", rank=None, *, until=None, **kw):  # type: ignore[override]
         if until is not None:

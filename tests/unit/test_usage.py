@@ -258,6 +258,27 @@ def test_bars():
     assert bar(None, 4) == "[????]" and bar(55, 10) == "[######....]"
 
 
+def test_the_cli_and_the_app_draw_one_bar(monkeypatch):
+    """Same cells and colour from formatting.usage_bar: the CLI in ASCII (coloured on a
+    terminal), the app in block glyphs; an idle GPU is red in both."""
+    import io
+
+    from hpcui.formatting import usage_bar
+    from hpcui.tui.usage_view import bar as app_bar
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for pct, colour in ((80, "green"), (20, "yellow"), (2, "red")):
+        cells, said = usage_bar(pct, 10, "#", ".")
+        assert said == colour
+        assert app_bar(pct, 10).startswith(f"[{colour}]{cells.rstrip('.').replace('#', '█')}[/]")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    red = bar(2, 10, stream=Tty())
+    assert red == "[\x1b[31m..........\x1b[0m]"
+
+
 # -- PBS: the exec hosts from qstat, the probe through the node shell ------------------------
 
 

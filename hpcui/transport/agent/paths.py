@@ -6,6 +6,8 @@ import os
 import stat
 import sys
 
+from hpcui.version import __version__
+
 #: what changes the agent's answers: a client with another value gets another agent
 KEY_VARS = ("HPCUI_CONFIG", "HPCUI_DATA_DIR", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 #: AF_UNIX paths are limited to 108 bytes on Linux, 104 on macOS (with the final NUL)
@@ -17,7 +19,6 @@ class UnsafeDirectory(Exception):
 
 
 def version() -> str:
-    from hpcui.version import __version__
 
     return __version__
 
@@ -45,9 +46,9 @@ def agent_key(env: dict[str, str] | None = None) -> str:
         value = env.get(var, "")
         parts.append(os.path.realpath(os.path.expanduser(value)) if value else "")
     try:  # the built-in module: hashlib would load OpenSSL first (~4 ms of a warm call)
-        from _blake2 import blake2b
+        from _blake2 import blake2b  # the transport chosen at run time only
     except ImportError:  # pragma: no cover - an interpreter without it
-        from hashlib import blake2b
+        from hashlib import blake2b  # the transport chosen at run time only
     return blake2b("\0".join(parts).encode(), digest_size=8).hexdigest()
 
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+import time
+import tomllib
 
+from hpcui.config_file import config_path
 from hpcui.transport.agent import paths
 from hpcui.units import persist_seconds
 
@@ -48,9 +52,6 @@ def agent_enabled(env: dict[str, str] | None = None) -> bool:
 
 def persist_s() -> float:
     """`[agent] persist` of the config (0: no agent), read without pydantic."""
-    import tomllib
-
-    from hpcui.config_file import config_path
 
     try:
         with open(config_path(), "rb") as fh:
@@ -88,8 +89,7 @@ def connect(path: str) -> socket.socket | None:
 
 def start(path: str, persist: float) -> socket.socket:
     """Start the agent (one, even when several calls race) and connect to it."""
-    import fcntl
-    import time
+    import fcntl  # the transport chosen at run time only
 
     folder = os.path.dirname(path)
     paths.private_dir(folder, create=True)
@@ -169,7 +169,7 @@ def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
             os.dup2(out, 2)
             os.closerange(3, w)  # nothing of the caller's stays open (pipes, sockets)
             os.closerange(w + 1, 1 << 16)
-            import runpy
+            import runpy  # the transport chosen at run time only
 
             # the agent program, by name, as `python -m hpcui.agent.server` would run it
             sys.argv = ["hpcui-agent", path, str(persist), str(w)]
@@ -194,7 +194,6 @@ def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
 
 
 def _spawn_fresh(path: str, persist: float, out: int, r: int, w: int) -> str:
-    import subprocess
 
     env = dict(os.environ)
     for var in paths.KEY_VARS:  # the agent runs in /: paths resolved as the caller sees them

@@ -9,6 +9,8 @@ where they always were (terminal or app dialog) and answered once per connection
 
 from __future__ import annotations
 
+import builtins
+import importlib
 import logging
 import os
 import select
@@ -43,8 +45,6 @@ STALL_POLL_S = 2.0
 def rebuild_error(info: dict[str, Any]) -> BaseException:
     """The agent's exception as this process's own class (hpcui errors and OSErrors keep
     their type, so retries, exit codes and messages are those of a direct call)."""
-    import builtins
-    import importlib
 
     module, name, message = info.get("module", ""), info.get("type", ""), info.get("message", "")
     cls: Any = None
@@ -57,7 +57,7 @@ def rebuild_error(info: dict[str, Any]) -> BaseException:
             cls = getattr(importlib.import_module(module), name, None)
         except ImportError:
             cls = None
-        from hpcui.errors import HpcuiError
+        from hpcui.errors import HpcuiError  # the transport chosen at run time only
 
         if not (isinstance(cls, type) and issubclass(cls, HpcuiError)):
             cls = None
@@ -246,7 +246,7 @@ class AgentTransport(Transport):
             sock = reach.open_agent(self.persist_s)
         except paths.UnsafeDirectory as exc:
             raise ClusterConnectionError(f"The hpcui agent's directory is unsafe: {exc}.") from exc
-        acked = False
+        acked = handed_over = False
         failed: BaseException | None = None  # the agent's answer: raised as ours, below
         budget = deadline.left(limit)  # the caller's own time limit binds the agent too
         try:
@@ -296,11 +296,11 @@ class AgentTransport(Transport):
                     break
                 elif "result" in msg:
                     if method == "open_stream" and msg["result"] == "stream":
-                        stream, sock = _Stream(sock), None  # type: ignore[assignment]
-                        return stream
+                        handed_over = True  # the stream owns the socket now
+                        return _Stream(sock)
                     if method == "open_terminal" and msg["result"] == "terminal":
-                        term, sock = _Terminal(sock), None  # type: ignore[assignment]
-                        return term
+                        handed_over = True  # the terminal owns the socket now
+                        return _Terminal(sock)
                     return bytes(received) if method == "read_file" else msg["result"]
                 elif "retry" in msg:
                     raise reach.AgentUnavailable("replaced")
@@ -314,7 +314,7 @@ class AgentTransport(Transport):
                 "it may or may not have taken effect. The next call starts a new agent."
             ) from exc
         finally:
-            if sock is not None:
+            if not handed_over:
                 sock.close()
         assert failed is not None  # the loop ends by returning, raising, or an error answer
         raise failed
@@ -381,13 +381,13 @@ class AgentTransport(Transport):
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
         args = {"path": path, "offset": offset, "length": length}
         own = lambda t: t.read_file(path, offset=offset, length=length)  # noqa: E731
-        return self._either("read_file", args, own)  # type: ignore[no-any-return]
+        return self._either("read_file", args, own)
 
     def stat_size(self, path: str) -> int | None:
-        return self._either("stat_size", {"path": path}, lambda t: t.stat_size(path))  # type: ignore[no-any-return]
+        return self._either("stat_size", {"path": path}, lambda t: t.stat_size(path))
 
     def free_bytes(self, path: str) -> int | None:
-        return self._either("free_bytes", {"path": path}, lambda t: t.free_bytes(path))  # type: ignore[no-any-return]
+        return self._either("free_bytes", {"path": path}, lambda t: t.free_bytes(path))
 
     def open_stream(self, cmd: Command) -> Any:
         return self._either(

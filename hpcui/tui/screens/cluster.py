@@ -184,11 +184,11 @@ class ClusterScreen(Screen[None]):
         if cluster is None:
             return
         for what, fetch in (
-            ("quota", cluster.quota_report),
-            ("partitions", cluster.partitions),
-            ("free", cluster.free),
-            ("standing", cluster.standing),
-            ("modules", cluster.modules),
+            ("quota", cluster.site.quota_report),
+            ("partitions", cluster.site.partitions),
+            ("free", cluster.site.free),
+            ("standing", cluster.site.standing),
+            ("modules", cluster.site.modules),
         ):
             try:
                 value: Any = fetch()
@@ -215,7 +215,7 @@ class ClusterScreen(Screen[None]):
         out = Text()
         out.append(f"from `{report.tool}`\n", style="dim")
         for e in report.entries:
-            from hpcui.sitestate.jobs import format_bytes
+            from hpcui.sitestate.jobs import format_bytes  # textual screens: when shown
 
             who = " ".join(p for p in (e.kind, e.name) if p)
             out.append(f"{e.filesystem:<24} {who:<14} ")
@@ -230,7 +230,7 @@ class ClusterScreen(Screen[None]):
                 out.append(f" · grace {e.grace}", style="bold red")
             out.append("\n")
         if (own := report.own) is not None:
-            from hpcui.sitestate.jobs import format_bytes
+            from hpcui.sitestate.jobs import format_bytes  # textual screens: when shown
 
             share = own.share_of_file_limit
             out.append(
@@ -349,7 +349,7 @@ class ClusterScreen(Screen[None]):
         if cluster is None:
             return
         try:
-            found = cluster.module_search(term)
+            found = cluster.site.module_search(term)
         except HpcuiError as exc:
             self.app.call_from_thread(self._show_error, name, "modules", str(exc))
             return
@@ -357,6 +357,6 @@ class ClusterScreen(Screen[None]):
 
 
 def _esc(text: str) -> str:
-    from rich.markup import escape
+    from rich.markup import escape  # textual (0.17 s): when the app or a dialog shows
 
     return escape(text)

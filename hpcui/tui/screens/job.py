@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -52,7 +53,7 @@ DETAILS_S = 3.0  # the Details follow the queue's (shared, cached) snapshot this
 
 def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob | None:
     """The job's row of the cluster's queue (its watcher's snapshot when recent enough)."""
-    queue = cluster.queue(include_finished=True, max_age_s=max_age_s)
+    queue = cluster.site.queue(include_finished=True, max_age_s=max_age_s)
     return next((j for j in queue if j.job_id == job_id), None)
 
 
@@ -334,7 +335,7 @@ class JobScreen(JobControlScreen):
                 state = entry.state if entry else record.state if record else None
                 acct = None
                 if state is not None and state.is_final and cluster.capabilities.history:
-                    acct = next(iter(cluster.history(None, job_ids=[job_id])), None)
+                    acct = next(iter(cluster.site.history(None, job_ids=[job_id])), None)
             except HpcuiError:
                 time.sleep(DETAILS_S)
                 continue
@@ -354,7 +355,9 @@ class JobScreen(JobControlScreen):
 
     @work(thread=True, exclusive=True, group="job-usage", exit_on_error=False)
     def _watch_usage(self, cluster_name: str, job_id: str) -> None:
-        from hpcui.tui.usage_view import usage_text
+        from hpcui.tui.usage_view import (
+            usage_text,  # textual (0.17 s): when the app or a dialog shows
+        )
 
         worker = get_current_worker()
         while not worker.is_cancelled and self._active:
@@ -366,8 +369,8 @@ class JobScreen(JobControlScreen):
             running = state is JobState.RUNNING
             try:
                 if running:
-                    cluster.usage([job_id])
-                samples = cluster.usage_store(job_id).load()
+                    cluster.usage.look([job_id])
+                samples = cluster.usage.store(job_id).load()
             except HpcuiError as exc:
                 text = f"[yellow]usage: {_escape(str(exc))}[/]"
             else:
@@ -534,7 +537,6 @@ class JobScreen(JobControlScreen):
 
     @on(Input.Submitted, "#metric-re")
     def _metric_changed(self, event: Input.Submitted) -> None:
-        import re
 
         try:
             self.query_one("#metric", MetricPlot).set_pattern(event.value, self.panel.lines)
@@ -584,6 +586,6 @@ class JobScreen(JobControlScreen):
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
+    from rich.markup import escape  # textual (0.17 s): when the app or a dialog shows
 
     return escape(text)

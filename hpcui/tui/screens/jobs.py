@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from hpcui.sitestate import QueueJob, QueueSnapshot, Subscription
     from hpcui.tui.context import AppContext
 
+#: the verbs the Jobs screen's keys send (hpcui.control.Verb has cancel and requeue too)
+HoldOrRelease = Literal["hold", "release"]
 REGISTRY_S = 2.0
 HISTORY_S = 30.0
 USAGE_S = 30.0  # the GPU% column's looks (one command per job: sampled less than the queue)
@@ -158,7 +160,7 @@ class JobsScreen(Screen[None]):
     def _subscribe_all(self) -> None:
         for conn in self.ctx.hub.ready():
             if conn.has_queue and conn.name not in self.subs and conn.cluster is not None:
-                watcher = conn.cluster.queue_watcher
+                watcher = conn.cluster.site.queue_watcher
                 name = conn.name
 
                 def deliver(snap: QueueSnapshot, name: str = name, watcher: Any = watcher) -> None:
@@ -231,7 +233,7 @@ class JobsScreen(Screen[None]):
             if not conn.has_history or conn.cluster is None:
                 continue
             try:
-                for job in conn.cluster.history(timedelta(days=1)):
+                for job in conn.cluster.site.history(timedelta(days=1)):
                     row = history_row(conn.name, job)
                     rows[row.key] = row
             except HpcuiError as exc:
@@ -252,7 +254,8 @@ class JobsScreen(Screen[None]):
     def table(self) -> JobTable:
         return self.query_one(f"#{self.view}", JobTable)
 
-    def visible(self, row: JobRow) -> bool:
+    def shows(self, row: JobRow) -> bool:
+        """The row passes the filters (not DOMNode.visible, which this used to shadow)."""
         if self.hpcui_only and not row.hpcui:
             return False
         return matches(row, self.text_filter, self.state_filter)
@@ -279,7 +282,9 @@ class JobsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="jobs-usage", exit_on_error=False)
     def _sample_gpus(self, wanted: dict[str, list[str]]) -> None:
-        from hpcui.tui.usage_view import mean_gpu_pct
+        from hpcui.tui.usage_view import (
+            mean_gpu_pct,  # textual (0.17 s): when the app or a dialog shows
+        )
 
         cells: dict[str, str] = {}
         for name, ids in wanted.items():
@@ -287,7 +292,7 @@ class JobsScreen(Screen[None]):
             if cluster is None:
                 continue
             try:
-                looks = cluster.usage(ids)
+                looks = cluster.usage.look(ids)
             except HpcuiError:
                 continue  # the column stays as it was; the Job screen says why
             for jid, sample in looks.items():
@@ -316,14 +321,14 @@ class JobsScreen(Screen[None]):
                     if row is not None:
                         row.cells["gpu_pct"] = ""
             self.table_rows = collapse_arrays(
-                {k: r for k, r in rows.items() if self.visible(r)},
+                {k: r for k, r in rows.items() if self.shows(r)},
                 self.expanded,
                 self._array_cache,
             )
             self.table.apply(self.table_rows)
         else:
             rows = self.history_rows
-            self.table.apply(rows, self.visible)
+            self.table.apply(rows, self.shows)
         self.applied += 1
         self._info(len(rows))
 
@@ -424,7 +429,7 @@ class JobsScreen(Screen[None]):
             return
         self.post_message(StopJobs([(r.cluster, r.job_id) for r in rows]))
 
-    def action_control(self, verb: str) -> None:
+    def action_control(self, verb: HoldOrRelease) -> None:
         """Hold (pending jobs) or release (held ones) the selection: any job of the user."""
         if verb == "hold":
             rows = [r for r in self._selected() if r.state is JobState.PENDING]

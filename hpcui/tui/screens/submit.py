@@ -112,9 +112,9 @@ class SubmitForm:
     def problems(self) -> dict[str, str]:
         """Each field's problem, found while typing (field id -> message): JSON boxes,
         numbers, and what the core's Resources refuses, under the field that holds it."""
-        from pydantic import ValidationError
+        from pydantic import ValidationError  # pydantic (0.19 s): when it prints
 
-        from hpcui.resources import Resources
+        from hpcui.resources import Resources  # textual screens: when shown
 
         out: dict[str, str] = {}
         for box, what, kind in (("args", "arguments", list), ("kwargs", "keyword arguments", dict)):
@@ -169,7 +169,7 @@ def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocati
 def placeholders(alloc: Allocation) -> dict[str, str]:
     """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
     from hpcui.resources import format_mem  # the script's own spelling (4G, 1500M)
-    from hpcui.tui.rows import hms
+    from hpcui.tui.rows import hms  # textual (0.17 s): when the app or a dialog shows
 
     return {
         "gpus": f"{alloc.gpus} (none)" if not alloc.gpus else str(alloc.gpus),
@@ -315,14 +315,14 @@ class SubmitScreen(Screen[None]):
             if cfg is None:
                 plan.update(f"[red]{form.cluster} is not in the config[/]")
                 return
-            from hpcui.cluster import Cluster
+            from hpcui.cluster import Cluster  # textual screens: when shown
 
             cluster = Cluster(cfg)  # never connected: the preview reads config and profile
             status = self.ctx.hub.conns[form.cluster].status
             offline = f"{form.cluster} is {status}: previewed offline\n"
         problems = form.problems()
         self.problems = problems
-        for err in self.query(".field-error"):
+        for err in self.query(".field-error").results(Static):
             said = problems.get(str(err.id).removeprefix("err-"), "")
             err.update(f"[red]{_esc(said)}[/]" if said else "")
             err.display = bool(said)
@@ -339,8 +339,7 @@ class SubmitScreen(Screen[None]):
             script.update("")
             return
         for keyword, hint in placeholders(alloc).items():
-            box = self.query(f"#res-{keyword}").first(None)
-            if isinstance(box, Input):
+            for box in self.query(f"#res-{keyword}").results(Input):
                 box.placeholder = hint
         self.plan_text, self.preview_text = offline + summary, text
         style = "yellow" if offline or "advice:" in summary else "green"
@@ -407,7 +406,7 @@ class SubmitScreen(Screen[None]):
 
 
 def _esc(text: str) -> str:
-    from rich.markup import escape
+    from rich.markup import escape  # textual (0.17 s): when the app or a dialog shows
 
     return escape(text)
 
