@@ -409,7 +409,7 @@ class Cluster:
             transport=self.transport,
             scheduler=self.scheduler,
             registry=self.registry,
-            setup=self.setup,
+            setup=lambda: self.setup,
             before_listing=lambda: self.submitter.reconcile_quietly(),
         )
 

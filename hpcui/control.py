@@ -14,6 +14,7 @@ from typing import Literal, NamedTuple
 from hpcui import any_job
 from hpcui.backends.records import JobDetails
 from hpcui.errors import HpcuiError, JobsRefused, UsageError
+from hpcui.forwarding import Forward, node_of
 from hpcui.schedulers.base import Scheduler
 from hpcui.transport.base import TerminalChannel, Transport
 
@@ -45,6 +46,7 @@ class JobControl:
         self.transport = transport
         self.scheduler = scheduler
         self.changed = changed
+        self._user_name: str | None = None
 
     def details(self, job_id: str) -> JobDetails:
         """What the scheduler knows of any job of the user (hpcui's or not): log paths,
@@ -92,6 +94,32 @@ class JobControl:
             self.transport, self.scheduler, self.details(job_id), node=node, term=term,
             cols=cols, rows=rows,
         )  # fmt: skip
+
+    def forward(self, job_id: str, port: int, *, local_port: int | None = None) -> Forward:
+        """Connections to 127.0.0.1:`local_port` (a free one when None) reach `port` on the
+        job's node, until the job ends or the Forward is closed (a context manager).
+        UsageError for a job that does not run, or that is not the user's."""
+        if not 0 < int(port) < 65536:
+            raise UsageError(f"Not a port: {port} (1-65535).")
+        details = self.details(job_id)
+        node = node_of(details, self._user())
+
+        def ended() -> bool:
+            try:
+                return self.details(job_id).state.is_final
+            except UsageError:  # the scheduler forgot it: long over
+                return True
+
+        return Forward(
+            cluster=self.name, job_id=details.job_id, node=node, remote_port=int(port),
+            open_tunnel=self.transport.open_tunnel, local_port=local_port, ended=ended,
+        )  # fmt: skip
+
+    def _user(self) -> str:
+        """The user on the cluster (`id -un`, asked once)."""
+        if self._user_name is None:
+            self._user_name = self.transport.run(["id", "-un"]).check("id -un").stdout.strip()
+        return self._user_name
 
     def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
         """Submit an (edited) batch script from `work_dir`; returns the new job id."""

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from devcluster_common import (
     DAEMON_ENV,
+    JUPYTERLAB,
     REPO,
     DevclusterError,
     port_open,
@@ -603,7 +604,7 @@ def ensure_torch_venv() -> None:
     """The pytorch module's venv, installed from wheels fetched on this machine."""
     venv = inside(TORCH_VENV)
     marker = venv / ".hpcui-requirements"
-    wanted = f"torch=={TORCH_VERSION} numpy\n"
+    wanted = f"torch=={TORCH_VERSION} numpy {JUPYTERLAB}\n"
     if marker.exists() and marker.read_text() == wanted:
         return
     say(f"{NAME}: preparing {TORCH_VENV} (first time only, takes a minute)")
@@ -612,7 +613,7 @@ def ensure_torch_venv() -> None:
     host_pip = ["/opt/hpcui-devcluster/venv/bin/python", "-m", "pip"]  # the first site's 3.11
     p = subprocess.run(
         [*host_pip, "download", "--quiet", "--dest", str(wheels), f"torch=={TORCH_VERSION}",
-         "numpy", "pip"],
+         "numpy", JUPYTERLAB, "pip"],
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     if p.returncode != 0:
@@ -623,7 +624,8 @@ def ensure_torch_venv() -> None:
     chroot_run([*env, f"{PY311}/bin/python3", "-m", "venv", "--without-pip", str(TORCH_VENV)])
     chroot_run(
         [*env, f"{TORCH_VENV}/bin/python", f"{WHEELS_IN}/{pip_whl}/pip", "install", "--quiet",
-         "--no-index", "--find-links", str(WHEELS_IN), f"torch=={TORCH_VERSION}", "numpy"],
+         "--no-index", "--find-links", str(WHEELS_IN), f"torch=={TORCH_VERSION}", "numpy",
+         JUPYTERLAB],
         timeout=1800,
     )  # fmt: skip
     shutil.rmtree(wheels, ignore_errors=True)

@@ -79,6 +79,49 @@ def _terminal(client: Client, t: Transport, a: dict[str, Any]) -> None:
     chan = t.open_terminal(
         str(a["script"]), term=str(a["term"]), cols=int(a["cols"]), rows=int(a["rows"])
     )
+    _relay(client, chan)
+
+
+class _TunnelEnd:
+    """A tunnel (paramiko direct-tcpip channel or a socket) as the relay drives it: it
+    has no window and no exit status; it ends when the other side closes."""
+
+    def __init__(self, chan: Any) -> None:
+        self.chan = chan
+
+    def fileno(self) -> int:
+        return int(self.chan.fileno())
+
+    def recv(self, nbytes: int) -> bytes:
+        try:
+            return bytes(self.chan.recv(nbytes))
+        except OSError:
+            return b""
+
+    def sendall(self, data: bytes) -> None:
+        self.chan.sendall(data)
+
+    def resize_pty(self, width: int, height: int) -> None:
+        pass
+
+    def exit_status_ready(self) -> bool:
+        return False
+
+    def recv_exit_status(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.chan.close()
+
+
+def _tunnel(client: Client, t: Transport, a: dict[str, Any]) -> None:
+    """A connection to a job's node (`hpcui forward` from a caller's own process, the
+    API's `cluster.forward`), relayed like a terminal: bytes as "k" in, "o" out."""
+    _relay(client, _TunnelEnd(t.open_tunnel(str(a["host"]), int(a["port"]))))
+
+
+def _relay(client: Client, chan: Any) -> None:
+    """Frames both ways until either side ends; the exit status last (-1: none)."""
     client.send({"result": "terminal"})
     try:
         while True:
@@ -104,7 +147,8 @@ def _terminal(client: Client, t: Transport, a: dict[str, Any]) -> None:
                     break
             if not ready and chan.exit_status_ready():
                 break
-        status = chan.recv_exit_status() if _exited(chan) else -1
+        tunnel = isinstance(chan, _TunnelEnd)  # no exit status to wait for
+        status = 0 if tunnel else chan.recv_exit_status() if _exited(chan) else -1
         client.send({"exit": status})
     finally:
         chan.close()
@@ -141,6 +185,9 @@ def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
                 return
             if method == "open_terminal":
                 _terminal(client, t, args)
+                return
+            if method == "open_tunnel":
+                _tunnel(client, t, args)
                 return
             result = _dispatch(conn, t, method, args)
         except ClientGone:

@@ -28,7 +28,8 @@ from hpcui.transport.agent.reach import (
 #: reads no cluster and describes this machine: the caller's own environment answers it)
 AGENT_COMMANDS = frozenset(
     {"jobs", "show", "logs", "cancel", "stop", "quota", "modules", "partitions", "clusters",
-     "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files"}
+     "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files",
+     "forward", "jupyter"}
 )  # fmt: skip
 #: safe to send again to a new agent when the first died before printing anything
 READ_ONLY = frozenset(

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpcui import forwarding
 from hpcui.cli.routing import Client, ClientGone, serving
 from hpcui.transport.agent import paths, wire
 
@@ -131,6 +132,7 @@ class Agent:
             except TimeoutError:
                 with self._lock:
                     idle = self.active == 0 and time.monotonic() - self.last_used >= self.persist_s
+                    idle = idle and not forwarding.active()  # a forward keeps the agent
                 if idle:
                     log.info("idle for %.0f s: exiting", self.persist_s)
                     break
@@ -287,6 +289,7 @@ class Agent:
                 "refused": self.refused,
                 "config": self._stamp[0] if self._stamp else None,
                 "clusters": clusters,
+                "forwards": [f.describe() for f in forwarding.active()],
             }
 
 

@@ -58,6 +58,8 @@ _COMMANDS = {
     "clean": "hpcui.cli.cmd_site",
     "exec": "hpcui.cli.cmd_site",
     "serve": "hpcui.cli.cmd_serve",
+    "forward": "hpcui.cli.cmd_services",
+    "jupyter": "hpcui.cli.cmd_services",
     "agent": "hpcui.cli.cmd_agent",
     "init": "hpcui.cli.cmd_add",
     "add": "hpcui.cli.cmd_add",

@@ -89,4 +89,6 @@ def cmd_agent(args: argparse.Namespace) -> int:
     for c in status.clusters:
         state = "connected" if c.connected else "not connected"
         print(f"  {c.name:<12} {state}, {c.connects} login(s)  {c.transport}")
+    for f in status.forwards:
+        print(f"  forward {f}")
     return EXIT_OK

@@ -147,6 +147,18 @@ class ActionOutput(Model):
     message: str
 
 
+class ForwardOutput(Model):
+    """One forward: connections to `local` reach `node`:`remote_port` of the job."""
+
+    cluster: str
+    job_id: str
+    node: str
+    remote_port: int
+    local: str  # 127.0.0.1:PORT
+    connections: int = 0
+    url: str | None = None  # the service's address here (jupyter: with its token)
+
+
 class ScriptOutput(Model):
     cluster: str
     allocation: Allocation
@@ -188,6 +200,7 @@ class AgentStatus(Model):
     refused: int | None = Field(None, description="connections of other users turned away")
     config: str | None = None
     clusters: list[AgentCluster] = Field(default_factory=list)
+    forwards: list[str] = Field(default_factory=list, description="ports it forwards")
 
 
 def cluster_row_type(args: argparse.Namespace) -> type[ClusterQueueJob | ClusterHistoryJob]:
@@ -240,6 +253,8 @@ def output_type(args: argparse.Namespace) -> Any:
         "clusters": list[ClusterRow],
         "script": ScriptOutput,
         "agent": AgentStatus,
+        "forward": list[ForwardOutput],
+        "jupyter": list[ForwardOutput],
     }[cmd]
 
 

@@ -420,6 +420,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
 
+    s = add(
+        "forward",
+        "a port of a running job's node on this machine (127.0.0.1 only), over the "
+        "cluster's SSH connection, until the job ends",
+    )
+    s.add_argument("job", nargs="?", metavar="JOB", help="the job (ID or CLUSTER:ID)")
+    s.add_argument("port", nargs="?", type=_positive(int), metavar="PORT", help="its port")
+    s.add_argument(
+        "--local",
+        type=_positive(int),
+        metavar="N",
+        help="the local port (default: PORT when free here, else a free one)",
+    )
+    s.add_argument("--list", action="store_true", help="the forwards held (by the agent)")
+    s.add_argument(
+        "--stop", nargs="?", const="all", metavar="JOB", help="end a job's forwards (or all)"
+    )
+    _json(s)
+
+    s = add(
+        "jupyter",
+        "JupyterLab in a job on a compute node, forwarded here: prints the local URL with "
+        "its token and opens the browser",
+    )
+    s.add_argument("--dir", metavar="PATH", help="the folder it opens (default: your home)")
+    s.add_argument("--no-browser", action="store_true", help="print the URL, open nothing")
+    s.add_argument("--local", type=_positive(int), metavar="N", help="the local port")
+    s.add_argument(
+        "--timeout", type=_positive(float), metavar="S", help="give up waiting after S seconds"
+    )
+    s.add_argument("--stop", action="store_true", help="cancel your running Jupyter jobs")
+    _resources(s)
+    _json(s)
+
     s = add("agent", "the per-user agent that keeps one connection per cluster (docs/cli.md)")
     s.add_argument("action", choices=("status", "stop"), help="show it, or stop it now")
     s.add_argument(

@@ -45,11 +45,11 @@ class SiteView:
         transport: Transport,
         scheduler: Scheduler,
         registry: Registry,
-        setup: Sequence[str],
+        setup: Callable[[], Sequence[str]],
         before_listing: Callable[[], None],
     ) -> None:
         self.name = name
-        self.setup = list(setup)
+        self._setup = setup  # read when asked: the cluster's config may change meanwhile
         self.config = config
         self.profile = profile
         self.transport = transport
@@ -170,14 +170,15 @@ class SiteView:
     def modules(self, *, with_setup: bool = False) -> ModuleState:
         """Loaded and available modules (defaults marked), one round trip; `with_setup`:
         "loaded" after this cluster's `setup` lines, as a job sees it."""
-        setup = self.setup if with_setup else ()
+        setup = self._setup() if with_setup else ()
         return fetch_modules(self.transport, self.module_system, cluster=self.name, setup=setup)
 
     def missing_setup_modules(self) -> list[str]:
         """Modules the config's `setup` lines load that this site does not have."""
-        if not setup_modules(self.setup):
+        setup = self._setup()
+        if not setup_modules(setup):
             return []
-        return missing_modules(self.setup, self.modules())
+        return missing_modules(setup, self.modules())
 
     def module_search(self, term: str) -> list[Module]:
         return search_modules(self.transport, self.module_system, term, cluster=self.name)

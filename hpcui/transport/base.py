@@ -74,6 +74,15 @@ class RemoteStream(Protocol):
     def close(self) -> None: ...
 
 
+class ByteChannel(Protocol):
+    """A two-way byte stream to a job's node (paramiko.Channel, socket.socket)."""
+
+    def fileno(self) -> int: ...
+    def recv(self, nbytes: int) -> bytes: ...
+    def sendall(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+
+
 class TerminalChannel(Protocol):
     """An interactive session on a pseudo-terminal (paramiko's Channel has these)."""
 
@@ -178,6 +187,13 @@ class Transport(abc.ABC):
         session the caller bridges to its own terminal (`hpcui shell`)."""
         raise UsageError(
             f"An interactive terminal is not available over {self.description or 'this transport'}."
+        )
+
+    def open_tunnel(self, host: str, port: int) -> ByteChannel:
+        """A byte channel to `host`:`port` as the login node reaches it (a job's node):
+        what `hpcui forward` carries each local connection over."""
+        raise UsageError(
+            f"Forwarding a port is not available over {self.description or 'this transport'}."
         )
 
     def stalled_s(self) -> float:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat as _stat
 import subprocess
 from collections.abc import Iterable
 
-from hpcui.errors import CommandTimeout
+from hpcui.errors import CommandTimeout, UsageError
 from hpcui.transport.base import Command, CommandResult, RemoteStat, Transport
 from hpcui.transport.quoting import quote_bytes, to_command
 
@@ -37,6 +38,15 @@ class LocalTransport(Transport):
         return CommandResult(
             proc.returncode, proc.stdout, proc.stderr, raw.decode("utf-8", "replace")
         )
+
+    def open_tunnel(self, host: str, port: int) -> socket.socket:
+        """The local cluster's jobs run here: a plain connection."""
+        try:
+            return socket.create_connection((host, port), timeout=10)
+        except OSError as exc:
+            raise UsageError(
+                f"Nothing answers on {host}:{port} ({exc.strerror or exc}): is the service up yet?"
+            ) from None
 
     def put_files(
         self,

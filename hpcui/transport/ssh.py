@@ -28,6 +28,7 @@ from hpcui.errors import (
     HostKeyError,
     HpcuiError,
     RemoteWriteError,
+    UsageError,
 )
 from hpcui.transport import deadline
 from hpcui.transport.base import Command, CommandResult, RemoteStat, Transport
@@ -285,7 +286,7 @@ class SshTransport(Transport):
 
         t = self.target
         if t.proxy_jump:
-            sock = self._open_jump().open_tunnel(t.hostname, t.port)
+            sock = self._open_jump().hop_channel(t.hostname, t.port)
         elif t.proxy_command:
             sock = _proxy_command(t.proxy_command)
         else:
@@ -404,7 +405,7 @@ class SshTransport(Transport):
             )
         return self._jump
 
-    def open_tunnel(self, host: str, port: int) -> paramiko.Channel:
+    def hop_channel(self, host: str, port: int) -> paramiko.Channel:
         """A direct-tcpip channel to host:port, used as the socket of a ProxyJump hop."""
         conn = self.connect()
         try:
@@ -413,6 +414,24 @@ class SshTransport(Transport):
             raise ClusterConnectionError(
                 f"Jump host {self.target.label} could not open a tunnel to {host}:{port}: {exc}. "
                 "Check AllowTcpForwarding on the jump host and the target's HostName/Port."
+            ) from exc
+
+    def open_tunnel(self, host: str, port: int) -> paramiko.Channel:
+        """A direct-tcpip channel to host:port from this login node: a forward to a job's
+        node carries one local connection over it."""
+        conn = self.connect()
+        try:
+            return conn.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0))
+        except paramiko.ChannelException as exc:  # the server tried and could not
+            raise UsageError(
+                f"{self.target.label} could not reach {host}:{port} ({exc.text}): nothing "
+                "listens there yet, or the site does not allow forwarding "
+                "(AllowTcpForwarding)."
+            ) from exc
+        except Exception as exc:
+            raise ClusterConnectionError(
+                f"{self.target.label} could not open a tunnel to {host}:{port}: {exc}. "
+                "Check AllowTcpForwarding there and the target's HostName/Port."
             ) from exc
 
     def _known_keys(self) -> KnownHosts:

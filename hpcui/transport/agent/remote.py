@@ -298,7 +298,7 @@ class AgentTransport(Transport):
                     if method == "open_stream" and msg["result"] == "stream":
                         handed_over = True  # the stream owns the socket now
                         return _Stream(sock)
-                    if method == "open_terminal" and msg["result"] == "terminal":
+                    if method in ("open_terminal", "open_tunnel") and msg["result"] == "terminal":
                         handed_over = True  # the terminal owns the socket now
                         return _Terminal(sock)
                     return bytes(received) if method == "read_file" else msg["result"]
@@ -399,6 +399,11 @@ class AgentTransport(Transport):
         args = {"script": script, "term": term, "cols": cols, "rows": rows}
         own = lambda t: t.open_terminal(script, term=term, cols=cols, rows=rows)  # noqa: E731
         return self._either("open_terminal", args, own)
+
+    def open_tunnel(self, host: str, port: int) -> Any:
+        """The agent opens the channel on its own login and relays the bytes."""
+        args = {"host": host, "port": port}
+        return self._either("open_tunnel", args, lambda t: t.open_tunnel(host, port))
 
     def home(self) -> str:
         return str(self._either("home", {}, lambda t: t.home()))

@@ -1,0 +1,152 @@
+"""`hpcui forward`: a port of a running job's node on this machine, over the cluster's SSH
+connection; `hpcui jupyter`: JupyterLab in a job, forwarded. With the agent on, a forward
+lives in the agent and the command returns; without it, the command holds the forward
+until the job ends or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from hpcui import forwarding
+from hpcui.cli import EXIT_OK, common
+from hpcui.cli import output as out
+from hpcui.cli.common import cluster_name, connect, resource_kwargs, split_job_ref
+from hpcui.cli.models import ForwardOutput
+from hpcui.errors import UsageError
+
+if TYPE_CHECKING:
+    from hpcui.cluster import Cluster
+
+
+def cmd_forward(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list(args)
+    if args.stop is not None:
+        return _stop(args)
+    if args.job is None or args.port is None:
+        raise UsageError("Name a job and a port: `hpcui forward JOB PORT` (or --list, --stop).")
+    name, job_id = split_job_ref(args.job, cluster_name(args))
+    cluster = connect(name)
+    local = args.local or forwarding.free_port(args.port)
+    forward = cluster.control.forward(job_id, args.port, local_port=local)
+    return hold(args, forward)
+
+
+def hold(args: argparse.Namespace, forward: forwarding.Forward, url: str | None = None) -> int:
+    """Say where the forward is; in the agent keep it there, else hold it until the job
+    ends or Ctrl-C."""
+    shared = _in_agent()
+    if args.json:
+        out.emit_json(list[ForwardOutput], [_row(forward, url)])
+    else:
+        print(f"forwarding {forward.describe()}")
+        if url:
+            print(url)
+        how = (
+            "`hpcui forward --stop` ends it"
+            if shared
+            else "Ctrl-C ends it (with the agent on, it would stay after this command)"
+        )
+        out.note(f"open until the job ends; {how}")
+    sys.stdout.flush()
+    if shared:
+        forwarding.keep(forward)
+        return EXIT_OK
+    try:
+        forward.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        forward.close()
+    return EXIT_OK
+
+
+def _in_agent() -> bool:
+    return common.SHARED_BY_AGENT  # set when the agent starts: read now, not at import
+
+
+def _list(args: argparse.Namespace) -> int:
+    held = forwarding.active()
+    if args.json:
+        out.emit_json(list[ForwardOutput], [_row(f) for f in held])
+        return EXIT_OK
+    if not held:
+        where = "the agent" if _in_agent() else "this process (the agent is off)"
+        print(f"no forwards held by {where}")
+        return EXIT_OK
+    out.table(
+        ["LOCAL", "NODE", "JOB", "CLUSTER", "CONNECTIONS"],
+        [
+            [f.address, f"{f.node}:{f.remote_port}", f.job_id, f.cluster, str(f.connections)]
+            for f in held
+        ],
+    )
+    return EXIT_OK
+
+
+def _stop(args: argparse.Namespace) -> int:
+    which = args.stop
+    held = forwarding.active()
+    chosen = [f for f in held if which == "all" or which in (f.job_id, f"{f.cluster}:{f.job_id}")]
+    if not chosen and which != "all":
+        raise UsageError(f"No forward of job {which} ({len(held)} held): `hpcui forward --list`.")
+    for f in chosen:
+        f.close()
+        if not args.json:
+            print(f"stopped {f.describe()}")
+    if args.json:
+        out.emit_json(list[ForwardOutput], [_row(f) for f in chosen])
+    return EXIT_OK
+
+
+def _row(f: forwarding.Forward, url: str | None = None) -> ForwardOutput:
+    return ForwardOutput(
+        cluster=f.cluster, job_id=f.job_id, node=f.node, remote_port=f.remote_port,
+        local=f.address, connections=f.connections, url=url,
+    )  # fmt: skip
+
+
+def cmd_jupyter(args: argparse.Namespace) -> int:
+    """Submit JupyterLab (after checking it is installed there), wait for its runtime file,
+    forward its port, print the local URL with its token, open the browser."""
+    from hpcui import services  # the core (0.16 s): when the command runs
+
+    cluster = connect(cluster_name(args))
+    if args.stop:
+        return _stop_jupyter(args, cluster)
+    services.check_installed(cluster)
+    job = services.submit_jupyter(cluster, args.dir, **resource_kwargs(args))
+    out.note(f"submitted JupyterLab as job {job.job_id} on {cluster.name}")
+    server = services.wait_for_server(job, timeout=args.timeout, said=out.note)
+    local = args.local or forwarding.free_port(server.port)
+    forward = cluster.control.forward(job.job_id, server.port, local_port=local)
+    url = server.local_url(forward.local_port)
+    if not args.no_browser:
+        import webbrowser  # the browser is looked up only when one is opened
+
+        webbrowser.open(url)
+    return hold(args, forward, url)
+
+
+def _stop_jupyter(args: argparse.Namespace, cluster: Cluster) -> int:
+    """Cancel the Jupyter jobs hpcui started on this cluster that may still run, and end
+    their forwards (one scancel/qdel for all; one that already ended is no error)."""
+    from hpcui import services  # the core (0.16 s): when the command runs
+
+    ids = [
+        r.job_id
+        for r in cluster.records()
+        if r.name == services.JUPYTER_JOB and r.job_id and not r.state.is_final
+    ]
+    for f in forwarding.active():
+        if f.cluster == cluster.name and f.job_id in ids:
+            f.close()
+    if not ids:
+        print(f"no Jupyter job of hpcui's runs on {cluster.name}")
+        return EXIT_OK
+    cluster.control.cancel(ids)
+    for job_id in ids:
+        print(f"cancelled Jupyter job {job_id} on {cluster.name}")
+    return EXIT_OK

@@ -1,0 +1,244 @@
+"""A port of a job's node on this machine: a listener on 127.0.0.1, each connection
+carried over the cluster's SSH connection (direct-tcpip from the login node, through any
+jump chain), until the job ends or the forward is closed.
+
+`open_tunnel(host, port)` gives a socket-like channel (paramiko's, a local socket, or the
+agent's relay); a connection that comes after the SSH connection was re-made uses the new
+one. The listener binds 127.0.0.1 only: nobody else on this machine's network reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from hpcui.backends.nodelist import expand_nodelist
+from hpcui.backends.records import JobDetails
+from hpcui.backends.states import JobState
+from hpcui.errors import HpcuiError, UsageError
+from hpcui.transport.base import ByteChannel
+
+log = logging.getLogger(__name__)
+
+#: how often a forward asks whether its job still runs
+JOB_CHECK_S = 15.0
+#: bytes per read on either side
+CHUNK = 64 * 1024
+#: the loopback address every listener binds (never 0.0.0.0)
+LOOPBACK = "127.0.0.1"
+
+
+def node_of(details: JobDetails, user: str | None) -> str:
+    """The node a forward goes to: the job's first node, once it runs. A job of another
+    user is refused (its node's ports are not the user's business)."""
+    if user and details.user and details.user != user:
+        raise UsageError(
+            f"Job {details.job_id} belongs to {details.user}, not {user}: hpcui forwards "
+            "ports of your own jobs only."
+        )
+    if details.state is not JobState.RUNNING or not details.nodelist:
+        waits = " (wait for it to start)" if not details.state.is_final else ""
+        raise UsageError(
+            f"Job {details.job_id} is {details.state.value}: a forward needs a running job{waits}."
+        )
+    return expand_nodelist(details.nodelist)[0]
+
+
+def free_port(preferred: int | None = None) -> int:
+    """`preferred` when it is free on 127.0.0.1, else one the system picks."""
+    for port in (preferred, 0) if preferred else (0,):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise UsageError("No free local port on 127.0.0.1.")  # pragma: no cover - bind(0) fails
+
+
+class Forward:
+    """Connections to 127.0.0.1:`local_port` go to `node`:`remote_port` until `close()`
+    or `ended()` says so (checked every JOB_CHECK_S)."""
+
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        job_id: str,
+        node: str,
+        remote_port: int,
+        open_tunnel: Callable[[str, int], ByteChannel],
+        local_port: int | None = None,
+        ended: Callable[[], bool] | None = None,
+    ) -> None:
+        self.cluster, self.job_id, self.node = cluster, job_id, node
+        self.remote_port = remote_port
+        self._open_tunnel = open_tunnel
+        self._ended = ended
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._listener.bind((LOOPBACK, local_port or 0))
+        except OSError as exc:
+            self._listener.close()
+            raise UsageError(
+                f"Local port {local_port} is taken ({exc.strerror}): pick another with "
+                "--local, or leave it out for a free one."
+            ) from None
+        self._listener.listen(16)
+        self.local_port = int(self._listener.getsockname()[1])
+        self.connections = 0  # accepted so far
+        self.errors: list[str] = []  # why tunnels could not be opened (the last few)
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._thread = threading.Thread(
+            target=self._serve, name=f"hpcui-forward-{self.local_port}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.local_port}"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def describe(self) -> str:
+        return (
+            f"{self.address} -> {self.node}:{self.remote_port} "
+            f"(job {self.job_id} on {self.cluster})"
+        )
+
+    def close(self) -> None:
+        """Stop listening (the port is free again) and end the open connections."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with contextlib.suppress(OSError):  # wakes the accept loop: LISTEN ends now
+            self._listener.shutdown(socket.SHUT_RDWR)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)  # its select() holds the socket until it returns
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        with self._lock:
+            for conn in list(self._open):
+                with contextlib.suppress(OSError):
+                    conn.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until the forward closes (the job ended, close()); True when it did."""
+        return self._closed.wait(timeout)
+
+    def __enter__(self) -> Forward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the accept loop and the byte pumps ---------------------------------------------------
+
+    def _serve(self) -> None:
+        checked = time.monotonic()
+        while not self._closed.is_set():
+            try:
+                ready, _, _ = select.select([self._listener], [], [], 1.0)
+            except (OSError, ValueError):  # closed under us
+                break
+            if ready:
+                try:
+                    conn, _ = self._listener.accept()
+                except OSError:
+                    break
+                self.connections += 1
+                threading.Thread(target=self._carry, args=(conn,), daemon=True).start()
+            if self._ended is not None and time.monotonic() - checked >= JOB_CHECK_S:
+                checked = time.monotonic()
+                if self._job_over():
+                    log.info("forward %s: job %s ended", self.address, self.job_id)
+                    break
+        self.close()
+
+    def _job_over(self) -> bool:
+        try:
+            return bool(self._ended and self._ended())
+        except HpcuiError as exc:  # a dropped link: the forward stays, asked again later
+            log.info("forward %s: could not check job %s: %s", self.address, self.job_id, exc)
+            return False
+
+    def _carry(self, conn: socket.socket) -> None:
+        try:
+            chan = self._open_tunnel(self.node, self.remote_port)
+        except HpcuiError as exc:
+            self.errors = [*self.errors[-4:], str(exc)]
+            log.info("forward %s: %s", self.address, exc)
+            conn.close()
+            return
+        with self._lock:
+            self._open.add(conn)
+        try:
+            pump(conn, chan, self._closed)
+        finally:
+            with self._lock:
+                self._open.discard(conn)
+            for end in (conn, chan):
+                with contextlib.suppress(Exception):
+                    end.close()
+
+
+def pump(conn: socket.socket, chan: ByteChannel, stop: threading.Event) -> None:
+    """Bytes both ways (one thread, select on both) until both sides ended; a side that
+    stops sending (a half-close: a request sent in full) is passed on as such, and the
+    answer still comes back."""
+    ends = {conn.fileno(): (conn, chan), chan.fileno(): (chan, conn)}
+    reading = set(ends)
+    while reading and not stop.is_set():
+        try:
+            ready, _, _ = select.select(list(reading), [], [], 1.0)
+        except (OSError, ValueError):
+            return
+        for fd in ready:
+            source, sink = ends[fd]
+            try:
+                data = source.recv(CHUNK)
+                if data:
+                    sink.sendall(data)
+                    continue
+            except (OSError, EOFError):
+                return
+            reading.discard(fd)  # this side is done sending: tell the other
+            _shut_write(sink)
+
+
+def _shut_write(end: object) -> None:
+    with contextlib.suppress(OSError, EOFError):
+        if isinstance(end, socket.socket):
+            end.shutdown(socket.SHUT_WR)
+        elif hasattr(end, "shutdown_write"):  # paramiko.Channel
+            end.shutdown_write()
+
+
+# -- the forwards this process holds (the agent's outlive the command that made them) ------
+
+_ACTIVE: list[Forward] = []
+_ACTIVE_LOCK = threading.Lock()
+
+
+def keep(forward: Forward) -> Forward:
+    """Hold `forward` in this process until it closes (`hpcui forward --list` shows it)."""
+    with _ACTIVE_LOCK:
+        _ACTIVE.append(forward)
+    return forward
+
+
+def active() -> list[Forward]:
+    """The forwards still open, oldest first (closed ones are dropped)."""
+    with _ACTIVE_LOCK:
+        _ACTIVE[:] = [f for f in _ACTIVE if not f.closed]
+        return list(_ACTIVE)

@@ -1,0 +1,224 @@
+"""Issue 33 on the dev cluster: a job's port forwarded over the real SSH connection, and
+`hpcui jupyter` running the real JupyterLab (installed in the cluster's environment by
+scripts/devcluster) on a compute node, reached here through the agent's forward."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from hpcui.backends.states import JobState
+from hpcui.errors import UsageError
+from tests.conftest import DEVCLUSTER, ROOT
+from tests.integration.ranks import VENV_PYTHON
+from tests.integration.test_any_job import sbatch_script, wait_state
+
+pytestmark = pytest.mark.devcluster
+
+#: a service in a job as a user starts one: bound to the node's own address
+HTTP = """#!/bin/bash
+#SBATCH --time=3
+cd ~/anyjob && exec python3 -m http.server {port} --bind "$(getent hosts $SLURMD_NODENAME | cut -d' ' -f1)"
+"""
+
+
+def get(url: str, timeout: float = 10) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read().decode()
+
+
+def test_a_jobs_port_is_reached_here_until_the_job_ends(site, monkeypatch):
+    from hpcui import forwarding
+
+    monkeypatch.setattr(forwarding, "JOB_CHECK_S", 1.0)
+    port = 20000 + int(uuid.uuid4().int % 5000)
+    job_id = sbatch_script(site, HTTP.format(port=port))
+    wait_state(site, job_id, {JobState.RUNNING})
+    fwd = site.control.forward(job_id, port)
+    try:
+        assert fwd.address.startswith("127.0.0.1:") and fwd.node.startswith(("node", "dev24n"))
+        listing = None
+        for _ in range(40):  # the server binds a moment after the job starts
+            try:
+                listing = get(f"http://{fwd.address}/")
+                break
+            except OSError:
+                fwd.wait(0.5)
+        assert listing and "Directory listing" in listing
+        site.control.cancel([job_id])
+        assert fwd.wait(30), "the forward outlived its job"
+    finally:
+        fwd.close()
+    with pytest.raises(UsageError, match="needs a running job"):
+        site.control.forward(job_id, port)
+
+
+@pytest.fixture
+def agent_env(devcluster: Path, tmp_path: Path):
+    """This test's own agent (its runtime dir), stopped at the end."""
+    run = Path(tempfile.mkdtemp(prefix="hps-"))  # AF_UNIX paths end at 107 bytes
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "XDG_RUNTIME_DIR": str(run),
+        "HPCUI_CONFIG": str(tmp_path / "hpcui.toml"),
+        "HPCUI_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+        "NO_COLOR": "1",
+    }
+    base = (DEVCLUSTER / "hpcui.toml").read_text()
+    dev = base.split("[clusters.dev]\n", 1)[1].split("\n\n", 1)[0]
+    # the same login with the environment that has JupyterLab (a user's second table)
+    lab = dev.replace('python = "/usr/bin/python3"', f'python = "{VENV_PYTHON}"')
+    (tmp_path / "hpcui.toml").write_text(f"{base}\n[clusters.lab]\n{lab}\n")
+    yield env
+    hpcui(env, "agent", "stop", "--all")
+    shutil.rmtree(run, ignore_errors=True)
+
+
+def hpcui(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    res = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", *args],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert "Traceback" not in res.stderr, res.stderr
+    return res
+
+
+async def run_cell(base: str, token: str, code: str) -> str:
+    """`code` in a new kernel of the server, over its REST API and kernel websocket (the
+    protocol JupyterLab's notebooks speak): what the cell printed."""
+    import aiohttp  # textual-serve's dependency: the websocket client
+
+    auth = {"Authorization": f"token {token}"}
+    async with aiohttp.ClientSession(headers=auth) as http:
+        async with http.post(f"{base}api/kernels", json={"name": "python3"}) as resp:
+            assert resp.status == 201, await resp.text()
+            kernel = (await resp.json())["id"]
+        msg_id = uuid.uuid4().hex
+        request = {
+            "header": {"msg_id": msg_id, "username": "", "session": uuid.uuid4().hex,
+                       "msg_type": "execute_request", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": False,
+                        "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+        }  # fmt: skip
+        printed = []
+        ws_url = base.replace("http://", "ws://") + f"api/kernels/{kernel}/channels"
+        async with http.ws_connect(ws_url) as ws:
+            await ws.send_str(json.dumps(request))
+            async for frame in ws:
+                msg = json.loads(frame.data)
+                if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                kind = msg["header"]["msg_type"]
+                if kind == "stream":
+                    printed.append(msg["content"]["text"])
+                elif kind == "error":
+                    raise AssertionError("\n".join(msg["content"]["traceback"]))
+                elif kind == "execute_reply":
+                    break
+        await http.delete(f"{base}api/kernels/{kernel}")
+    return "".join(printed)
+
+
+def test_jupyter_on_a_compute_node_through_the_agents_forward(agent_env, tmp_path):
+    """`hpcui jupyter` returns once the agent holds the forward; the printed URL opens
+    JupyterLab here, a cell runs on the job's node; `--stop` ends job and forward."""
+    env = agent_env
+    missing = hpcui(env, "-c", "dev", "jupyter", "--no-browser")  # /usr/bin/python3 has none
+    assert missing.returncode == 2
+    assert "JupyterLab is not installed in dev's Python (/usr/bin/python3)" in missing.stderr
+    assert "pip install jupyterlab" in missing.stderr
+    started = hpcui(
+        env, "-c", "lab", "jupyter", "--no-browser", "--json", "--time", "5", "--timeout", "150",
+        timeout=200,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    [row] = json.loads(started.stdout)
+    url = row["url"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+", url), url
+    assert "token=" not in started.stderr  # the token is printed where asked, not logged
+    page = get(url)
+    assert "JupyterLab" in page
+    base, token = url.split("lab?token=")
+    said = asyncio.run(
+        asyncio.wait_for(
+            run_cell(
+                base,
+                token,
+                "import os; print(os.environ['SLURMD_NODENAME'], os.environ['SLURM_JOB_ID'])",
+            ),
+            120,
+        )
+    )
+    node, job_id = said.split()
+    assert (node, job_id) == (row["node"], row["job_id"])  # the kernel runs inside the job
+    listed = hpcui(env, "forward", "--list", "--json")
+    assert [f["job_id"] for f in json.loads(listed.stdout)] == [job_id]
+    shot = screenshot(url, tmp_path / "jupyter.png")
+    assert shot.startswith(b"\x89PNG") and len(shot) > 10_000
+    stopped = hpcui(env, "-c", "lab", "jupyter", "--stop")
+    assert stopped.returncode == 0 and f"cancelled Jupyter job {job_id}" in stopped.stdout
+    assert json.loads(hpcui(env, "forward", "--list", "--json").stdout) == []
+    with pytest.raises(OSError):
+        get(url, timeout=5)  # the port is closed with the forward
+
+
+def screenshot(url: str, out: Path) -> bytes:
+    """Headless Chromium's picture of the page once JupyterLab drew it (kept beside the
+    other screenshots when HPCUI_SCREENSHOTS is set)."""
+    from tests.chromium import CHROMIUM
+
+    assert CHROMIUM, "chromium is not installed: run scripts/install-deps"
+    subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--user-data-dir={out.parent / 'chromium'}", "--window-size=1280,800",
+         "--virtual-time-budget=20000", f"--screenshot={out}", url],
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    data = out.read_bytes()
+    if os.environ.get("HPCUI_SCREENSHOTS"):
+        shutil.copy(out, ROOT / "screenshots" / "jupyter-lab.png")
+    return data
+
+
+def test_an_api_forward_rides_the_agents_login(agent_env, monkeypatch):
+    """`cluster.forward` in a script with the agent on: each connection is a tunnel the
+    agent opens on its own login and relays (no second login, no second 2FA code)."""
+    from hpcui import api
+    from hpcui.transport.agent.remote import AgentTransport
+
+    for key in ("XDG_RUNTIME_DIR", "HPCUI_CONFIG", "HPCUI_DATA_DIR"):
+        monkeypatch.setenv(key, agent_env[key])
+    monkeypatch.delenv("HPCUI_AGENT", raising=False)
+    monkeypatch.setattr(api, "_clusters", {})
+    cluster = api.connect("dev")
+    try:
+        assert isinstance(cluster.transport, AgentTransport)
+        port = 25000 + int(uuid.uuid4().int % 5000)
+        job_id = sbatch_script(cluster, HTTP.format(port=port))
+        wait_state(cluster, job_id, {JobState.RUNNING})
+        with cluster.control.forward(job_id, port) as fwd:
+            listing = None
+            for _ in range(40):
+                try:
+                    listing = get(f"http://{fwd.address}/")
+                    break
+                except OSError:
+                    fwd.wait(0.5)
+            assert listing and "Directory listing" in listing
+        cluster.control.cancel([job_id])
+    finally:
+        cluster.close()
