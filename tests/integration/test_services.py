@@ -10,8 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import tempfile
 import urllib.request
 import uuid
 from pathlib import Path
@@ -20,8 +18,9 @@ import pytest
 
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
-from tests.conftest import DEVCLUSTER, ROOT
+from tests.conftest import ROOT
 from tests.integration.ranks import VENV_PYTHON
+from tests.integration.test_agent import hpcui
 from tests.integration.test_any_job import sbatch_script, wait_state
 
 pytestmark = pytest.mark.devcluster
@@ -38,6 +37,17 @@ def get(url: str, timeout: float = 10) -> str:
         return resp.read().decode()
 
 
+def listing_through(fwd) -> str:
+    """The job's http.server page through the forward (it binds a moment after the job
+    starts: asked again for up to 20 s)."""
+    for _ in range(40):
+        try:
+            return get(f"http://{fwd.address}/")
+        except OSError:
+            fwd.wait(0.5)
+    raise AssertionError(f"nothing answered through {fwd.describe()}: {fwd.errors}")
+
+
 def test_a_jobs_port_is_reached_here_until_the_job_ends(site, monkeypatch):
     from hpcui import forwarding
 
@@ -48,14 +58,7 @@ def test_a_jobs_port_is_reached_here_until_the_job_ends(site, monkeypatch):
     fwd = site.control.forward(job_id, port)
     try:
         assert fwd.address.startswith("127.0.0.1:") and fwd.node.startswith(("node", "dev24n"))
-        listing = None
-        for _ in range(40):  # the server binds a moment after the job starts
-            try:
-                listing = get(f"http://{fwd.address}/")
-                break
-            except OSError:
-                fwd.wait(0.5)
-        assert listing and "Directory listing" in listing
+        assert "Directory listing" in listing_through(fwd)
         site.control.cancel([job_id])
         assert fwd.wait(30), "the forward outlived its job"
     finally:
@@ -65,35 +68,16 @@ def test_a_jobs_port_is_reached_here_until_the_job_ends(site, monkeypatch):
 
 
 @pytest.fixture
-def agent_env(devcluster: Path, tmp_path: Path):
-    """This test's own agent (its runtime dir), stopped at the end."""
-    run = Path(tempfile.mkdtemp(prefix="hps-"))  # AF_UNIX paths end at 107 bytes
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/root"),
-        "XDG_RUNTIME_DIR": str(run),
-        "HPCUI_CONFIG": str(tmp_path / "hpcui.toml"),
-        "HPCUI_DATA_DIR": str(tmp_path / "data"),
-        "PYTHONPATH": str(ROOT),
-        "NO_COLOR": "1",
-    }
-    base = (DEVCLUSTER / "hpcui.toml").read_text()
+def lab_env(agent_env):
+    """This test's own agent, and a second table for the dev login whose Python has
+    JupyterLab (a user's setup: one login, two environments)."""
+    env = agent_env("5m")
+    config = Path(env["HPCUI_CONFIG"])
+    base = config.read_text()
     dev = base.split("[clusters.dev]\n", 1)[1].split("\n\n", 1)[0]
-    # the same login with the environment that has JupyterLab (a user's second table)
     lab = dev.replace('python = "/usr/bin/python3"', f'python = "{VENV_PYTHON}"')
-    (tmp_path / "hpcui.toml").write_text(f"{base}\n[clusters.lab]\n{lab}\n")
-    yield env
-    hpcui(env, "agent", "stop", "--all")
-    shutil.rmtree(run, ignore_errors=True)
-
-
-def hpcui(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    res = subprocess.run(
-        [sys.executable, "-m", "hpcui.cli", *args],
-        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    assert "Traceback" not in res.stderr, res.stderr
-    return res
+    config.write_text(f"{base}\n[clusters.lab]\n{lab}\n")
+    return env
 
 
 async def run_cell(base: str, token: str, code: str) -> str:
@@ -133,10 +117,10 @@ async def run_cell(base: str, token: str, code: str) -> str:
     return "".join(printed)
 
 
-def test_jupyter_on_a_compute_node_through_the_agents_forward(agent_env, tmp_path):
+def test_jupyter_on_a_compute_node_through_the_agents_forward(lab_env, tmp_path):
     """`hpcui jupyter` returns once the agent holds the forward; the printed URL opens
     JupyterLab here, a cell runs on the job's node; `--stop` ends job and forward."""
-    env = agent_env
+    env = lab_env
     missing = hpcui(env, "-c", "dev", "jupyter", "--no-browser")  # /usr/bin/python3 has none
     assert missing.returncode == 2
     assert "JupyterLab is not installed in dev's Python (/usr/bin/python3)" in missing.stderr
@@ -194,14 +178,14 @@ def screenshot(url: str, out: Path) -> bytes:
     return data
 
 
-def test_an_api_forward_rides_the_agents_login(agent_env, monkeypatch):
+def test_an_api_forward_rides_the_agents_login(lab_env, monkeypatch):
     """`cluster.forward` in a script with the agent on: each connection is a tunnel the
     agent opens on its own login and relays (no second login, no second 2FA code)."""
     from hpcui import api
     from hpcui.transport.agent.remote import AgentTransport
 
     for key in ("XDG_RUNTIME_DIR", "HPCUI_CONFIG", "HPCUI_DATA_DIR"):
-        monkeypatch.setenv(key, agent_env[key])
+        monkeypatch.setenv(key, lab_env[key])
     monkeypatch.delenv("HPCUI_AGENT", raising=False)
     monkeypatch.setattr(api, "_clusters", {})
     cluster = api.connect("dev")
@@ -211,14 +195,7 @@ def test_an_api_forward_rides_the_agents_login(agent_env, monkeypatch):
         job_id = sbatch_script(cluster, HTTP.format(port=port))
         wait_state(cluster, job_id, {JobState.RUNNING})
         with cluster.control.forward(job_id, port) as fwd:
-            listing = None
-            for _ in range(40):
-                try:
-                    listing = get(f"http://{fwd.address}/")
-                    break
-                except OSError:
-                    fwd.wait(0.5)
-            assert listing and "Directory listing" in listing
+            assert "Directory listing" in listing_through(fwd)
         cluster.control.cancel([job_id])
     finally:
         cluster.close()
