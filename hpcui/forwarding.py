@@ -175,9 +175,10 @@ class Forward:
     def _carry(self, conn: socket.socket) -> None:
         try:
             chan = self._open_tunnel(self.node, self.remote_port)
-        except HpcuiError as exc:
-            self.errors = [*self.errors[-4:], str(exc)]
-            log.info("forward %s: %s", self.address, exc)
+        except Exception as exc:  # this connection fails; the forward serves the next one
+            said = str(exc) if isinstance(exc, HpcuiError) else f"{type(exc).__name__}: {exc}"
+            self.errors = [*self.errors[-4:], said]
+            log.info("forward %s: %s", self.address, said)
             conn.close()
             return
         with self._lock:

@@ -419,6 +419,8 @@ class SshTransport(Transport):
     def open_tunnel(self, host: str, port: int) -> paramiko.Channel:
         """A direct-tcpip channel to host:port from this login node: a forward to a job's
         node carries one local connection over it."""
+        import paramiko  # paramiko (0.13 s): SSH clusters only (connected by now)
+
         conn = self.connect()
         try:
             return conn.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0))

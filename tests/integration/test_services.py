@@ -22,6 +22,7 @@ from tests.conftest import ROOT
 from tests.integration.ranks import VENV_PYTHON
 from tests.integration.test_agent import hpcui
 from tests.integration.test_any_job import sbatch_script, wait_state
+from tests.integration.test_submit_slurm import _kill_session_sshd
 
 pytestmark = pytest.mark.devcluster
 
@@ -59,6 +60,10 @@ def test_a_jobs_port_is_reached_here_until_the_job_ends(site, monkeypatch):
     try:
         assert fwd.address.startswith("127.0.0.1:") and fwd.node.startswith(("node", "dev24n"))
         assert "Directory listing" in listing_through(fwd)
+        connects = site.transport.connects
+        _kill_session_sshd(site)  # the link drops: a new connection logs in again
+        assert "Directory listing" in listing_through(fwd)
+        assert site.transport.connects == connects + 1 and not fwd.closed
         site.control.cancel([job_id])
         assert fwd.wait(30), "the forward outlived its job"
     finally:
