@@ -16,6 +16,8 @@ from pathlib import Path
 #: JupyterLab as a user installs it into the cluster's environment: `hpcui jupyter` runs the
 #: real server on a compute node of either site (issue 33)
 JUPYTERLAB = "jupyterlab==4.6.6"
+#: and TensorBoard, for `hpcui tensorboard`
+TENSORBOARD = "tensorboard==2.21.0"
 REPO = Path(__file__).resolve().parent.parent
 MARKER_ENV = "HPCUI_DEVCLUSTER_ROOT"  # set in every daemon's environment: proves who started it
 TIMEOUT = 60.0

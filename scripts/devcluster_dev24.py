@@ -35,6 +35,7 @@ from devcluster_common import (
     DAEMON_ENV,
     JUPYTERLAB,
     REPO,
+    TENSORBOARD,
     DevclusterError,
     port_open,
     say,
@@ -604,7 +605,7 @@ def ensure_torch_venv() -> None:
     """The pytorch module's venv, installed from wheels fetched on this machine."""
     venv = inside(TORCH_VENV)
     marker = venv / ".hpcui-requirements"
-    wanted = f"torch=={TORCH_VERSION} numpy {JUPYTERLAB}\n"
+    wanted = f"torch=={TORCH_VERSION} numpy {JUPYTERLAB} {TENSORBOARD}\n"
     if marker.exists() and marker.read_text() == wanted:
         return
     say(f"{NAME}: preparing {TORCH_VENV} (first time only, takes a minute)")
@@ -613,7 +614,7 @@ def ensure_torch_venv() -> None:
     host_pip = ["/opt/hpcui-devcluster/venv/bin/python", "-m", "pip"]  # the first site's 3.11
     p = subprocess.run(
         [*host_pip, "download", "--quiet", "--dest", str(wheels), f"torch=={TORCH_VERSION}",
-         "numpy", JUPYTERLAB, "pip"],
+         "numpy", JUPYTERLAB, TENSORBOARD, "pip"],
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     if p.returncode != 0:
@@ -625,7 +626,7 @@ def ensure_torch_venv() -> None:
     chroot_run(
         [*env, f"{TORCH_VENV}/bin/python", f"{WHEELS_IN}/{pip_whl}/pip", "install", "--quiet",
          "--no-index", "--find-links", str(WHEELS_IN), f"torch=={TORCH_VERSION}", "numpy",
-         JUPYTERLAB],
+         JUPYTERLAB, TENSORBOARD],
         timeout=1800,
     )  # fmt: skip
     shutil.rmtree(wheels, ignore_errors=True)

@@ -29,7 +29,7 @@ from hpcui.transport.agent.reach import (
 AGENT_COMMANDS = frozenset(
     {"jobs", "show", "logs", "cancel", "stop", "quota", "modules", "partitions", "clusters",
      "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files",
-     "forward", "jupyter"}
+     "forward", "jupyter", "tensorboard"}
 )  # fmt: skip
 #: safe to send again to a new agent when the first died before printing anything
 READ_ONLY = frozenset(

@@ -60,6 +60,7 @@ _COMMANDS = {
     "serve": "hpcui.cli.cmd_serve",
     "forward": "hpcui.cli.cmd_services",
     "jupyter": "hpcui.cli.cmd_services",
+    "tensorboard": "hpcui.cli.cmd_services",
     "agent": "hpcui.cli.cmd_agent",
     "init": "hpcui.cli.cmd_add",
     "add": "hpcui.cli.cmd_add",

@@ -109,20 +109,39 @@ def _row(f: forwarding.Forward, url: str | None = None) -> ForwardOutput:
 
 
 def cmd_jupyter(args: argparse.Namespace) -> int:
-    """Submit JupyterLab (after checking it is installed there), wait for its runtime file,
-    forward its port, print the local URL with its token, open the browser."""
+    """JupyterLab in a job: see `_serve`."""
+    return _serve(args, "jupyter", args.dir)
+
+
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    """TensorBoard in a small job over a job's folder (`JOB`) or `--logdir`."""
+    if args.stop:
+        return _serve(args, "tensorboard", None)
+    if (args.job is None) == (args.logdir is None):
+        raise UsageError("Name a job or a folder: `hpcui tensorboard JOB` or `--logdir PATH`.")
+    logdir = args.logdir
+    if args.job is not None:
+        name, job_id = split_job_ref(args.job, cluster_name(args))
+        logdir = connect(name).files.folder(job_id)  # hpcui's job folder, else its workdir
+    return _serve(args, "tensorboard", logdir)
+
+
+def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> int:
+    """Check it is installed there, submit it, wait for its own runtime file, forward its
+    port, print the local URL (with a token where it has one), open the browser."""
     from hpcui import services  # the core (0.16 s): when the command runs
 
+    kind = services.KINDS[kind_name]
     cluster = connect(cluster_name(args))
     if args.stop:
-        return _stop_jupyter(args, cluster)
-    services.check_installed(cluster)
-    job = services.submit_jupyter(cluster, args.dir, **resource_kwargs(args))
-    out.note(f"submitted JupyterLab as job {job.job_id} on {cluster.name}")
-    server = services.wait_for_server(job, timeout=args.timeout, said=out.note)
+        return _stop_service(cluster, kind.name)
+    services.check_installed(cluster, kind)
+    job = services.submit(cluster, kind, argument, **resource_kwargs(args))
+    out.note(f"submitted {kind.title} as job {job.job_id} on {cluster.name}")
+    server = services.wait_for_server(job, kind, timeout=args.timeout, said=out.note)
     local = args.local or forwarding.free_port(server.port)
     forward = cluster.control.forward(job.job_id, server.port, local_port=local)
-    url = server.local_url(forward.local_port)
+    url = server.local_url(forward.local_port, kind.path)
     if not args.no_browser:
         import webbrowser  # the browser is looked up only when one is opened
 
@@ -130,23 +149,21 @@ def cmd_jupyter(args: argparse.Namespace) -> int:
     return hold(args, forward, url)
 
 
-def _stop_jupyter(args: argparse.Namespace, cluster: Cluster) -> int:
-    """Cancel the Jupyter jobs hpcui started on this cluster that may still run, and end
-    their forwards (one scancel/qdel for all; one that already ended is no error)."""
-    from hpcui import services  # the core (0.16 s): when the command runs
-
+def _stop_service(cluster: Cluster, job_name: str) -> int:
+    """Cancel the jobs of this kind hpcui started on this cluster that may still run, and
+    end their forwards (one scancel/qdel for all; one that already ended is no error)."""
     ids = [
         r.job_id
         for r in cluster.records()
-        if r.name == services.JUPYTER_JOB and r.job_id and not r.state.is_final
+        if r.name == job_name and r.job_id and not r.state.is_final
     ]
     for f in forwarding.active():
         if f.cluster == cluster.name and f.job_id in ids:
             f.close()
     if not ids:
-        print(f"no Jupyter job of hpcui's runs on {cluster.name}")
+        print(f"no {job_name} job of hpcui's runs on {cluster.name}")
         return EXIT_OK
     cluster.control.cancel(ids)
     for job_id in ids:
-        print(f"cancelled Jupyter job {job_id} on {cluster.name}")
+        print(f"cancelled {job_name} job {job_id} on {cluster.name}")
     return EXIT_OK

@@ -255,6 +255,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "agent": AgentStatus,
         "forward": list[ForwardOutput],
         "jupyter": list[ForwardOutput],
+        "tensorboard": list[ForwardOutput],
     }[cmd]
 
 

@@ -454,6 +454,22 @@ def build_parser() -> argparse.ArgumentParser:
     _resources(s)
     _json(s)
 
+    s = add(
+        "tensorboard",
+        "TensorBoard in a small job over a job's folder or --logdir, forwarded here: prints "
+        "the local URL and opens the browser",
+    )
+    s.add_argument("job", nargs="?", metavar="JOB", help="the job whose folder it reads")
+    s.add_argument("--logdir", metavar="PATH", help="the folder it reads (instead of JOB)")
+    s.add_argument("--no-browser", action="store_true", help="print the URL, open nothing")
+    s.add_argument("--local", type=_positive(int), metavar="N", help="the local port")
+    s.add_argument(
+        "--timeout", type=_positive(float), metavar="S", help="give up waiting after S seconds"
+    )
+    s.add_argument("--stop", action="store_true", help="cancel your running TensorBoard jobs")
+    _resources(s)
+    _json(s)
+
     s = add("agent", "the per-user agent that keeps one connection per cluster (docs/cli.md)")
     s.add_argument("action", choices=("status", "stop"), help="show it, or stop it now")
     s.add_argument(

@@ -11,11 +11,11 @@ import sys
 from hpcui.distributed import job_id_from_env
 
 #: where a service job writes its runtime files: `<job folder>/<job id>.<kind>`
-SERVICE_SUFFIX = {"jupyter": "jupyter"}
+SERVICE_SUFFIX = {"jupyter": "jupyter", "tensorboard": "tensorboard"}
 
 
 def service_dir(kind: str, env: dict[str, str] | None = None) -> str:
-    """`<job folder>/<job id>.jupyter` (private: the server's token is in it)."""
+    """`<job folder>/<job id>.jupyter` (private: a server's token is in it)."""
     env = dict(os.environ) if env is None else env
     folder = env.get("HPCUI_JOB_FOLDER") or env.get("SUBMITIT_FOLDER") or os.getcwd()
     return os.path.join(folder, f"{job_id_from_env(env)}.{SERVICE_SUFFIX[kind]}")
@@ -32,6 +32,14 @@ def node_address(env: dict[str, str] | None = None) -> str:
         return name
 
 
+def free_port(host: str) -> int:
+    """A port free on this node now (TensorBoard given an address does not look for one:
+    6006 may be another user's on a shared node)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def jupyter_lab(root_dir: str | None = None) -> int:
     """JupyterLab on this node until the job ends; its runtime file (URL, port, token) in
     the job folder for the client. Listens on the node's own address, token required."""
@@ -45,3 +53,17 @@ def jupyter_lab(root_dir: str | None = None) -> int:
     ]  # fmt: skip
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": runtime}
     return subprocess.call(cmd, env=env)
+
+
+def tensorboard(logdir: str) -> int:
+    """TensorBoard over `logdir` on this node until the job ends; its own info file
+    (`.tensorboard-info/pid-N.info`: port, path prefix) in the job folder for the client
+    (TensorBoard writes it under the temp dir, pointed there)."""
+    runtime = service_dir("tensorboard")
+    os.makedirs(runtime, mode=0o700, exist_ok=True)
+    host = node_address()
+    cmd = [
+        sys.executable, "-m", "tensorboard.main", f"--logdir={os.path.expanduser(logdir)}",
+        f"--host={host}", f"--port={free_port(host)}",
+    ]  # fmt: skip
+    return subprocess.call(cmd, env={**os.environ, "TMPDIR": runtime})

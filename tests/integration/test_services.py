@@ -159,7 +159,7 @@ def test_jupyter_on_a_compute_node_through_the_agents_forward(lab_env, tmp_path)
     shot = screenshot(url, tmp_path / "jupyter.png")
     assert shot.startswith(b"\x89PNG") and len(shot) > 10_000
     stopped = hpcui(env, "-c", "lab", "jupyter", "--stop")
-    assert stopped.returncode == 0 and f"cancelled Jupyter job {job_id}" in stopped.stdout
+    assert stopped.returncode == 0 and f"cancelled jupyter job {job_id}" in stopped.stdout
     assert json.loads(hpcui(env, "forward", "--list", "--json").stdout) == []
     with pytest.raises(OSError):
         get(url, timeout=5)  # the port is closed with the forward
@@ -204,3 +204,39 @@ def test_an_api_forward_rides_the_agents_login(lab_env, monkeypatch):
         cluster.control.cancel([job_id])
     finally:
         cluster.close()
+
+
+EVENTS = """#!/bin/bash
+#SBATCH --time=2
+{python} -c "from torch.utils.tensorboard import SummaryWriter
+w = SummaryWriter('runs/first')
+for step in range(5):
+    w.add_scalar('loss', 1 / (step + 1), step)
+w.close()"
+"""
+
+
+def test_tensorboard_over_a_jobs_folder(lab_env, dev):
+    """A plain job wrote TensorBoard events in its working directory; `hpcui tensorboard
+    JOB` serves that folder from a small job, forwarded: the page is TensorBoard's and
+    its API lists the run with the job's scalar."""
+    env = lab_env
+    folder = f"{dev.transport.home()}/tb-{uuid.uuid4().hex[:8]}"
+    dev.run(["mkdir", "-p", folder])
+    wrote = sbatch_script(dev, EVENTS.format(python=VENV_PYTHON), f"--chdir={folder}")
+    wait_state(dev, wrote, {JobState.COMPLETED})
+    started = hpcui(
+        env, "-c", "lab", "tensorboard", f"dev:{wrote}", "--no-browser", "--json", "--time",
+        "5", "--timeout", "150", timeout=200,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    [row] = json.loads(started.stdout)
+    url = row["url"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
+    assert "<tf-tensorboard" in get(url) or "TensorBoard" in get(url)
+    runs = json.loads(get(f"{url}data/runs"))
+    assert runs == ["runs/first"]  # relative to the job's folder
+    tags = json.loads(get(f"{url}data/plugin/scalars/tags"))
+    assert "loss" in tags["runs/first"]
+    stopped = hpcui(env, "-c", "lab", "tensorboard", "--stop")
+    assert f"cancelled tensorboard job {row['job_id']}" in stopped.stdout
