@@ -126,6 +126,18 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _service(p: argparse.ArgumentParser, title: str) -> None:
+    """What every web service in a job takes (jupyter, tensorboard)."""
+    p.add_argument("--no-browser", action="store_true", help="print the URL, open nothing")
+    p.add_argument("--local", type=_positive(int), metavar="N", help="the local port")
+    p.add_argument(
+        "--timeout", type=_positive(float), metavar="S", help="give up waiting after S seconds"
+    )
+    p.add_argument("--stop", action="store_true", help=f"cancel your running {title} jobs")
+    _resources(p)
+    _json(p)
+
+
 def _new_cluster(p: argparse.ArgumentParser, *, named: bool) -> None:
     if named:
         p.add_argument("name", metavar="NAME", help="what hpcui calls the cluster (-c NAME)")
@@ -445,14 +457,7 @@ def build_parser() -> argparse.ArgumentParser:
         "its token and opens the browser",
     )
     s.add_argument("--dir", metavar="PATH", help="the folder it opens (default: your home)")
-    s.add_argument("--no-browser", action="store_true", help="print the URL, open nothing")
-    s.add_argument("--local", type=_positive(int), metavar="N", help="the local port")
-    s.add_argument(
-        "--timeout", type=_positive(float), metavar="S", help="give up waiting after S seconds"
-    )
-    s.add_argument("--stop", action="store_true", help="cancel your running Jupyter jobs")
-    _resources(s)
-    _json(s)
+    _service(s, "Jupyter")
 
     s = add(
         "tensorboard",
@@ -461,14 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("job", nargs="?", metavar="JOB", help="the job whose folder it reads")
     s.add_argument("--logdir", metavar="PATH", help="the folder it reads (instead of JOB)")
-    s.add_argument("--no-browser", action="store_true", help="print the URL, open nothing")
-    s.add_argument("--local", type=_positive(int), metavar="N", help="the local port")
-    s.add_argument(
-        "--timeout", type=_positive(float), metavar="S", help="give up waiting after S seconds"
-    )
-    s.add_argument("--stop", action="store_true", help="cancel your running TensorBoard jobs")
-    _resources(s)
-    _json(s)
+    _service(s, "TensorBoard")
 
     s = add("agent", "the per-user agent that keeps one connection per cluster (docs/cli.md)")
     s.add_argument("action", choices=("status", "stop"), help="show it, or stop it now")
