@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import getpass
 import time
 from collections.abc import Callable, Sequence
 
 from hpcui.backends import local_script, usage
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.records import AccountingEntry, PartitionInfo, QueueEntry
+from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.local_machine import LocalMachine
@@ -50,6 +51,17 @@ class LocalScheduler(Scheduler):
 
     def find_token(self, token: str) -> str | None:
         return None  # the local launcher cannot be half-submitted: the job_id file decides
+
+    def job_details(self, job_id: str) -> JobDetails:
+        """This machine's own job as far as a forward needs it: its state, this user, and
+        the node it runs on (this machine: 127.0.0.1)."""
+        status = self.status([job_id]).get(job_id)
+        if status is None:
+            raise UsageError(f"No job {job_id} of the local cluster: `hpcui jobs` lists them.")
+        return JobDetails(
+            job_id=job_id, user=getpass.getuser(), state=status.state,
+            state_raw=status.state_raw, nodelist="127.0.0.1",
+        )  # fmt: skip
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         if not job_ids:

@@ -57,6 +57,12 @@ JOB_SCREEN_COMMANDS = (
     ("Shell in job", "A shell inside the running job (!)", "shell"),
     ("Files of job", "Its folder: browse, view, download (F)", "files"),
     ("Edit and resubmit job", "Its batch script in $EDITOR, then submit (E)", "edit_resubmit"),
+    (
+        "Forward a port of job",
+        "A port of its node on 127.0.0.1 here, URL copied (P)",
+        "forward_port",
+    ),
+    ("Open the service of job", "Its JupyterLab or TensorBoard in the browser (B)", "open_service"),
 )
 
 #: mode -> its screen (built with the app's AppContext)

@@ -33,6 +33,8 @@ CONTROL_BINDINGS = [
     Binding("exclamation_mark", "shell", "Shell", show=False, id="job.shell"),
     Binding("F", "files", "Files", id="job.files"),
     Binding("E", "edit_resubmit", "Edit+resubmit", show=False, id="job.edit"),
+    Binding("P", "forward_port", "Forward a port", show=False, id="job.forward"),
+    Binding("B", "open_service", "Open in browser", show=False, id="job.browser"),
 ]
 
 
@@ -86,6 +88,86 @@ class JobControlScreen(Screen[None]):
             )
             return
         self._remote(verb, call, f"{done} {job_id}")
+
+    def action_forward_port(self) -> None:
+        """A port the user types, of the running job's node, on 127.0.0.1 here: the URL
+        is copied (and said), the forward lives as long as the job or the app."""
+        found = self._cluster_or_say()
+        if found is None:
+            return
+        cluster, job_id = found
+
+        def answered(text: str | None) -> None:
+            if not text:
+                return
+            if not text.strip().isdigit():
+                self.notify(f"Not a port: {text!r} (1-65535).", severity="error")
+                return
+            self._forward(cluster, job_id, int(text.strip()), None)
+
+        self.app.push_screen(
+            TextPromptModal(
+                f"Forward a port of {cluster.name}:{job_id}",
+                "The port a service of the job listens on (e.g. 8888, 6006, 8080)",
+            ),
+            answered,
+        )
+
+    def action_open_service(self) -> None:
+        """The job's JupyterLab or TensorBoard (the ones hpcui started) in the browser:
+        found by its own runtime file, forwarded, opened, its URL copied."""
+        found = self._cluster_or_say()
+        if found is not None:
+            self._open_service(*found)
+
+    @work(thread=True, group="job-control", exit_on_error=False)
+    def _open_service(self, cluster: Cluster, job_id: str) -> None:
+        from hpcui import services  # textual screens: when shown
+
+        try:
+            job = cluster.get_job(job_id)
+            kind = services.KINDS.get(job.name)
+            if kind is None:
+                raise HpcuiError(
+                    f"Job {job_id} is not a service hpcui started (jupyter, tensorboard): "
+                    "forward its port with P."
+                )
+            server = services.read_server(job, kind)
+            if server is None:
+                raise HpcuiError(f"{kind.title} of job {job_id} does not serve yet: try again.")
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="warning", title="open")
+            return
+        self._forward(cluster, job_id, server.port, (server, kind.path))
+
+    @work(thread=True, group="job-control", exit_on_error=False)
+    def _forward(self, cluster: Cluster, job_id: str, port: int, server: Any) -> None:
+        from hpcui import forwarding  # textual screens: when shown
+
+        held = [
+            f for f in forwarding.active()
+            if (f.cluster, f.job_id, f.remote_port) == (cluster.name, job_id, port)
+        ]  # fmt: skip
+        try:
+            fwd = (
+                held[0]
+                if held
+                else forwarding.keep(
+                    cluster.control.forward(job_id, port, local_port=forwarding.free_port(port))
+                )
+            )
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="forward")
+            return
+        url = f"http://{fwd.address}/"
+        if server is not None:
+            found, path = server
+            url = found.local_url(fwd.local_port, path)
+            self.app.call_from_thread(self.app.open_url, url)
+        self.app.call_from_thread(self.app.copy_to_clipboard, url)
+        self.app.call_from_thread(
+            self.notify, f"{fwd.describe()}: URL copied", title="forwarded", timeout=10
+        )
 
     def action_time_limit(self) -> None:
         found = self._cluster_or_say()

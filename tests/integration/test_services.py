@@ -18,7 +18,7 @@ import pytest
 
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
-from tests.conftest import ROOT
+from tests.conftest import DEVCLUSTER, ROOT
 from tests.integration.ranks import VENV_PYTHON
 from tests.integration.test_agent import hpcui
 from tests.integration.test_any_job import sbatch_script, wait_state
@@ -240,3 +240,50 @@ def test_tensorboard_over_a_jobs_folder(lab_env, dev):
     assert "loss" in tags["runs/first"]
     stopped = hpcui(env, "-c", "lab", "tensorboard", "--stop")
     assert f"cancelled tensorboard job {row['job_id']}" in stopped.stdout
+
+
+def test_the_job_screen_opens_a_jupyter_jobs_lab(devcluster, tmp_path, monkeypatch):
+    """The app (its own connection, Pilot): B on a JupyterLab job that hpcui started finds
+    its server, forwards, opens the URL with its token and copies it."""
+    import hpcui.api
+    from hpcui import services
+    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.screens.job import JobScreen
+    from tests.support.pilot import wait_for
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'default = "lab"\n[clusters.lab]\nhost = "hpcui-dev"\nssh_config = "{DEVCLUSTER}/ssh/config"\n'
+        f'profile = "dev"\npython = "{VENV_PYTHON}"\nremote_base = "~/.hpcui"\n'
+    )
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    monkeypatch.setenv("HPCUI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    kind = services.KINDS["jupyter"]
+    opened: list[str] = []
+
+    async def go() -> str:
+        app = HpcuiApp()
+        app.open_url = lambda url, **_: opened.append(url)  # type: ignore[method-assign]
+        async with app.run_test(size=(140, 40)) as pilot:
+            lab = app.hub.conns["lab"]
+            await wait_for(pilot, lambda: lab.status in ("connected", "failed"), 60)
+            assert lab.status == "connected", (lab.status, getattr(lab, "error", None))
+            cluster = app.hub.cluster("lab")
+            assert cluster is not None
+            job = await asyncio.to_thread(services.submit, cluster, kind, None, time="5m")
+            try:
+                await asyncio.to_thread(services.wait_for_server, job, kind, timeout=150)
+                app.open_job("lab", job.job_id)
+                await wait_for(pilot, lambda: isinstance(app.screen, JobScreen))
+                await pilot.press("B")
+                await wait_for(pilot, lambda: bool(opened), 60)
+                assert app.clipboard == opened[0]
+                page = await asyncio.to_thread(get, opened[0])
+            finally:
+                cluster.control.cancel([job.job_id])
+        return page
+
+    page = asyncio.run(go())
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+", opened[0])
+    assert "JupyterLab" in page

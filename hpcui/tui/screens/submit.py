@@ -196,6 +196,7 @@ class SubmitScreen(Screen[None]):
     BINDINGS = [
         *LEAD_BINDINGS,
         Binding("ctrl+s", "submit", "Submit", id="submit.submit"),
+        Binding("ctrl+o", "jupyter", "JupyterLab", id="submit.jupyter"),
         Binding("escape", "leave_field", "Leave field", show=False, id="submit.leave"),
     ]
 
@@ -395,6 +396,47 @@ class SubmitScreen(Screen[None]):
             self.app.call_from_thread(self._failed, f"{type(exc).__name__}: {exc}")
             return
         self.app.call_from_thread(self._submitted, form, job.job_id)
+
+    def action_jupyter(self) -> None:
+        """JupyterLab on a compute node with this form's resources (its call is not
+        needed): submitted, waited for, forwarded, opened, its URL copied."""
+        form = self.form()
+        cluster = self.ctx.hub.cluster(form.cluster)
+        if cluster is None:
+            self.notify(f"Connect to {form.cluster} first (Cluster screen: 4).", severity="warning")
+            return
+        self.query_one("#submit-status", Static).update("starting JupyterLab…")
+        self._jupyter(cluster, form)
+
+    @work(thread=True, exclusive=True, group="submit", exit_on_error=False)
+    def _jupyter(self, cluster: Cluster, form: SubmitForm) -> None:
+        from hpcui import forwarding, services  # textual screens: when shown
+
+        kind = services.KINDS["jupyter"]
+        try:
+            services.check_installed(cluster, kind)
+            job = services.submit(cluster, kind, None, **form.resource_kwargs())
+            self.app.call_from_thread(self._submitted, form, job.job_id)
+
+            def said(text: str) -> None:
+                self.app.call_from_thread(self.notify, text, title="JupyterLab")
+
+            server = services.wait_for_server(job, kind, timeout=3600, said=said)
+            fwd = forwarding.keep(
+                cluster.control.forward(
+                    job.job_id, server.port, local_port=forwarding.free_port(server.port)
+                )
+            )
+        except HpcuiError as exc:
+            self.app.call_from_thread(self._failed, str(exc))
+            return
+        url = server.local_url(fwd.local_port, kind.path)
+        self.app.call_from_thread(self.app.open_url, url)
+        self.app.call_from_thread(self.app.copy_to_clipboard, url)
+        self.app.call_from_thread(
+            self.notify, f"JupyterLab of job {job.job_id}: {fwd.address} (URL copied)",
+            title="JupyterLab", timeout=15,
+        )  # fmt: skip
 
     def _failed(self, message: str) -> None:
         self.query_one("#submit-status", Static).update(f"[red]{_esc(message)}[/]")
