@@ -423,7 +423,10 @@ class SshTransport(Transport):
 
         conn = self.connect()
         try:
-            return conn.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0))
+            return conn.open_channel(
+                "direct-tcpip", (host, port), ("127.0.0.1", 0),
+                window_size=WINDOW_SIZE, max_packet_size=MAX_PACKET,
+            )  # fmt: skip
         except paramiko.ChannelException as exc:  # the server tried and could not
             raise UsageError(
                 f"{self.target.label} could not reach {host}:{port} ({exc.text}): nothing "

@@ -238,6 +238,10 @@ def test_tensorboard_over_a_jobs_folder(lab_env, dev):
     assert runs == ["runs/first"]  # relative to the job's folder
     tags = json.loads(get(f"{url}data/plugin/scalars/tags"))
     assert "loss" in tags["runs/first"]
+    points = json.loads(get(f"{url}data/plugin/scalars/scalars?run=runs/first&tag=loss"))
+    assert [(step, round(value, 4)) for _, step, value in points] == [
+        (step, round(1 / (step + 1), 4)) for step in range(5)
+    ]  # what the job's SummaryWriter wrote, through the forward
     stopped = hpcui(env, "-c", "lab", "tensorboard", "--stop")
     assert f"cancelled tensorboard job {row['job_id']}" in stopped.stdout
 

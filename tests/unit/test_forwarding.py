@@ -129,3 +129,9 @@ def test_the_process_keeps_its_forwards_until_they_close(server):
     assert fwd in forwarding.active()
     fwd.close()
     assert fwd not in forwarding.active()
+
+
+def test_two_forwards_at_once_on_different_ports(server):
+    with make(server) as one, make(server) as two:
+        assert one.local_port != two.local_port
+        assert talk(one.local_port, b"one") == b"ONE" and talk(two.local_port, b"two") == b"TWO"
