@@ -3,7 +3,8 @@
 Slurm: a step inside the job's allocation (`srun --jobid=ID --overlap`, one task per
 node, `--label`) runs nvidia-smi (or rocm-smi) on each of its nodes; `sstat` gives CPU
 time and RSS per step and `squeue -s` each step's elapsed time. Only the job's own GPUs
-count: the step's SLURM_STEP_GPUS selects them where nvidia-smi lists the whole node.
+count: the step's SLURM_STEP_GPUS selects them where nvidia-smi lists the whole node, and a job
+Slurm gave no GPU (a CPU job on a GPU node) shows none, not the node's (issue 35, 6).
 The local cluster: the job's process group (`ps`) and nvidia-smi directly.
 """
 
@@ -72,12 +73,19 @@ class UsageReading:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _probe() -> str:
+#: which GPUs of the node are the job's, as the probe says it: in a Slurm step, Slurm's
+#: own list, `none` when it gave the job none; elsewhere (PBS's node shell, the local
+#: cluster) unknown here (empty), and decided by the caller's own means
+SLURM_GPUS = "${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-none}}"
+UNKNOWN_GPUS = "${SLURM_STEP_GPUS-}"
+
+
+def _probe(gpus: str = UNKNOWN_GPUS) -> str:
     """Runs on each node: which GPUs are the job's, then the GPU table."""
     nv = " ".join(nvidia_query_command())
     amd = " ".join(rocm_query_command())
     return (
-        f'echo "{_MARK} node $(hostname) ${{SLURM_STEP_GPUS-}}"; '
+        f'echo "{_MARK} node $(hostname) {gpus}"; '
         f"if command -v nvidia-smi >/dev/null 2>&1; then echo '{_MARK} smi nvidia'; {nv} 2>&1; "
         f'echo "{_MARK} rc $?"; '
         f"elif command -v rocm-smi >/dev/null 2>&1; then echo '{_MARK} smi amd'; {amd} 2>&1; "
@@ -98,7 +106,7 @@ def slurm_usage_command(job_id: str) -> str:
         "-o JobID,NTasks,AveCPU,AveRSS,MaxRSS 2>&1; "
         f'echo "{_MARK} nodes $n"; '
         '[ -n "$n" ] && srun --jobid="$id" --overlap --nodes="$n" --ntasks="$n" '
-        f"--ntasks-per-node=1 --label --quiet --time=1 sh -c {quote(_probe())} 2>&1; "
+        f"--ntasks-per-node=1 --label --quiet --time=1 sh -c {quote(_probe(SLURM_GPUS))} 2>&1; "
         f"echo '{_MARK} end'"
     )
 
@@ -139,6 +147,10 @@ def _sections(lines: Sequence[str]) -> dict[str, list[str]]:
 
 
 def _gpu_indices(text: str) -> list[int] | None:
+    """The job's GPU indices on the node; [] when Slurm gave it none (`none`: a CPU job);
+    None when the line says nothing usable (all the node's GPUs are shown)."""
+    if text == "none":
+        return []
     items = [x for x in text.split(",") if x.strip()]
     if not items or not all(x.strip().isdigit() for x in items):
         return None
@@ -148,6 +160,8 @@ def _gpu_indices(text: str) -> list[int] | None:
 def _node(
     host: str, job_gpus: list[int] | None, tool: str, body: list[str], rc: int
 ) -> NodeReading:
+    if job_gpus == []:  # a CPU job on a GPU node: the node's GPUs are other jobs'
+        return NodeReading(host, note="no GPU allocated to this job on this node")
     if tool == "none":
         return NodeReading(host, note="no nvidia-smi or rocm-smi on this node")
     text = "\n".join(body)

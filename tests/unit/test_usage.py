@@ -45,6 +45,16 @@ def test_only_the_jobs_own_gpus():
     assert [g.index for g in node.gpus] == [1, 2]  # SLURM_STEP_GPUS=1,2 of the node's 4
 
 
+def test_a_cpu_job_on_a_gpu_node_has_no_gpus_and_no_idle_warning():
+    """Issue 35, defect 6: the node's 4 GPUs (one of them busy with another job) are not
+    the CPU job's: none is shown, no "3 of 4 GPUs idle" (captured on the dev cluster)."""
+    r = parse_slurm_usage((DEV / "usage_cpu_job.txt").read_text())
+    [node] = r.nodes
+    assert node.gpus == () and node.note == "no GPU allocated to this job on this node"
+    looks = [to_sample("dev", "2590", r, None).model_copy(update={"at": t}) for t in (0, 300)]
+    assert all(s.gpus == [] for s in looks) and verdicts(looks) == []
+
+
 def test_a_node_that_shows_only_the_jobs_gpus_keeps_them():
     # cgroup-constrained devices: nvidia-smi lists 1 GPU (index 0) for a job that has GPU 3
     line = (H100 / "idle_query_csv_noheader_nounits.stdout").read_text().strip()
