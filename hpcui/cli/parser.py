@@ -263,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--registry", action="store_true", help="jobs hpcui remembers locally (no network)"
     )
+    s.add_argument(
+        "--expand",
+        action="store_true",
+        help="one row per array task (arrays of 5 or more fold into one row by default)",
+    )
     _json(s)
 
     s = add("show", "one job: state, folder, tasks, exit code and efficiency")

@@ -20,6 +20,7 @@ from hpcui.backends.states import JobState
 from hpcui.formatting import STATE_PALETTE
 from hpcui.formatting import hms as _hms
 from hpcui.registry import JobRecord
+from hpcui.sitestate.arrays import ELEMENT, FAILED, FOLD_MIN, ArraySummary
 from hpcui.sitestate.jobs import HistoryJob, QueueJob
 
 #: (key, label) of the live table; "sel" shows the multi-select mark.
@@ -215,21 +216,12 @@ def merge_rows(
     return rows
 
 
-#: an array element's id: 3202_7
-_ELEMENT = re.compile(r"^(\d+)_(\d+)$")
-#: what an array's row counts, in this order
-_TALLY = (("done", {JobState.COMPLETED}), ("running", {JobState.RUNNING, JobState.COMPLETING}),
-          ("pending", {JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED}))  # fmt: skip
-
-
 def array_key(cluster: str, array_id: str) -> str:
     return row_key(cluster, f"{array_id}_*")
 
 
 #: the first character of an array's id cell: folded, unfolded
 FOLD_MARKS = ("▸", "▾")
-#: arrays with fewer elements on screen keep one row each (they fit; a fold hides more)
-FOLD_MIN = 5
 
 
 def collapse_arrays(
@@ -247,7 +239,7 @@ def collapse_arrays(
     groups: dict[str, list[JobRow]] = {}
     keyed: list[tuple[str, JobRow, str, str]] = []  # each id matched once
     for key, row in rows.items():
-        m = _ELEMENT.match(row.job_id)
+        m = ELEMENT.match(row.job_id)
         if m:
             group_key = array_key(row.cluster, m[1])
             groups.setdefault(group_key, []).append(row)
@@ -295,31 +287,15 @@ def _cached_array_row(
 
 def _array_row(key: str, array_id: str, members: list[JobRow], expanded: bool) -> JobRow:
     first = members[0]
-    indices = sorted(int(r.job_id.rpartition("_")[2]) for r in members)
-    states = [r.state for r in members]
-    counts = [(label, sum(s in which for s in states)) for label, which in _TALLY]
-    failed = sum(s in _FAILED for s in states)
-    cancelled = states.count(JobState.CANCELLED)
-    tally = [f"{n} {label}" for label, n in counts if n]  # failures are always said
-    tally.append(f"{failed} failed")
-    if cancelled:
-        tally.append(f"{cancelled} cancelled")
-    if any(s in (JobState.RUNNING, JobState.COMPLETING) for s in states):
-        state = JobState.RUNNING
-    elif any(s in (JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED) for s in states):
-        state = JobState.PENDING
-    elif failed:
-        state = JobState.FAILED
-    elif cancelled == len(states):
-        state = JobState.CANCELLED
-    else:
-        state = JobState.COMPLETED
+    indices = [int(r.job_id.rpartition("_")[2]) for r in members]
+    summary = ArraySummary.of(array_id, indices, [r.state for r in members])
+    state = summary.state
     cells = dict(first.cells)
     cells.update(
         sel="",
-        id=f"{FOLD_MARKS[expanded]} {array_id}_[{indices[0]}-{indices[-1]}]",
+        id=f"{FOLD_MARKS[expanded]} {summary.label}",
         state=state_text(state),
-        why=" · ".join(tally),
+        why=summary.tally,
         nodes="-",
         gpus="-",
         gpu_pct="",
@@ -345,14 +321,6 @@ STATE_FILTERS: tuple[str, ...] = (
     "failed",
     "cancelled",
 )
-#: what went wrong; a cancel is the user's own decision and has its own filter
-_FAILED = {
-    JobState.FAILED,
-    JobState.TIMEOUT,
-    JobState.NODE_FAIL,
-    JobState.OUT_OF_MEMORY,
-    JobState.PREEMPTED,
-}
 
 
 def state_matches(state: JobState, which: str) -> bool:
@@ -367,7 +335,7 @@ def state_matches(state: JobState, which: str) -> bool:
     if which == "done":
         return state is JobState.COMPLETED
     if which == "failed":
-        return state in _FAILED
+        return state in FAILED
     if which == "cancelled":
         return state is JobState.CANCELLED
     raise ValueError(f"unknown state filter {which!r}")

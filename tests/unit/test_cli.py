@@ -457,3 +457,39 @@ def test_the_cli_and_the_app_colour_each_state_alike(monkeypatch):
             hexa,
             code,
         )
+
+
+def test_jobs_folds_an_array_into_one_row_unless_expanded(monkeypatch, capsys):
+    """Issue 35, defect 4: 300 tasks of one array are one row (`401_[0-299]`, counted by
+    state) as in the app; --expand lists each; the JSON keeps one object per task."""
+    from types import SimpleNamespace
+
+    import hpcui.cli.cmd_jobs as jobs_cmd
+    from hpcui.backends.slurm_queue import parse_squeue
+    from hpcui.backends.states import JobState
+    from hpcui.sitestate.jobs import QueueJob
+    from tests.conftest import FIXTURES
+
+    captured = (FIXTURES / "slurm-22.05.8-dev/squeue_hpcui_format.txt").read_text()
+    base = QueueJob.from_entry(parse_squeue(captured)[0])
+    tasks = [
+        base.model_copy(update={"job_id": f"401_{i}", "state": state, "hpcui": True})
+        for i, state in enumerate([JobState.RUNNING] * 4 + [JobState.PENDING] * 296)
+    ]
+    other = base.model_copy(update={"job_id": "77", "hpcui": True})
+
+    class Site:
+        name = "dev"
+        capabilities = SimpleNamespace(queue=True, history=True)
+        site = SimpleNamespace(queue=lambda: [other, *tasks])
+
+    monkeypatch.setattr(jobs_cmd, "connect", lambda name: Site())
+    assert main(["jobs", "-c", "dev"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3  # header, job 77, the array
+    assert lines[2].split()[0] == "401_[0-299]" and "RUNNING" in lines[2]
+    assert "(4 running · 296 pending · 0 failed)" in lines[2]
+    assert main(["jobs", "-c", "dev", "--expand"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 302
+    assert main(["jobs", "-c", "dev", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 301
