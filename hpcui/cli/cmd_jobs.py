@@ -85,11 +85,15 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
         since_s = timedelta(days=args.history).total_seconds() if args.history else None
         records = cluster.records()
         rows = jobs_from_records(records, history=bool(args.history), since_s=since_s)
+    elif args.all_users:
+        if args.history:
+            raise UsageError("--all-users lists the queue: leave out --history.")
+        rows = cluster.site.queue(all_users=True)
     elif args.history:
         rows = cluster.site.history(timedelta(days=args.history))
     else:
         rows = cluster.site.queue()
-    if not args.all:
+    if not (args.all or args.all_users):
         rows = [r for r in rows if r.hpcui]
     if args.state:
         rows = [r for r in rows if r.state.value in args.state]
@@ -156,11 +160,23 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
             right=(3, 5),
         )
     else:
+        users = getattr(args, "all_users", False)
         out.table(
-            ["JOBID", "NAME", "STATE", "TIME", "LIMIT", "NODES", "PARTITION", "NODELIST(REASON)"],
+            [
+                "JOBID",
+                *(["USER"] if users else []),
+                "NAME",
+                "STATE",
+                "TIME",
+                "LIMIT",
+                "NODES",
+                "PARTITION",
+                "NODELIST(REASON)",
+            ],
             [
                 (
                     ref(name, r.job_id),
+                    *([r.user] if users else []),
                     r.name,
                     r.state.value,
                     out.duration(r.elapsed_s),
@@ -171,8 +187,8 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
                 )
                 for name, r in rows
             ],
-            colours={2: lambda s: out.STATE_COLOURS.get(s)},
-            right=(3, 4, 5),
+            colours={2 + users: lambda s: out.STATE_COLOURS.get(s)},
+            right=tuple(c + users for c in (3, 4, 5)),
         )
 
 

@@ -268,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one row per array task (arrays of 5 or more fold into one row by default)",
     )
+    s.add_argument(
+        "--all-users",
+        action="store_true",
+        help="every user's jobs, as squeue shows the partitions (with a USER column)",
+    )
     _json(s)
 
     s = add("show", "one job: state, folder, tasks, exit code and efficiency")

@@ -112,6 +112,12 @@ class Scheduler(abc.ABC):
         """All of the user's jobs the scheduler lists now (not only hpcui's): ONE call.
         `into`: the row type the caller shows (`QueueEntry.from_values` builds it)."""
 
+    def everyones_queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+        """Every user's jobs, as `squeue` without `--me` shows them: ONE call."""
+        raise UsageError(
+            f"Listing every user's jobs is not available for {self.name} yet (Slurm has it)."
+        )
+
     @abc.abstractmethod
     def history(
         self,

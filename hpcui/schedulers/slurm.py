@@ -116,6 +116,11 @@ class SlurmScheduler(Scheduler):
         reuse = self._squeue_rows.setdefault(into, {})
         return slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=into, reuse=reuse)
 
+    def everyones_queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+        self.calls += 1
+        res = self.transport.run(slurm_queue.squeue_command(None, me=False))
+        return slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=into)
+
     def history(
         self,
         since: str | None = None,

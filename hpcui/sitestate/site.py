@@ -77,9 +77,16 @@ class SiteView:
         if "queue_watcher" in self.__dict__:
             self.queue_watcher.close()
 
-    def queue(self, *, include_finished: bool = False, max_age_s: float = 0.0) -> list[QueueJob]:
+    def queue(
+        self, *, include_finished: bool = False, max_age_s: float = 0.0, all_users: bool = False
+    ) -> list[QueueJob]:
         """All of the user's jobs (hpcui's have `token`), estimated start for pending ones.
-        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call)."""
+        `max_age_s` > 0 accepts the watcher's last snapshot when it is that recent (no call).
+        `all_users`: every user's jobs, as squeue shows the partitions (asked apart from the
+        shared poll, which stays the user's own)."""
+        if all_users:
+            jobs = self.scheduler.everyones_queue(into=QueueJob)
+            return jobs if include_finished else [j for j in jobs if not j.state.is_final]
         snap = self.queue_watcher.refresh(max_age_s=max_age_s)
         if snap.error is not None:
             exc = self.queue_watcher.last_exception

@@ -315,3 +315,13 @@ def test_cli_show_logs_hold_release_update_free_budget(work):  # noqa: F811
     budget = ok_json(hpcui(work, "budget", "--json"))
     assert any(f["account"] == "hpcacct" for f in budget["fair_share"])
     assert "fair share" in hpcui(work, "budget").stdout.lower()
+
+
+def test_every_users_queue_lists_a_plain_job_with_its_user(site):
+    """`hpcui jobs --all-users` on the real squeue: no --me, each job with its user."""
+    job_id = sbatch_script(site, PLAIN.format(tag="a"))
+    try:
+        everyone = {j.job_id: j for j in site.site.queue(all_users=True)}
+        assert everyone[job_id].user == "hpcuser" and not everyone[job_id].hpcui
+    finally:
+        site.control.cancel([job_id])

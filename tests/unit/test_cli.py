@@ -493,3 +493,40 @@ def test_jobs_folds_an_array_into_one_row_unless_expanded(monkeypatch, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 302
     assert main(["jobs", "-c", "dev", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 301
+
+
+def test_jobs_of_all_users_asks_squeue_without_me_and_shows_who(monkeypatch, capsys, tmp_path):
+    """Issue 35, defect 4: --all-users is squeue's view of the partitions (no --me), every
+    job with its USER; the user's shared queue poll is not used for it."""
+    import hpcui.cli.cmd_jobs as jobs_cmd
+    from hpcui.config import ClusterConfig
+    from hpcui.profiles import load_profile
+    from hpcui.registry import Registry
+    from hpcui.schedulers.slurm import SlurmScheduler
+    from hpcui.sitestate.site import SiteView
+    from tests.canned import CannedTransport, ok
+    from tests.conftest import FIXTURES
+
+    captured = (FIXTURES / "slurm-22.05.8-dev/squeue_hpcui_format.txt").read_text()
+    transport = CannedTransport([ok(captured)])
+    scheduler = SlurmScheduler(transport)
+    view = SiteView(
+        name="dev", config=ClusterConfig(name="dev", host="h"), profile=load_profile("dev"),
+        transport=transport, scheduler=scheduler, registry=Registry(tmp_path / "r.sqlite"),
+        setup=list, before_listing=lambda: None,
+    )  # fmt: skip
+
+    class Site:
+        name = "dev"
+        capabilities = scheduler.capabilities
+        site = view
+
+    monkeypatch.setattr(jobs_cmd, "connect", lambda name: Site())
+    assert main(["jobs", "-c", "dev", "--all-users", "--expand"]) == 0
+    [command] = transport.commands
+    assert "squeue" in command and "--me" not in command
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["JOBID", "USER", "NAME"]
+    assert all(line.split()[1] == "hpcuser" for line in lines[1:]) and len(lines) > 2
+    assert main(["jobs", "-c", "dev", "--all-users", "--history", "1"]) == 2
+    assert "leave out --history" in capsys.readouterr().err
