@@ -190,6 +190,29 @@ class HpcuiApp(App[None]):
     def get_screen_for_mode(self, mode: str) -> Screen[Any] | None:
         return self.mode_screens.get(mode)
 
+    async def action_quit(self) -> None:
+        """Quit; with input typed into the Submit form and not submitted, ask first (a
+        stray `q` must not lose a form, issue 35)."""
+        from hpcui.tui.modals import ConfirmModal  # textual (0.17 s): when a dialog shows
+        from hpcui.tui.screens.submit import SubmitScreen  # the form asked, not made
+
+        form = self.mode_screens.get("submit")
+        if not (isinstance(form, SubmitScreen) and form.has_input()):
+            self.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(
+            ConfirmModal(
+                "Quit hpcui?", "The Submit form has input that was not submitted: it is lost.",
+                yes="Quit",
+            ),
+            answered,
+        )  # fmt: skip
+
     def action_add_cluster(self, first_run: bool = False) -> None:
         from hpcui.tui.add_cluster import (
             AddClusterModal,  # textual (0.17 s): when the app or a dialog shows

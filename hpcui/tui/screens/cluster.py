@@ -58,6 +58,7 @@ class ClusterScreen(Screen[None]):
         Binding("r", "reload", "Reload", id="cluster.reload"),
         Binding("C", "connect", "Connect", id="cluster.connect"),
         Binding("slash", "module_search", "Modules", id="cluster.search"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="cluster.leave"),
     ]
 
     def __init__(self, ctx: AppContext) -> None:
@@ -331,6 +332,11 @@ class ClusterScreen(Screen[None]):
 
     def action_module_search(self) -> None:
         self.query_one("#mod-q", Input).focus()
+
+    def action_leave_field(self) -> None:
+        """Esc leaves the module search box: r, C, / and 1-5 are keys again (issue 35)."""
+        if isinstance(self.focused, Input):
+            self.set_focus(None)
 
     @on(Input.Changed, "#mod-q")
     def _mod_filter(self, event: Input.Changed) -> None:

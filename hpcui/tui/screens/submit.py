@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.syntax import Syntax
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
@@ -246,6 +246,33 @@ class SubmitScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         self._cluster_picked()
+        # coming back: no field holds the focus, so 1-5, h and ? are the screen keys again
+        # (Textual gives the last focused field its focus back; issue 35)
+        if self.focused is not None and self.focused is not self.query_one("#submit", Button):
+            self.set_focus(None)
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key typed while a form control has the focus belongs to the form:
+        a dropdown or checkbox does not use it, but it must never reach the app's keys
+        (a `q` in `work.py:slow_square` quit the app, issue 35)."""
+        focused = self.focused
+        if not event.is_printable or not isinstance(focused, (Select, Checkbox)):
+            return
+        own = {key.strip() for b in focused.BINDINGS for key in _binding_keys(b)}
+        if event.key not in own:
+            event.stop()
+            event.prevent_default()
+            self.app.bell()
+
+    def has_input(self) -> bool:
+        """Something typed into the form and not submitted (a quit asks first)."""
+        form = self.form()
+        return (
+            bool(form.target.strip())
+            or any(str(v).strip() for v in form.resources.values())
+            or form.args.strip() not in ("", "[]")
+            or form.kwargs.strip() not in ("", "{}")
+        )
 
     def on_resize(self, event: events.Resize) -> None:
         """Below NARROW columns the preview goes under the form, full width (side by side
@@ -445,6 +472,11 @@ class SubmitScreen(Screen[None]):
     def _submitted(self, form: SubmitForm, job_id: str) -> None:
         self.query_one("#submit-status", Static).update(f"[green]submitted {job_id}[/]")
         self.post_message(Submitted(form.cluster, job_id))
+
+
+def _binding_keys(binding: BindingType) -> list[str]:
+    keys = binding.key if isinstance(binding, Binding) else binding[0]
+    return keys.split(",")
 
 
 def _esc(text: str) -> str:
