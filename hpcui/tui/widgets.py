@@ -219,6 +219,7 @@ class MetricPlot(Vertical):
         self._show()
 
     def _show(self) -> None:
+        self.display = bool(self.values)  # no room taken until the log has values
         spark = self.query_one("#metric-spark", Sparkline)
         spark.data = list(self.values)
         label = self.query_one("#metric-label", Label)

@@ -71,6 +71,11 @@ class JobScreen(JobControlScreen):
         Binding("end,G", "to_end", "End", show=False, id="job.end"),
         Binding("p", "pager", "Pager", id="job.pager"),
         Binding("u", "usage", "Usage", id="job.usage"),
+        Binding("l", "tab('logs')", "Logs", show=False, id="job.logs"),
+        Binding("d", "tab('details')", "Details", show=False, id="job.details"),
+        Binding("s", "tab('script')", "Script", show=False, id="job.script"),
+        Binding("r", "tab('result')", "Result", show=False, id="job.result"),
+        Binding("m", "metric", "Metric", show=False, id="job.metric"),
         Binding("c", "cancel", "Cancel", id="job.cancel"),
         Binding("x", "stop", "Stop", id="job.stop"),
         Binding("escape", "back", "Back", id="job.back"),
@@ -126,7 +131,12 @@ class JobScreen(JobControlScreen):
         yield app_footer()
 
     def on_mount(self) -> None:
+        # the log gets the rows: search and metric boxes only when asked for (/ and m), the
+        # plot only once the log has values (at 80x24 the log had 10 lines, issue 35)
         self.query_one("#log-search", Input).display = False
+        self.query_one("#metric-re", Input).display = False
+        self.query_one("#log-bar").display = False
+        self.query_one("#metric", MetricPlot).display = False
 
     @property
     def foreign(self) -> JobDetails | None:
@@ -172,6 +182,11 @@ class JobScreen(JobControlScreen):
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
         self.query_one("#metric", MetricPlot).reset()
+        # a new job opens on its log, with no search or tab of the last one (issue 35)
+        self.panel.set_search("")
+        self.query_one("#log-search", Input).value = ""
+        self._close_bar()
+        self.query_one(TabbedContent).active = "tab-logs"
         self.query_one("#job-head", Static).update(f"{cluster}:{job_id} · loading…")
         for wid in ("details", "script", "result", "usage"):
             self.query_one(f"#{wid}", Static).update("")
@@ -520,16 +535,37 @@ class JobScreen(JobControlScreen):
     def action_to_end(self) -> None:
         self.panel.to_end()
 
+    def action_tab(self, which: str) -> None:
+        self.query_one(TabbedContent).active = f"tab-{which}"
+
     def action_search(self) -> None:
+        self._open_bar("#log-search")
+
+    def action_metric(self) -> None:
+        """The metric regex box (what the plot under the log reads from each line)."""
+        self._open_bar("#metric-re")
+
+    def _open_bar(self, which: str) -> None:
         self.query_one(TabbedContent).active = "tab-logs"
-        box = self.query_one("#log-search", Input)
+        self.query_one("#log-bar").display = True
+        box = self.query_one(which, Input)
         box.display = True
         box.focus()
+
+    def _close_bar(self) -> bool:
+        """Hide the search/metric boxes; True when one was open."""
+        bar = self.query_one("#log-bar")
+        was = bool(bar.display)
+        bar.display = False
+        for wid in ("#log-search", "#metric-re"):
+            self.query_one(wid, Input).display = False
+        return was
 
     @on(Input.Submitted, "#log-search")
     def _searched(self, event: Input.Submitted) -> None:
         self.panel.set_follow(False)
         self.panel.set_search(event.value)
+        self._close_bar()  # n finds the next match; / asks again
         self.panel.log_widget.focus()
 
     def action_next_match(self) -> None:
@@ -544,6 +580,8 @@ class JobScreen(JobControlScreen):
             self.notify(f"bad regex: {exc}", severity="error")
             return
         self.metric = event.value
+        self._close_bar()
+        self.panel.log_widget.focus()
 
     def action_pager(self) -> None:
         """The whole log so far in $PAGER: the app gives the terminal away meanwhile."""
@@ -577,9 +615,8 @@ class JobScreen(JobControlScreen):
             self.post_message(StopJobs([self.key]))
 
     def action_back(self) -> None:
-        box = self.query_one("#log-search", Input)
-        if box.display:
-            box.display = False
+        """Esc leaves an open search or metric box first, then the screen."""
+        if self._close_bar():
             self.panel.log_widget.focus()
             return
         self.app.switch_mode("jobs")
