@@ -166,6 +166,8 @@ class HpcuiApp(App[None]):
             self.notify("No job open yet: pick one on the Jobs screen and press Enter.")
             return
         self.switch_mode(mode)
+        if mode == "jobs":  # 1 is the live table, also right after History (5), issue 35
+            self._tell("jobs", ShowView("live"))
 
     def action_history(self) -> None:
         self.switch_mode("jobs")

@@ -190,6 +190,7 @@ class JobTable(ScrollView, can_focus=True):
             current = self.current_key()
             self._sort()
             self._reindex(current)
+        self.refresh()  # the header's arrow moves, or goes with sorting off (issue 35)
 
     def forget(self) -> None:
         """Drop every row (a view switch); the next apply adds them back."""

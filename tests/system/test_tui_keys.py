@@ -105,3 +105,46 @@ def test_esc_leaves_the_module_search(local_box):
 
     left, empty = asyncio.run(go())
     assert left and empty
+
+
+def test_one_shows_the_live_table_after_history(local_box):
+    """Issue 35, defect 8: after History (5), 1 showed the history still."""
+
+    async def go() -> list[str]:
+        app = HpcuiApp()
+        seen = []
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, JobsScreen))
+            screen = app.screen
+            await pilot.press("5")
+            await wait_for(pilot, lambda: screen.view == "history")
+            seen.append(screen.view)
+            await pilot.press("1")
+            await wait_for(pilot, lambda: screen.view == "live")
+            seen.append(screen.view)
+        return seen
+
+    assert asyncio.run(go()) == ["history", "live"]
+
+
+def test_no_sort_arrow_is_left_when_sorting_goes_off(local_box):
+    """Issue 35, defect 8: cycling the sort (s) back to none left ▼ on the last header."""
+
+    async def go() -> tuple[bool, bool]:
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, JobsScreen))
+            table = app.screen.table
+            await pilot.press("s")
+            while table.sort_column != "time":
+                await pilot.press("s")
+            await pilot.pause(0.1)
+            with_arrow = "▲" in app.export_screenshot() or "▼" in app.export_screenshot()
+            await pilot.press("s")  # after time: sorting off
+            await wait_for(pilot, lambda: table.sort_column is None)
+            await pilot.pause(0.1)
+            shot = app.export_screenshot()
+            return with_arrow, "▲" in shot or "▼" in shot
+
+    with_arrow, still = asyncio.run(go())
+    assert with_arrow and not still
