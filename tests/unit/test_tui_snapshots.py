@@ -11,6 +11,7 @@ Regenerate after an intended UI change: `pytest tests/unit/test_tui_snapshots.py
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -311,3 +312,20 @@ async def _help(pilot) -> None:
 )
 def test_screen_snapshot(replay, snap_compare, run_before):
     assert snap_compare(HpcuiApp(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_an_ended_jobs_details_say_each_thing_once(replay):
+    """Issue 35, defect 8: an ended job still in squeue listed nodes, start and elapsed
+    twice (the queue's and sacct's); once it ended, sacct's alone are shown."""
+
+    async def go() -> str:
+        app = HpcuiApp()
+        async with app.run_test(size=SIZE) as pilot:
+            await _job(pilot)
+            screen = app.screen
+            await until(pilot, lambda: "efficiency" in str(screen.query_one("#details").render()))
+            return str(screen.query_one("#details").render())
+
+    text = asyncio.run(go())
+    for label in ("nodes ", "start ", "elapsed "):
+        assert sum(line.startswith(label) for line in text.splitlines()) == 1, (label, text)

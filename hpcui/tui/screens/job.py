@@ -303,18 +303,21 @@ class JobScreen(JobControlScreen):
                 lines.append(f"dependency  {foreign.dependency}")
             if foreign.log_note:
                 lines.append(f"note        {foreign.log_note}")
+        acct = self.accounting
         if entry is not None:
             lines += [
                 f"scheduler   {entry.state_raw} {entry.reason}".rstrip(),
                 f"partition   {entry.partition or '-'}   qos {entry.qos or '-'}   account "
                 f"{entry.account or '-'}",
-                f"nodes       {entry.nodes} {entry.nodelist}",
                 f"GPUs        {entry.gpus if entry.gpus is not None else '-'}",
-                f"elapsed     {hms(entry.elapsed_s)} of {hms(entry.time_limit_s)}",
             ]
-            if entry.start_time:
-                lines.append(f"start       {entry.start_time}")
-        acct = self.accounting
+            if acct is None:  # once it ended, sacct's nodes, start and elapsed say it
+                lines += [
+                    f"nodes       {entry.nodes} {entry.nodelist}",
+                    f"elapsed     {hms(entry.elapsed_s)} of {hms(entry.time_limit_s)}",
+                ]
+                if entry.start_time:
+                    lines.append(f"start       {entry.start_time}")
         if acct is not None:  # the job has ended: what sacct says of it
             when = "%Y-%m-%d %H:%M:%S"
             lines += [
