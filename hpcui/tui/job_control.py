@@ -168,6 +168,10 @@ class JobControlScreen(Screen[None]):
         self.app.call_from_thread(
             self.notify, f"{fwd.describe()}: URL copied", title="forwarded", timeout=10
         )
+        self.app.call_from_thread(self._forwarded)
+
+    def _forwarded(self) -> None:
+        """The screen built on this one lists its job's forwards (Details): redraw them."""
 
     def action_time_limit(self) -> None:
         found = self._cluster_or_say()

@@ -280,9 +280,13 @@ def test_the_job_screen_opens_a_jupyter_jobs_lab(devcluster, tmp_path, monkeypat
                 await asyncio.to_thread(services.wait_for_server, job, kind, timeout=150)
                 app.open_job("lab", job.job_id)
                 await wait_for(pilot, lambda: isinstance(app.screen, JobScreen))
+                await wait_for(pilot, lambda: bool(app.screen.query("#details")))  # composed
+                details = app.screen.query_one("#details")
+                await wait_for(pilot, lambda: "service     JupyterLab" in str(details.render()))
                 await pilot.press("B")
                 await wait_for(pilot, lambda: bool(opened), 60)
                 assert app.clipboard == opened[0]
+                await wait_for(pilot, lambda: "forwarded   127.0.0.1:" in str(details.render()))
                 page = await asyncio.to_thread(get, opened[0])
             finally:
                 cluster.control.cancel([job.job_id])

@@ -47,7 +47,7 @@ def get(url: str) -> str:
 def test_the_job_screen_forwards_a_typed_port_and_copies_its_url(local_box):
     port = free_port()
 
-    async def go() -> tuple[str, str, str]:
+    async def go() -> tuple[str, str, str, list[str]]:
         app = HpcuiApp()
         async with app.run_test(size=(140, 40)) as pilot:
             await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
@@ -69,13 +69,16 @@ def test_the_job_screen_forwards_a_typed_port_and_copies_its_url(local_box):
                 await wait_for(pilot, lambda: app.clipboard.startswith("http://127.0.0.1:"), 30)
                 url = app.clipboard
                 page = await asyncio.to_thread(get, url)
+                details = str(app.screen.query_one("#details").render())
+                listed = [ln for ln in details.splitlines() if ln.startswith("forwarded")]
                 said = [n.message for n in app._notifications if "URL copied" in n.message]
             finally:
                 cluster.control.cancel([job.job_id])
-        return url, page, said[-1]
+        return url, page, said[-1], listed
 
-    url, page, said = asyncio.run(go())
+    url, page, said, listed = asyncio.run(go())
     assert "Directory listing" in page
+    assert listed == [f"forwarded   {url[len('http://') :].rstrip('/')} -> 127.0.0.1:{port}"]
     assert f"-> 127.0.0.1:{port} (job " in said and url.rstrip("/").split(":")[-1] in said
 
 

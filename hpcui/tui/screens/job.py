@@ -331,7 +331,28 @@ class JobScreen(JobControlScreen):
                 f"elapsed     {hms(acct.elapsed_s)} of {hms(acct.time_limit_s)}",
                 f"efficiency  {acct.efficiency}",
             ]
+        lines += self._service_lines(cluster, job_id, rec.name if rec is not None else "")
         self.query_one("#details", Static).update("\n".join(lines) or problem or "-")
+
+    def _forwarded(self) -> None:
+        self._details()  # the new forward is listed
+
+    @staticmethod
+    def _service_lines(cluster: str, job_id: str, name: str) -> list[str]:
+        """The job's services: the one hpcui started (B opens it) and the ports forwarded
+        from this app (P forwards another)."""
+        from hpcui import forwarding, services  # textual screens: when shown
+
+        lines = []
+        kind = services.KINDS.get(name)
+        if kind is not None:
+            lines.append(f"service     {kind.title}: B opens it in the browser (URL copied)")
+        for f in forwarding.active():
+            if (f.cluster, f.job_id) == (cluster, job_id):
+                lines.append(f"forwarded   {f.address} -> {f.node}:{f.remote_port}")
+        if lines:
+            lines.insert(0, "")
+        return lines
 
     # -- details: follow the job until it ends, then its accounting -----------------------------
 
