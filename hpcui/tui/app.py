@@ -166,8 +166,9 @@ class HpcuiApp(App[None]):
             self.notify("No job open yet: pick one on the Jobs screen and press Enter.")
             return
         self.switch_mode(mode)
-        if mode == "jobs":  # 1 is the live table, also right after History (5), issue 35
-            self._tell("jobs", ShowView("live"))
+        jobs = self.mode_screens.get("jobs")
+        if mode == "jobs" and isinstance(jobs, JobsScreen) and jobs.view == "history":
+            self._tell("jobs", ShowView("live"))  # 1 is the live table, also after 5
 
     def action_history(self) -> None:
         self.switch_mode("jobs")
