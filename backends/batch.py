@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .containers import ContainerLaunch
+
 
 @dataclass(frozen=True)
 class BatchSpec:
@@ -38,6 +40,8 @@ class BatchSpec:
     signal_delay_s: int = 90  # USR2 this long before the time limit: submitit checkpoints
     launcher: str = "submitit"  # "torchrun": one torchrun per node starts a rank per GPU
     max_restarts: int = 0  # torchrun --max-restarts
+    #: run the tasks' Python inside this prepared image (backends/containers.py)
+    image: ContainerLaunch | None = None
 
 
 def format_mem(mb: int) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from . import slurm_queue, slurm_script
+from . import containers, slurm_queue, slurm_script
 from .batch import BatchSpec
 from .getopt_names import options_set
 from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
@@ -103,6 +103,8 @@ def _check_spec(spec: BatchSpec, dialect: PbsDialect) -> None:
         raise ValueError(
             f"on PBS a constraint is a chunk resource `name=value` (got {spec.constraint!r})"
         )
+    if spec.image is not None and spec.image.runtime == "pyxis":
+        raise ValueError("pyxis is a Slurm plugin: on PBS use the enroot or apptainer runtime")
     if spec.launcher not in ("submitit", "torchrun"):
         raise ValueError(f"launcher={spec.launcher!r} is not available on PBS")
 
@@ -325,7 +327,7 @@ _RUN_NODE = r"""run_node() {
   local k r rc=0 pids=()
   for ((k = 0; k < HPCUI_LOCAL_WORLD_SIZE; k++)); do
     r=$((HPCUI_NODE_RANK * HPCUI_LOCAL_WORLD_SIZE + k))
-    HPCUI_RANK=$r HPCUI_LOCAL_RANK=$k "$HPCUI_PYTHON" -u -m @RUNNER@ "$HPCUI_JOB_FOLDER" \
+    HPCUI_RANK=$r HPCUI_LOCAL_RANK=$k @COMMAND@ \
       >>"$HPCUI_JOB_FOLDER/@LOG_OUT@" 2>>"$HPCUI_JOB_FOLDER/@LOG_ERR@" &
     pids+=($!)
   done
@@ -359,6 +361,14 @@ rc=0
 HPCUI_NODE_RANK=0 run_node || rc=$?
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 exit $rc""".replace("@INDEX@", CALL_INDEX_ENV)
+
+
+def _command(spec: BatchSpec, runner: str) -> str:
+    """A task's command line: the cluster's Python, or the image's through its runtime."""
+    args = f'-u -m {runner} "$HPCUI_JOB_FOLDER"'
+    if spec.image is None:
+        return f'"$HPCUI_PYTHON" {args}'
+    return containers.wrap(spec.image, args)
 
 
 def _header(spec: BatchSpec, dialect: PbsDialect) -> list[str]:
@@ -401,7 +411,8 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
     lines += [
         'cd "$HPCUI_JOB_FOLDER" || exit 1',
         *verify_lines(spec.verified),
-        _RUN_NODE.replace("@RUNNER@", runner)
+        *(containers.env_lines(spec.image) if spec.image else ()),
+        _RUN_NODE.replace("@COMMAND@", _command(spec, runner))
         .replace("@LOG_OUT@", log_name("${HPCUI_JOB_ID}", log_rank, "stdout"))
         .replace("@LOG_ERR@", log_name("${HPCUI_JOB_ID}", log_rank, "stderr")),
         'if [ "${1:-}" = --node ]; then  # a sister node, started by the first one',
@@ -413,6 +424,7 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         f'exec >>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stdout")}" '
         f'2>>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stderr")}"',
         *spec.setup,
+        *(containers.conf_lines(spec.image, spec.folder) if spec.image else ()),
         f'[ -z "$pkl" ] || ln -sf "$pkl" "$HPCUI_JOB_FOLDER/{submitted_name("${HPCUI_JOB_ID}")}"',
         _LAUNCH,
         "",

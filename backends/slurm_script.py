@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from . import containers
 from .batch import BatchSpec, format_duration, format_mem
 from .getopt_names import options_set
 from .job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
@@ -116,6 +117,8 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         lines.append(f"export {key}={quote(value)}")
     lines += verify_lines(spec.verified)
     lines += list(spec.setup)
+    if spec.image is not None:
+        lines += containers.script_lines(spec.image, spec.folder)
     if spec.array_size is not None:
         job = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
         pkl, pattern = "", "%A_%a"  # an element reads its call from the pack
@@ -136,6 +139,12 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         cpus = f"export SRUN_CPUS_PER_TASK={spec.cpus_per_task}  # the layout asked, not ppn's"
     else:
         cpus = 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"  # srun 22.05+ does not inherit it'
+    args = f"-u -m {entry} {folder}"
+    if spec.image is not None:  # the image's Python, started by its runtime
+        srun_extra += containers.srun_options(spec.image)
+        command = containers.wrap(spec.image, args)
+    else:
+        command = f"{quote(spec.python)} {args}"
     submitted = submitted_name(job)
     lines += [
         cpus,
@@ -145,8 +154,7 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         if spec.array_size is not None
         else f"[ -e {folder}/{submitted} ] || ln -sf {pkl} {folder}/{submitted}",
         f"srun --unbuffered {srun_extra}--output={quote(spec.folder + '/' + out + '.out')} "
-        f"--error={quote(spec.folder + '/' + out + '.err')} "
-        f"{quote(spec.python)} -u -m {entry} {folder}",
+        f"--error={quote(spec.folder + '/' + out + '.err')} {command}",
         "",
     ]
     return lines

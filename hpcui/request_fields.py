@@ -80,6 +80,38 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         repeatable=True,
     ),
     RequestField(
+        "container",
+        str,
+        "IMAGE",
+        "run inside this image: a .sif or .sqsh path on the cluster, an enroot container "
+        "name, or a registry reference (docker://..., nvcr.io#...) imported once",
+        "container image",
+    ),
+    RequestField(
+        "container_runtime",
+        str,
+        "{apptainer,singularity,enroot,pyxis}",
+        "the runtime that starts the image (default: the profile's)",
+        "container runtime",
+        choices=("apptainer", "singularity", "enroot", "pyxis"),
+    ),
+    RequestField(
+        "binds",
+        str,
+        "SRC[:DST[:ro]]",
+        "a folder bound into the container besides the job's (repeatable)",
+        "container binds",
+        repeatable=True,
+    ),
+    RequestField(
+        "container_env",
+        str,
+        "NAME=VALUE",
+        "a variable set inside the container only (repeatable)",
+        "container env",
+        repeatable=True,
+    ),
+    RequestField(
         "extra",
         str,
         "DIRECTIVE",

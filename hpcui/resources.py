@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from hpcui.backends.batch import BatchSpec, format_mem
+from hpcui.backends.containers import ENV_NAME, IMAGE, ContainerLaunch, check_image, parse_bind
 from hpcui.backends.model import Model
 from hpcui.errors import UsageError
 from hpcui.formatting import short_duration
@@ -73,6 +74,11 @@ class Resources(Model):
     after_ok: tuple[str, ...] = ()
     #: environment modules this job loads after the cluster's setup (`module load ...`)
     modules: tuple[str, ...] = ()
+    #: run inside this image (docs/containers.md); the runtime defaults to the profile's
+    container: str | None = None
+    container_runtime: Literal["apptainer", "singularity", "enroot", "pyxis"] | None = None
+    binds: tuple[str, ...] = ()
+    container_env: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Resources:
@@ -152,6 +158,38 @@ class Resources(Model):
                     "cuda/12.4)"
                 )
         return items
+
+    @field_validator("container")
+    @classmethod
+    def _container(cls, v: str | None) -> str | None:
+        if v is not None and not IMAGE.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not an image: a path, an enroot container name or a registry "
+                "reference (letters, digits and ._/:#@+~=- only, no spaces or quotes)"
+            )
+        return v
+
+    @field_validator("binds", mode="before")
+    @classmethod
+    def _binds(cls, v: Any) -> tuple[str, ...]:
+        items = tuple(v.split()) if isinstance(v, str) else tuple(v)
+        return tuple(parse_bind(str(b)) for b in items)
+
+    @field_validator("container_env", mode="before")
+    @classmethod
+    def _container_env(cls, v: Any) -> dict[str, str]:
+        if isinstance(v, str):
+            v = v.split()
+        pairs = v.items() if isinstance(v, dict) else (str(x).partition("=")[::2] for x in v)
+        env = {}
+        for name, value in pairs:
+            if not ENV_NAME.fullmatch(name) or "\n" in str(value):
+                raise ValueError(
+                    f"container_env {name!r}: NAME=VALUE with a shell variable name and a "
+                    "one-line value"
+                )
+            env[name] = str(value)
+        return env
 
     @field_validator("extra", mode="before")
     @classmethod
@@ -235,6 +273,11 @@ class Allocation(Model):
     gpu_directive: str
     after_ok: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
+    container: str | None = None
+    #: the runtime that starts `container`: the request's, else the profile's
+    container_runtime: str | None = None
+    binds: tuple[str, ...] = ()
+    container_env: dict[str, str] = Field(default_factory=dict)
     gpu_type: str | None
     profile: str = ""
     scheduler: str = "slurm"
@@ -661,7 +704,11 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         name=req.name or default_name,
         extra=(*profile.extra_directives, *req.extra),
         after_ok=req.after_ok,
-        modules=req.modules,
+        modules=(*_container_modules(req, profile), *req.modules),
+        container=req.container,
+        container_runtime=_container_runtime(req, profile),
+        binds=req.binds,
+        container_env=dict(req.container_env),
         gpu_directive=profile.gpu_directive,
         gpu_type=profile.gpu_type,
         profile=profile.name,
@@ -676,6 +723,46 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
         billing_unit=unit,
         advice=tuple(advice),
     )
+
+
+def _container_modules(req: Resources, profile: Profile) -> tuple[str, ...]:
+    """The site's runtime module(s), loaded by a job that runs in a container."""
+    if req.container is None or profile.container is None:
+        return ()
+    return tuple(m for m in profile.container.modules if m not in req.modules)
+
+
+def _container_runtime(req: Resources, profile: Profile) -> str | None:
+    """The runtime that starts the request's image; a request the site cannot start fails
+    here, before any network."""
+    if req.container is None:
+        if req.container_runtime or req.binds or req.container_env:
+            raise UsageError(
+                "container_runtime, binds and container_env apply to a container: name the "
+                "image with container=... (CLI: --container IMAGE)"
+            )
+        return None
+    if profile.scheduler == "local":
+        raise UsageError(
+            "The local cluster runs Python on this machine, not in a container image: drop "
+            "container=..., or submit to a cluster whose profile names a container runtime."
+        )
+    runtime = req.container_runtime or (profile.container.runtime if profile.container else None)
+    if runtime is None:
+        raise UsageError(
+            f"Profile {profile.name!r} names no container runtime: pass container_runtime="
+            "apptainer, singularity, enroot or pyxis (CLI: --container-runtime), or set "
+            "[container] runtime = ... in the profile (docs/containers.md)."
+        )
+    if runtime == "pyxis" and profile.scheduler != "slurm":
+        raise UsageError(
+            f"pyxis is a Slurm plugin (srun --container-image); {profile.name} runs "
+            f"{profile.scheduler}: use container_runtime='enroot' or 'apptainer' there."
+        )
+    problem = check_image(req.container, runtime)
+    if problem:
+        raise UsageError(problem[0].upper() + problem[1:] + ".")
+    return runtime
 
 
 def _signal_delay(req: Resources, profile: Profile) -> int:
@@ -699,6 +786,7 @@ def batch_spec(
     setup: Sequence[str] = (),
     pythonpath: Sequence[str] = (),
     verified: Sequence[tuple[str, str]] = (),
+    container: ContainerLaunch | None = None,
 ) -> BatchSpec:
     """The renderer's view of an allocation: the one mapping used by submit and previews.
 
@@ -718,6 +806,7 @@ def batch_spec(
         setup=(*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())),
         pythonpath=tuple(pythonpath),
         verified=tuple(verified),
+        image=container,
     )
 
 
@@ -745,6 +834,8 @@ def explain(alloc: Allocation) -> str:
         line += " on " + ", ".join(where)
     if alloc.launcher == "torchrun":
         line += " (torchrun: one launcher per node)"
+    if alloc.container:
+        line += f" in {alloc.container_runtime} image {alloc.container}"
     lines = [line]
     if alloc.billed_per_hour is not None:
         lines.append(f"billed {alloc.billed_per_hour:g} {alloc.billing_unit} per hour")

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hpcui import submission, submit_recovery
+from hpcui import containers, submission, submit_recovery
+from hpcui.backends.containers import ContainerLaunch
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.backends.shell import PREVIEW_DIGEST
 from hpcui.config import ClusterConfig
@@ -90,6 +91,10 @@ def preview_script(
     """
     alloc = plan(config, profile, Resources.from_kwargs(**resource_kwargs), "hpcui")
     base = config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
+    image = None
+    if alloc.container:  # named as the submit will, nothing prepared offline
+        node_image = containers.preview_image(alloc, base)
+        image = containers.launch(alloc, profile, node_image=node_image, base=base)
     spec = batch_spec(
         alloc,
         folder=f"{base}/jobs/TOKEN",
@@ -99,6 +104,7 @@ def preview_script(
         setup=setup,
         pythonpath=(f"{base}/runtime/BUNDLE.zip",),
         verified=((f"{base}/runtime/BUNDLE.zip", PREVIEW_DIGEST),),
+        container=image,
     )
     return ScriptPreview(
         allocation=alloc, summary=explain(alloc), script=scheduler.render_script(spec)
@@ -140,14 +146,18 @@ class Submitter:
         self._setup_checked = False
         self._reconciled_at: float | None = None
         self._lock = threading.Lock()
+        self._images: dict[tuple[str, str], containers.Prepared] = {}
 
     # -- remote environment ----------------------------------------------------------------
 
-    def remote_info(self, *, local_version: tuple[int, int] | None = None) -> submission.RemoteInfo:
+    def remote_info(
+        self, *, local_version: tuple[int, int] | None = None, check_python: bool = True
+    ) -> submission.RemoteInfo:
         """Home, job base and Python of the cluster, probed once in one round trip.
 
         Refuses when the remote Python's minor version differs from ours: cloudpickle
-        cannot carry a function across it.
+        cannot carry a function across it. (A job in a container image runs the image's
+        Python instead: `check_python=False`, and `containers.prepare` checks that one.)
         """
         with self._lock:
             if self._remote is None:
@@ -180,6 +190,8 @@ class Submitter:
                 sticky,
             )
         want = local_version or sys.version_info[:2]
+        if not check_python:
+            return info
         if info.python_version is None:
             raise RemotePythonError(
                 f"No usable Python on {self.name}: `{self.python}` failed "
@@ -214,6 +226,31 @@ class Submitter:
             )
         self._setup_checked = True
 
+    def container_launch(
+        self, alloc: Allocation, info: submission.RemoteInfo
+    ) -> ContainerLaunch | None:
+        """The request's image made ready on the login node (once per image and process),
+        as the batch script starts it; None without a container."""
+        if alloc.container is None:
+            return None
+        key = (alloc.container_runtime or "", alloc.container)
+        with self._lock:
+            ready = self._images.get(key)
+        if ready is None:
+            ready = containers.prepare(
+                self.transport,
+                alloc,
+                self.profile,
+                cluster=self.name,
+                base=info.base,
+                setup=self.setup,
+            )
+            with self._lock:
+                self._images[key] = ready
+        return containers.launch(
+            alloc, self.profile, node_image=ready.node_image, base=info.base, home=info.home
+        )
+
     def ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
         """The bundle's path on the cluster and its SHA-256, which every job checks before
         it imports it (a file there is never trusted by its name alone)."""
@@ -242,9 +279,10 @@ class Submitter:
         alloc = plan(self.config, self.profile, req, getattr(fn, "__name__", "hpcui"))
         # fails early on unpicklable input
         pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
-        info = self.remote_info()
+        info = self.remote_info(check_python=alloc.container is None)
         self.reconcile_quietly()
         self._check_setup_modules()
+        image = self.container_launch(alloc, info)
         bundle, bundle_sha = self.ensure_bundle(info)
         token = uuid.uuid4().hex[:16]
         folder = f"{info.base}/jobs/{token}"
@@ -257,6 +295,7 @@ class Submitter:
             setup=self.setup,
             pythonpath=(bundle,),
             verified=((bundle, bundle_sha),),
+            container=image,
         )
         script = self.scheduler.render_script(spec)
         key = job_key(token)
@@ -274,7 +313,12 @@ class Submitter:
                 name=alloc.name,
                 folder=folder,
                 num_tasks=alloc.num_tasks,
-                meta={"script": script, "signed": True, "submitter": submit_recovery.submitter()}
+                meta={
+                    "script": script,
+                    "signed": True,
+                    "submitter": submit_recovery.submitter(),
+                    **({"container": f"{image.runtime} {image.asked}"} if image else {}),
+                }
                 if i == 0
                 else {"signed": True},
             )

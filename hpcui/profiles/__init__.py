@@ -9,10 +9,11 @@ Users add profiles of their own with `[profiles.NAME]` tables: a full profile, o
 """
 
 from hpcui.profiles.loading import builtin_profiles, load_profile, resolve_profile
-from hpcui.profiles.model import Billing, Partition, Profile, Qos
+from hpcui.profiles.model import Billing, ContainerSite, Partition, Profile, Qos
 
 __all__ = [
     "Billing",
+    "ContainerSite",
     "Partition",
     "Profile",
     "Qos",

@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from hpcui.backends.containers import parse_bind
 from hpcui.backends.model import Model
 from hpcui.errors import ConfigError
 from hpcui.units import parse_mem_mb, parse_signal_delay, parse_time
@@ -100,6 +101,46 @@ class Qos(Model):
     @classmethod
     def _time_value(cls, v: Any) -> int | None:
         return _time(v)
+
+
+class ContainerSite(Model):
+    """How the site runs container images (docs/containers.md): the runtime its
+    documentation uses and the flags that documentation writes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runtime: Literal["apptainer", "singularity", "enroot", "pyxis"]
+    #: apptainer/singularity GPU flags (`--nv`; LUMI's AMD GPUs: `--rocm`)
+    gpu_flags: list[str] = Field(default_factory=list)
+    #: bound into every container besides the job base (scratch, project folders)
+    binds: list[str] = Field(default_factory=list)
+    #: the images' interpreter
+    python: str = "python3"
+    #: a shell line run inside before Python (LUMI's images: `$WITH_CONDA`)
+    init: str | None = None
+    #: modules that put the runtime on PATH (MN5: `singularity`), loaded by a job in a
+    #: container and before the image is prepared
+    modules: list[str] = Field(default_factory=list)
+
+    @field_validator("gpu_flags")
+    @classmethod
+    def _flags(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if not re.fullmatch(r"--?[a-z][a-z-]*", f)]
+        if bad:
+            raise ValueError(f"gpu_flags are plain flags such as --nv or --rocm, got {bad}")
+        return v
+
+    @field_validator("binds")
+    @classmethod
+    def _binds(cls, v: list[str]) -> list[str]:
+        return [parse_bind(b) for b in v]
+
+    @field_validator("init")
+    @classmethod
+    def _init(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or any(not c.isprintable() for c in v)):
+            raise ValueError("init must be one printable shell line, e.g. '$WITH_CONDA'")
+        return v
 
 
 class Profile(Model):
@@ -195,6 +236,9 @@ class Profile(Model):
     #: the site's allocation tool (a key of backends.allocations.ALLOCATION_COMMANDS)
     allocation_command: str | None = None
     module_system: Literal["lmod", "envmodules"] | None = None
+    #: how the site runs container images; None: hpcui knows of none (ask with
+    #: container_runtime=...)
+    container: ContainerSite | None = None
     notes: list[str] = Field(default_factory=list)
     #: dotted paths of values SITES.md marks [?]: correct them with profile_overrides
     unconfirmed: list[str] = Field(default_factory=list)

@@ -30,6 +30,10 @@ def test_every_option_is_accepted_by_resources_from_kwargs():
             value = "4G"
         elif f.keyword == "after_ok":
             value = ["1234"]
+        elif f.keyword == "binds":
+            value = ["/scratch"]
+        elif f.keyword == "container_env":
+            value = ["A=1"]
         Resources.from_kwargs(**{f.keyword: value})  # raises on an unknown keyword
 
 

@@ -1,0 +1,265 @@
+"""Container runtimes of the first dev site (issue 32): enroot, pyxis, an apptainer stand-in.
+
+enroot and pyxis are built from the unmodified sources in ../shared/vendor (cached, keyed
+by the tarball's SHA-256; `../shared/vendor/README.md` says what building them here takes).
+Images cannot be pulled (no registry is reachable), so two squashfs images are built from
+Debian root filesystems: `pytorch.sqsh` (Debian 12, Python 3.11, torch from the dev
+cluster's venv) and `py313.sqsh` (Debian 13, Python 3.13: the mismatch case). Each holds
+`/etc/hpcui-image`, a file only the image has.
+
+Apptainer/Singularity cannot be built here: `apptainer` and `singularity` are a STAND-IN
+(tests/stand_ins/apptainer) that runs the same squashfs images through enroot.
+
+A clone without ../shared/vendor gets one line saying the runtimes are skipped; the tests
+that need them skip with that reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from devcluster_common import REPO, DevclusterError, run, say, write
+
+VENDOR = REPO.parent / "shared" / "vendor"
+OPT = Path("/opt/hpcui-devcluster")
+ENROOT = OPT / "enroot"
+PYXIS = OPT / "pyxis"
+STANDIN = OPT / "standin-bin"
+IMAGES = Path("/var/lib/hpcui-devcluster/images")
+BUILD = Path("/var/lib/hpcui-devcluster/build")
+BIN = Path("/usr/local/bin")  # on every user's PATH, login node and compute nodes alike
+PLUGSTACK = Path("/etc/slurm/plugstack.conf")
+#: what the dev cluster tells tests and users when the sources are absent
+SKIPPED_FILE = Path("/run/hpcui-devcluster/containers-skipped")
+ENROOT_CONF_EXTRA = """
+# hpcui dev cluster: a per-user runtime folder the user may create (the default, /run/enroot,
+# needs root); containers live in the shared home (ENROOT_DATA_PATH's default), as images
+# created on the login node are then seen by every node
+ENROOT_RUNTIME_PATH        ${TMPDIR:-/tmp}/enroot-runtime-$(id -u)
+"""
+#: python packages of the dev venv copied into the pytorch image (torch and what it imports)
+IMAGE_PACKAGES = (
+    "torch", "torchgen", "functorch", "numpy", "numpy.libs", "sympy", "mpmath", "networkx",
+    "jinja2", "markupsafe", "filelock", "fsspec", "typing_extensions.py",
+)  # fmt: skip
+IMAGE_RECIPE = "3"  # bump when the images' recipe below changes
+
+
+def _tarball(project: str) -> Path | None:
+    found = sorted(VENDOR.glob(f"{project}-*.tar.xz")) if VENDOR.is_dir() else []
+    return found[-1] if found else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def available() -> str | None:
+    """None when the sources are here; else the one line that says what is skipped."""
+    missing = [p for p in ("enroot", "pyxis") if _tarball(p) is None]
+    if missing:
+        return (
+            f"containers skipped: no {' or '.join(missing)} source in {VENDOR} "
+            "(enroot, pyxis and the apptainer stand-in are not installed; container tests skip)"
+        )
+    return None
+
+
+def _unpack(tarball: Path, into: Path) -> Path:
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    run(["tar", "-xJf", str(tarball), "-C", str(into)], timeout=120)
+    (top,) = [p for p in into.iterdir() if p.is_dir()]
+    return top
+
+
+def ensure_enroot() -> bool:
+    """enroot from ../shared/vendor, installed under /opt/hpcui-devcluster/enroot with its
+    commands linked into /usr/local/bin. True when it was (re)installed."""
+    tarball = _tarball("enroot")
+    assert tarball is not None
+    stamp = ENROOT / ".hpcui-source-sha256"
+    want = _sha256(tarball)
+    if stamp.exists() and stamp.read_text().strip() == want:
+        return _link_enroot()
+    t0 = time.monotonic()
+    say(f"building enroot from {tarball.name} (first time only)")
+    src = _unpack(tarball, BUILD / "enroot")
+    # what ../shared/vendor/README.md found: no git submodules in the snapshot, so Debian's
+    # makeself (same version) and the system headers stand where they would be, glibc not musl
+    (src / "deps/makeself").mkdir(parents=True, exist_ok=True)
+    shutil.copy("/usr/bin/makeself", src / "deps/makeself/makeself.sh")
+    (src / "deps/linux-headers").mkdir(parents=True, exist_ok=True)
+    (src / "deps/linux-headers/.stamp").touch()
+    (src / "deps/dist/linux").mkdir(parents=True, exist_ok=True)
+    (src / "deps/dist/linux/include").symlink_to("/usr/include")
+    shutil.rmtree(ENROOT, ignore_errors=True)
+    make = ["make", "-C", str(src), "FORCE_GLIBC=1", "LDLIBS=-l:libbsd.a -l:libbsd.so"]
+    p = subprocess.run([*make, "install", f"prefix={ENROOT}"], capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    if p.returncode != 0:
+        raise DevclusterError(f"building enroot failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    conf = ENROOT / "etc/enroot/enroot.conf"
+    conf.write_text(conf.read_text() + ENROOT_CONF_EXTRA)
+    stamp.write_text(want + "\n")
+    shutil.rmtree(BUILD / "enroot", ignore_errors=True)
+    say(f"enroot built and installed in {time.monotonic() - t0:.0f} s")
+    _link_enroot()
+    return True
+
+
+def _link_enroot() -> bool:
+    changed = False
+    for exe in sorted((ENROOT / "bin").iterdir()):
+        link = BIN / exe.name
+        if not link.is_symlink() or os.readlink(link) != str(exe):
+            link.unlink(missing_ok=True)
+            link.symlink_to(exe)
+            changed = True
+    return changed
+
+
+def ensure_pyxis() -> bool:
+    """pyxis built against this Slurm's headers, loaded by slurmd/srun through
+    plugstack.conf. True when it changed (the nodes must restart)."""
+    tarball = _tarball("pyxis")
+    assert tarball is not None
+    plugin = PYXIS / "spank_pyxis.so"
+    stamp = PYXIS / ".hpcui-source-sha256"
+    version = run(["sh", "-c", "dpkg-query -W -f '${Version}' libslurm-dev"]).stdout.strip()
+    want = f"{_sha256(tarball)} slurm {version}"
+    changed = False
+    if not (plugin.exists() and stamp.exists() and stamp.read_text().strip() == want):
+        t0 = time.monotonic()
+        say(f"building pyxis from {tarball.name} against Slurm {version} (first time only)")
+        src = _unpack(tarball, BUILD / "pyxis")
+        p = subprocess.run(["make", "-C", str(src)], capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise DevclusterError(f"building pyxis failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        PYXIS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / "spank_pyxis.so", plugin)
+        os.chmod(plugin, 0o644)
+        stamp.write_text(want + "\n")
+        shutil.rmtree(BUILD / "pyxis", ignore_errors=True)
+        say(f"pyxis built in {time.monotonic() - t0:.0f} s")
+        changed = True
+    # container_scope=job: a named container lives as long as its job (the default, global,
+    # would keep every job's containers in the shared home)
+    conf = f"required {plugin} runtime_path=/run/hpcui-devcluster/pyxis container_scope=job\n"
+    return write(PLUGSTACK, conf) or changed
+
+
+def ensure_standin() -> bool:
+    """The STAND-IN `apptainer` and `singularity` commands (tests/stand_ins/apptainer)."""
+    source = (REPO / "tests" / "stand_ins" / "apptainer").read_bytes()
+    changed = write(STANDIN / "apptainer", source, mode=0o755)
+    for name in ("apptainer", "singularity"):
+        link = BIN / name
+        target = str(STANDIN / "apptainer")
+        if not link.is_symlink() or os.readlink(link) != target:
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+            changed = True
+    return changed
+
+
+def _debian_root(suite: str, packages: list[str], into: Path) -> None:
+    shutil.rmtree(into, ignore_errors=True)
+    p = subprocess.run(
+        ["mmdebstrap", "--mode=root", "--variant=minbase", "--quiet",
+         f"--include={','.join(packages)}", suite, str(into), "http://deb.debian.org/debian"],
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    if p.returncode != 0:
+        raise DevclusterError(f"mmdebstrap {suite} failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+
+
+def _squash(root: Path, image: Path, marker: str) -> None:
+    (root / "etc/hpcui-image").write_text(marker + "\n")
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        shutil.rmtree(root / junk, ignore_errors=True)
+    # no device files: an unprivileged `enroot create` cannot unpack them (the runtime
+    # mounts /dev itself), as images imported from a registry have none
+    for dev in (root / "dev").iterdir():
+        if dev.is_dir() and not dev.is_symlink():
+            shutil.rmtree(dev)
+        else:
+            dev.unlink()
+    tmp = image.with_suffix(".sqsh.new")
+    tmp.unlink(missing_ok=True)
+    run(["mksquashfs", str(root), str(tmp), "-noappend", "-comp", "lz4", "-quiet"], timeout=900)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, image)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def ensure_images(venv: Path) -> None:
+    """pytorch.sqsh and py313.sqsh in /var/lib/hpcui-devcluster/images (readable by all)."""
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    stamp = IMAGES / "images.stamp"
+    want = f"{IMAGE_RECIPE} {sorted(p.name for p in site.iterdir() if p.name.startswith('torch-'))}"
+    if stamp.exists() and stamp.read_text().strip() == want:
+        return
+    t0 = time.monotonic()
+    say(f"building container images in {IMAGES} (first time only)")
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    os.chmod(IMAGES, 0o755)
+    with tempfile.TemporaryDirectory(dir=IMAGES.parent) as tmp:
+        root = Path(tmp) / "pytorch"
+        _debian_root("bookworm", ["python3"], root)
+        dest = root / "usr/local/lib/python3.11/dist-packages"
+        dest.mkdir(parents=True, exist_ok=True)
+        for entry in site.iterdir():
+            name = entry.name.split("-")[0].lower()
+            if entry.name in IMAGE_PACKAGES or name in IMAGE_PACKAGES:
+                copy = shutil.copytree if entry.is_dir() else shutil.copy2
+                copy(entry, dest / entry.name)
+        _squash(
+            root, IMAGES / "pytorch.sqsh", "hpcui dev image pytorch: Debian 12, Python 3.11, torch"
+        )
+        root = Path(tmp) / "py313"
+        _debian_root("trixie", ["python3-minimal"], root)
+        _squash(root, IMAGES / "py313.sqsh", "hpcui dev image py313: Debian 13, Python 3.13")
+    stamp.write_text(want + "\n")
+    say(f"container images built in {time.monotonic() - t0:.0f} s")
+
+
+def up_static() -> bool:
+    """Before the nodes start: runtimes and plugstack. True when the nodes must restart."""
+    skipped = available()
+    if skipped:
+        say(skipped)
+        write(SKIPPED_FILE, skipped + "\n")
+        if PLUGSTACK.exists():  # an earlier `up` with the sources: no plugin to load now
+            PLUGSTACK.unlink()
+            return True
+        return False
+    SKIPPED_FILE.unlink(missing_ok=True)
+    changed = ensure_enroot()
+    changed = ensure_pyxis() or changed
+    return ensure_standin() or changed
+
+
+def up_images(venv: Path) -> None:
+    if available() is None:
+        ensure_images(venv)
+
+
+def status_line() -> str:
+    """One line for `scripts/devcluster status` (installed files, no daemon)."""
+    skipped = available()
+    if skipped:
+        return skipped
+    parts = [
+        f"enroot {'installed' if (ENROOT / 'bin/enroot').exists() else 'MISSING'}",
+        f"pyxis {'in ' + str(PLUGSTACK) if PLUGSTACK.exists() else 'MISSING'}",
+        "apptainer stand-in " + ("installed" if (STANDIN / "apptainer").exists() else "MISSING"),
+        "images " + (" ".join(p.name for p in sorted(IMAGES.glob("*.sqsh"))) or "MISSING"),
+    ]
+    return "containers    " + ", ".join(parts)
