@@ -37,6 +37,9 @@ class Prepared:
 
     node_image: str
     python_version: tuple[int, int, int]
+    #: the image file on the cluster (an imported registry image's cache file); "" for an
+    #: enroot container name
+    file: str = ""
 
 
 def _settings(alloc: Allocation, profile: Profile) -> tuple[str, str | None]:
@@ -131,11 +134,18 @@ def prepare(
             f"functions across minor versions. Use an image with Python {mine}, or run hpcui "
             f"from a Python {have} environment. (Image {image} on {cluster}, {runtime}.)"
         )
-    return Prepared(node_image=fields.get("image", image), python_version=version)
+    file = fields.get("file", "") if image_kind(image) != "name" else ""
+    return Prepared(node_image=fields.get("image", image), python_version=version, file=file)
 
 
 def launch(
-    alloc: Allocation, profile: Profile, *, node_image: str, base: str, home: str = ""
+    alloc: Allocation,
+    profile: Profile,
+    *,
+    node_image: str,
+    base: str,
+    home: str = "",
+    file: str = "",
 ) -> ContainerLaunch:
     """The batch script's view: the job base bound first (the runtime bundle and the job's
     files live there), then the profile's binds, then the request's."""
@@ -158,6 +168,7 @@ def launch(
         gpu_flags=gpu_flags,
         init=init,
         asked=alloc.container,
+        source=(file or None) if runtime == "enroot" else None,
     )
 
 
@@ -166,7 +177,7 @@ def preview_image(alloc: Allocation, base: str) -> str:
     runtime, image = alloc.container_runtime or "", alloc.container or ""
     kind = image_kind(image)
     if runtime == "enroot" and kind != "name":
-        return f"hpcui-{cache_key(runtime, image)}-STAMP"
+        return f"hpcui-{cache_key(runtime, image)}-STAMP"  # created from the image file
     if kind == "registry":
         ext = "sif" if runtime in ("apptainer", "singularity") else "sqsh"
         return f"{base}/containers/IMPORTED.{ext}"

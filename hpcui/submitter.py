@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcui import containers, submission, submit_recovery
-from hpcui.backends.containers import ContainerLaunch
+from hpcui.backends.containers import ContainerLaunch, image_kind
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.backends.shell import PREVIEW_DIGEST
 from hpcui.config import ClusterConfig
@@ -94,7 +94,11 @@ def preview_script(
     image = None
     if alloc.container:  # named as the submit will, nothing prepared offline
         node_image = containers.preview_image(alloc, base)
-        image = containers.launch(alloc, profile, node_image=node_image, base=base)
+        kind = image_kind(alloc.container)
+        file = {"file": alloc.container, "registry": f"{base}/containers/IMPORTED.sqsh"}.get(
+            kind, ""
+        )
+        image = containers.launch(alloc, profile, node_image=node_image, base=base, file=file)
     spec = batch_spec(
         alloc,
         folder=f"{base}/jobs/TOKEN",
@@ -248,7 +252,12 @@ class Submitter:
             with self._lock:
                 self._images[key] = ready
         return containers.launch(
-            alloc, self.profile, node_image=ready.node_image, base=info.base, home=info.home
+            alloc,
+            self.profile,
+            node_image=ready.node_image,
+            base=info.base,
+            home=info.home,
+            file=ready.file,
         )
 
     def ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:

@@ -37,11 +37,13 @@ BIN = Path("/usr/local/bin")  # on every user's PATH, login node and compute nod
 PLUGSTACK = Path("/etc/slurm/plugstack.conf")
 #: what the dev cluster tells tests and users when the sources are absent
 SKIPPED_FILE = Path("/run/hpcui-devcluster/containers-skipped")
-ENROOT_CONF_EXTRA = """
-# hpcui dev cluster: a per-user runtime folder the user may create (the default, /run/enroot,
-# needs root); containers live in the shared home (ENROOT_DATA_PATH's default), as images
-# created on the login node are then seen by every node
+ENROOT_CONF_D = OPT / "enroot/etc/enroot/enroot.conf.d/hpcui-devcluster.conf"
+ENROOT_CONF_EXTRA = """# hpcui dev cluster (scripts/devcluster_containers.py)
+# a per-user runtime folder the user may create (the default, /run/enroot, needs root)
 ENROOT_RUNTIME_PATH        ${TMPDIR:-/tmp}/enroot-runtime-$(id -u)
+# containers are node-local, as on most sites (NVIDIA's example config: /tmp): a folder per
+# host name, so the login node and each compute node (own UTS namespace) keep their own
+ENROOT_DATA_PATH           /var/tmp/hpcui-enroot-data/$(hostname)-$(id -u)
 """
 #: python packages of the dev venv copied into the pytorch image (torch and what it imports)
 IMAGE_PACKAGES = (
@@ -87,7 +89,7 @@ def ensure_enroot() -> bool:
     stamp = ENROOT / ".hpcui-source-sha256"
     want = _sha256(tarball)
     if stamp.exists() and stamp.read_text().strip() == want:
-        return _link_enroot()
+        return write(ENROOT_CONF_D, ENROOT_CONF_EXTRA) | _link_enroot()
     t0 = time.monotonic()
     say(f"building enroot from {tarball.name} (first time only)")
     src = _unpack(tarball, BUILD / "enroot")
@@ -105,16 +107,20 @@ def ensure_enroot() -> bool:
                        timeout=600)  # fmt: skip
     if p.returncode != 0:
         raise DevclusterError(f"building enroot failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
-    conf = ENROOT / "etc/enroot/enroot.conf"
-    conf.write_text(conf.read_text() + ENROOT_CONF_EXTRA)
     stamp.write_text(want + "\n")
     shutil.rmtree(BUILD / "enroot", ignore_errors=True)
     say(f"enroot built and installed in {time.monotonic() - t0:.0f} s")
+    write(ENROOT_CONF_D, ENROOT_CONF_EXTRA)
     _link_enroot()
     return True
 
 
+ENROOT_DATA = Path("/var/tmp/hpcui-enroot-data")  # see ENROOT_CONF_EXTRA
+
+
 def _link_enroot() -> bool:
+    ENROOT_DATA.mkdir(exist_ok=True)
+    os.chmod(ENROOT_DATA, 0o1777)
     changed = False
     for exe in sorted((ENROOT / "bin").iterdir()):
         link = BIN / exe.name

@@ -1,0 +1,258 @@
+"""Jobs inside container images on the dev cluster's real Slurm (issue 32).
+
+enroot and pyxis are the real ones, built from ../shared/vendor by scripts/devcluster;
+`apptainer` is the dev cluster's STAND-IN (tests/stand_ins/apptainer: Apptainer's command
+line over enroot, since Apptainer cannot be built here). The images are squashfs files the
+dev cluster builds: pytorch.sqsh (Debian 12, Python 3.11, torch) and py313.sqsh (Python
+3.13); each holds /etc/hpcui-image, which this machine (the login node) does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcui.backends.states import JobState
+from hpcui.errors import JobFailedError, JobLostError, RemotePythonError, UsageError
+from tests.conftest import ROOT
+
+IMAGES = Path("/var/lib/hpcui-devcluster/images")
+PYTORCH = str(IMAGES / "pytorch.sqsh")
+PY313 = str(IMAGES / "py313.sqsh")
+SKIPPED = Path("/run/hpcui-devcluster/containers-skipped")
+RUNTIMES = ("enroot", "pyxis", "apptainer")
+WAIT = 300
+
+pytestmark = [
+    pytest.mark.devcluster,
+    pytest.mark.xdist_group("distributed"),  # the DDP jobs take all 8 GPUs
+    pytest.mark.skipif(
+        SKIPPED.exists(),
+        reason=SKIPPED.read_text().strip() if SKIPPED.exists() else "",
+    ),
+]
+
+
+# -- functions that run inside the image ------------------------------------------------------
+
+
+def inside(x: int) -> dict[str, Any]:
+    import os
+    import sys
+
+    return {
+        "image": open("/etc/hpcui-image").read().strip(),
+        "python": sys.version_info[:2],
+        "double": 2 * x,
+        "mine": os.environ.get("HPCUI_TEST_MINE"),
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),
+        "procid": os.environ.get("SLURM_PROCID"),
+    }
+
+
+def boom() -> None:
+    raise ValueError("raised inside the image")
+
+
+def ddp_in_image(steps: int) -> dict[str, Any]:
+    import os
+    import socket
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from hpcui import distributed as hd
+
+    _, rank, world, _ = hd.setup()
+    t = torch.tensor([float(rank + 1)])
+    torch.distributed.all_reduce(t)
+    torch.manual_seed(rank)
+    model = DDP(torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        opt.step()
+    out = {
+        "rank": rank,
+        "world": world,
+        "host": socket.gethostname(),
+        "master": os.environ["MASTER_ADDR"],
+        "all_reduce": t.item(),
+        "image": open("/etc/hpcui-image").read().strip(),
+        "checksum": round(float(sum(p.detach().double().sum() for p in model.parameters())), 6),
+    }
+    hd.cleanup()
+    return out
+
+
+# -- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dev(devcluster: Path) -> Iterator[Any]:
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_CONFIG", str(devcluster))
+        with Cluster(load_config().cluster("dev")) as c:
+            yield c
+
+
+def test_the_login_node_has_no_image_marker() -> None:
+    """What the jobs below read exists only inside the images."""
+    assert not Path("/etc/hpcui-image").exists()
+    assert Path(PYTORCH).is_file() and Path(PY313).is_file()
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_result_computed_inside_the_image(dev, runtime: str) -> None:
+    job = dev.submit(
+        inside,
+        21,
+        container=PYTORCH,
+        container_runtime=runtime,
+        container_env={"HPCUI_TEST_MINE": "set for the container"},
+        time="5m",
+    )
+    out = job.result(timeout=WAIT)
+    assert out["image"].startswith("hpcui dev image pytorch"), out
+    assert out["python"] == sys.version_info[:2] and out["double"] == 42
+    assert out["mine"] == "set for the container"  # the runtime's own env passing
+    assert out["slurm_job"] == job.job_id and out["procid"] == "0"  # the job's variables
+    script = dev.control.batch_script(job.job_id)
+    want = {
+        "enroot": 'enroot-start.sh" hpcui-',
+        "pyxis": f"--container-image={PYTORCH}",
+        "apptainer": "apptainer exec -B ",
+    }[runtime]
+    assert want in script
+
+
+def test_a_traceback_from_inside_names_the_users_file_and_line(dev) -> None:
+    job = dev.submit(boom, container=PYTORCH, time="5m")
+    with pytest.raises(JobFailedError) as err:
+        job.result(timeout=WAIT)
+    text = str(err.value)
+    assert "raised inside the image" in text
+    assert f'File "{__file__}", line' in text and "in boom" in text
+
+
+def test_map_is_one_array_inside_the_image(dev) -> None:
+    jobs = dev.map(inside, range(4), container=PYTORCH, container_runtime="apptainer", time="5m")
+    bases = {j.job_id.rsplit("_", 1)[0] for j in jobs}
+    assert len(bases) == 1 and [j.job_id.rsplit("_", 1)[1] for j in jobs] == ["0", "1", "2", "3"]
+    outs = [j.result(timeout=WAIT) for j in jobs]
+    assert [o["double"] for o in outs] == [0, 2, 4, 6]
+    assert all(o["image"].startswith("hpcui dev image pytorch") for o in outs)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_ddp_8_ranks_on_2_nodes_inside_the_image(dev, runtime: str) -> None:
+    job = dev.submit(
+        ddp_in_image, 3, gpus=8, container=PYTORCH, container_runtime=runtime, time="5m",
+        cpus_per_task=1, mem="4G",
+    )  # fmt: skip
+    outs = job.results(timeout=WAIT)
+    assert sorted(o["rank"] for o in outs) == list(range(8))
+    assert {o["world"] for o in outs} == {8}
+    assert {o["host"] for o in outs} == {"node1", "node2"}
+    assert len({o["master"] for o in outs}) == 1
+    assert {o["all_reduce"] for o in outs} == {36.0}  # 1 + 2 + ... + 8
+    assert len({o["checksum"] for o in outs}) == 1  # DDP kept the replicas equal
+    assert all(o["image"].startswith("hpcui dev image pytorch") for o in outs)
+
+
+def _jobs_of_hpcuser() -> set[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-u", "hpcuser", "-t", "all", "-o", "%i"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return set(out.stdout.split())
+
+
+def test_an_image_with_another_python_is_refused_before_submit(dev) -> None:
+    before = _jobs_of_hpcuser()
+    with pytest.raises(RemotePythonError) as err:
+        dev.submit(inside, 1, container=PY313, time="5m")
+    mine = ".".join(map(str, sys.version_info[:2]))
+    assert str(err.value).startswith(f"This image has Python 3.13; your client is {mine}:")
+    assert f"Use an image with Python {mine}, or run hpcui from a Python 3.13 environment" in str(
+        err.value
+    )
+    assert _jobs_of_hpcuser() == before  # nothing reached sbatch
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"container": str(IMAGES / "nope.sqsh")}, "does not exist on dev"),
+        ({"container": "hpcui-no-such-container"}, "No enroot container named"),
+        ({"container": "docker://127.0.0.1:9/none:1"}, "Importing docker://127.0.0.1:9/none:1"),
+        ({"container": "/etc/shadow"}, "not a file you may read"),
+    ],
+)
+def test_image_problems_are_said_before_submit(dev, kwargs, words) -> None:
+    before = _jobs_of_hpcuser()
+    with pytest.raises(UsageError, match=words):
+        dev.submit(inside, 1, time="5m", **kwargs)
+    assert _jobs_of_hpcuser() == before
+
+
+def test_a_runtime_the_site_lacks_is_said_before_submit(devcluster: Path) -> None:
+    """dev24 has neither enroot nor pyxis nor the stand-in."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_CONFIG", str(devcluster))
+        with Cluster(load_config().cluster("dev24")) as c:
+            with pytest.raises(UsageError, match="enroot is not on dev24's login node"):
+                c.submit(inside, 1, container=PYTORCH, container_runtime="enroot", time="5m")
+            with pytest.raises(UsageError, match="pyxis is not installed"):
+                c.submit(inside, 1, container=PYTORCH, container_runtime="pyxis", time="5m")
+
+
+def test_a_container_that_cannot_start_fails_the_job_with_the_runtimes_words(dev) -> None:
+    job = dev.submit(
+        inside, 1, container=PYTORCH, container_runtime="apptainer",
+        binds=["/nonexistent/hpcui"], time="5m",
+    )  # fmt: skip
+    with pytest.raises(JobLostError) as err:
+        job.result(timeout=WAIT)
+    assert job.state is JobState.FAILED
+    assert "FATAL:   container creation failed: mount /nonexistent/hpcui" in str(err.value)
+
+
+def test_the_cli_runs_a_plain_script_inside_the_image(devcluster: Path, tmp_path: Path) -> None:
+    (tmp_path / "where.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+            print("inside:", open("/etc/hpcui-image").read().strip(), sys.argv[1:], flush=True)
+            """
+        )
+    )
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "HPCUI_CONFIG": str(devcluster),
+        "HPCUI_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", "run", "--time", "5m", "--follow", "--container",
+         PYTORCH, "--container-runtime", "pyxis", "where.py", "--epochs", "2"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=WAIT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "inside: hpcui dev image pytorch" in res.stdout and "['--epochs', '2']" in res.stdout
