@@ -121,7 +121,9 @@ ENROOT_START = """#!/bin/bash
 name=$1 file=$2; shift 2
 if [ -n "$file" ]; then
   exec 9>"$HPCUI_JOB_FOLDER/.enroot-$(hostname).lock" && flock 9
-  enroot list 2>/dev/null | grep -qx -- "$name" || enroot create --name "$name" "$file" >/dev/null || exit
+  if ! enroot list 2>/dev/null | grep -qx -- "$name"; then
+    said=$(enroot create --name "$name" "$file" 2>&1) || { printf '%s\\n' "$said" >&2; exit 1; }
+  fi
   exec 9>&-
 fi
 exec enroot start "$@"
@@ -212,7 +214,15 @@ def _safe(image: str) -> str:
     return f"{stem}-{cache_key('', image)[:8]}"
 
 
-def prepare_script(runtime: str, image: str, *, python: str, cache: str, init: str | None) -> str:
+def prepare_script(
+    runtime: str,
+    image: str,
+    *,
+    python: str,
+    cache: str,
+    init: str | None,
+    check_import: str | None = None,
+) -> str:
     """ONE bash script for the login node: the runtime exists, the image opens (a registry
     image imported once into `cache`, an enroot container created once), and the image's
     Python version, remembered per image in `cache` until the image file changes.
@@ -288,7 +298,17 @@ def prepare_script(runtime: str, image: str, *, python: str, cache: str, init: s
         '  py=$(printf "%s\\n" "$py" | tail -n 1)',
         '  printf "%s\\n%s\\n" "$stamp" "$py" > "$memo"',
         "fi",
-        f'echo "{MARK} status=ok image={node_image.strip(chr(34))} python=$py file=${{img:-}}"',
+        "has=",
+    ]
+    if check_import:  # a module the job needs (JupyterLab): asked each time, not remembered
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", check_import):
+            raise ValueError(f"not a module name: {check_import!r}")
+        probe_import = probe_py.replace(
+            q('import sys; print("%d.%d.%d" % sys.version_info[:3])'), q(f"import {check_import}")
+        )
+        lines.append(f"run_in {probe_import} >/dev/null 2>&1 && has=yes || has=no")
+    lines += [
+        f'echo "{MARK} status=ok image={node_image.strip(chr(34))} python=$py file=${{img:-}} has=$has"',
     ]
     return "\n".join(lines)
 

@@ -40,6 +40,8 @@ class Prepared:
     #: the image file on the cluster (an imported registry image's cache file); "" for an
     #: enroot container name
     file: str = ""
+    #: whether the image imports the module asked for (None: not asked)
+    has_module: bool | None = None
 
 
 def _settings(alloc: Allocation, profile: Profile) -> tuple[str, str | None]:
@@ -56,12 +58,21 @@ def prepare(
     base: str,
     setup: list[str],
     local_version: tuple[int, int] | None = None,
+    check_import: str | None = None,
 ) -> Prepared:
-    """Make `alloc.container` ready on the login node, or raise with the fix."""
+    """Make `alloc.container` ready on the login node, or raise with the fix.
+    `check_import`: also say whether the image's Python imports this module."""
     runtime, image = alloc.container_runtime, alloc.container
     assert runtime is not None and image is not None
     python, init = _settings(alloc, profile)
-    script = prepare_script(runtime, image, python=python, cache=f"{base}/containers", init=init)
+    script = prepare_script(
+        runtime,
+        image,
+        python=python,
+        cache=f"{base}/containers",
+        init=init,
+        check_import=check_import,
+    )
     # the cluster's setup lines and the job's modules (MN5: `singularity`) come first
     first = [*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())]
     if first:
@@ -135,7 +146,10 @@ def prepare(
             f"from a Python {have} environment. (Image {image} on {cluster}, {runtime}.)"
         )
     file = fields.get("file", "") if image_kind(image) != "name" else ""
-    return Prepared(node_image=fields.get("image", image), python_version=version, file=file)
+    has = {"yes": True, "no": False}.get(fields.get("has", ""))
+    return Prepared(
+        node_image=fields.get("image", image), python_version=version, file=file, has_module=has
+    )
 
 
 def launch(

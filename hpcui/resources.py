@@ -761,7 +761,7 @@ def _container_runtime(req: Resources, profile: Profile) -> str | None:
         )
     problem = check_image(req.container, runtime)
     if problem:
-        raise UsageError(problem[0].upper() + problem[1:] + ".")
+        raise UsageError(problem + ".")
     return runtime
 
 

@@ -12,6 +12,7 @@ from hpcui.backends.states import JobState
 from hpcui.compute import services as on_node
 from hpcui.errors import JobError, UsageError
 from hpcui.job import Job
+from hpcui.resources import Resources
 from hpcui.transport.quoting import quote_bytes
 
 
@@ -51,8 +52,18 @@ class Server(NamedTuple):
         return f"http://127.0.0.1:{local_port}{self.base_url}{path}{query}"
 
 
-def check_installed(cluster: Any, kind: Kind) -> None:
-    """UsageError with the fix when the cluster's Python (after its setup) lacks it."""
+def check_installed(cluster: Any, kind: Kind, **resources: Any) -> None:
+    """UsageError with the fix when the cluster's Python (after its setup) lacks it, or
+    the image's Python when the service runs in a container (issue 32)."""
+    if resources.get("container"):
+        req = Resources.from_kwargs(**resources)
+        if not cluster.submitter.image_imports(req, kind.module):
+            raise UsageError(
+                f"{kind.title} is not installed in the image {req.container} (its Python cannot "
+                f"import {kind.module}): use an image that has it (e.g. one built FROM yours "
+                f"with `pip install {kind.module}`), or run it without --container."
+            )
+        return
     setup = "; ".join(cluster.setup)
     python = quote_bytes(cluster.python).decode()
     probe = f"{setup + '; ' if setup else ''}{python} -c 'import {kind.module}'"

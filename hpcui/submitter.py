@@ -260,6 +260,24 @@ class Submitter:
             file=ready.file,
         )
 
+    def image_imports(self, req: Resources, module: str) -> bool:
+        """Whether the request's image imports `module` (JupyterLab before `hpcui jupyter`);
+        the image is made ready on the way, as a submit would."""
+        alloc = plan(self.config, self.profile, req, "hpcui")
+        info = self.remote_info(check_python=False)
+        ready = containers.prepare(
+            self.transport,
+            alloc,
+            self.profile,
+            cluster=self.name,
+            base=info.base,
+            setup=self.setup,
+            check_import=module,
+        )
+        with self._lock:
+            self._images[(alloc.container_runtime or "", alloc.container or "")] = ready
+        return bool(ready.has_module)
+
     def ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
         """The bundle's path on the cluster and its SHA-256, which every job checks before
         it imports it (a file there is never trusted by its name alone)."""
@@ -323,13 +341,15 @@ class Submitter:
                 folder=folder,
                 num_tasks=alloc.num_tasks,
                 meta={
-                    "script": script,
+                    **(
+                        {"script": script, "submitter": submit_recovery.submitter()}
+                        if i == 0
+                        else {}
+                    ),
                     "signed": True,
-                    "submitter": submit_recovery.submitter(),
+                    # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
                     **({"container": f"{image.runtime} {image.asked}"} if image else {}),
-                }
-                if i == 0
-                else {"signed": True},
+                },
             )
             for i in range(len(calls))
         ]

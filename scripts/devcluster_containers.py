@@ -45,12 +45,7 @@ ENROOT_RUNTIME_PATH        ${TMPDIR:-/tmp}/enroot-runtime-$(id -u)
 # host name, so the login node and each compute node (own UTS namespace) keep their own
 ENROOT_DATA_PATH           /var/tmp/hpcui-enroot-data/$(hostname)-$(id -u)
 """
-#: python packages of the dev venv copied into the pytorch image (torch and what it imports)
-IMAGE_PACKAGES = (
-    "torch", "torchgen", "functorch", "numpy", "numpy.libs", "sympy", "mpmath", "networkx",
-    "jinja2", "markupsafe", "filelock", "fsspec", "typing_extensions.py",
-)  # fmt: skip
-IMAGE_RECIPE = "3"  # bump when the images' recipe below changes
+IMAGE_RECIPE = "5"  # bump when the images' recipe below changes
 
 
 def _tarball(project: str) -> Path | None:
@@ -221,11 +216,27 @@ def ensure_images(venv: Path) -> None:
         _debian_root("bookworm", ["python3"], root)
         dest = root / "usr/local/lib/python3.11/dist-packages"
         dest.mkdir(parents=True, exist_ok=True)
+        # the dev venv's packages (torch, numpy, JupyterLab for `hpcui jupyter --container`),
+        # installed for the image's own python3, as an NGC or LUMI image has them
         for entry in site.iterdir():
-            name = entry.name.split("-")[0].lower()
-            if entry.name in IMAGE_PACKAGES or name in IMAGE_PACKAGES:
-                copy = shutil.copytree if entry.is_dir() else shutil.copy2
-                copy(entry, dest / entry.name)
+            if entry.name in ("pip", "setuptools", "_distutils_hack", "distutils-precedence.pth"):
+                continue
+            if entry.is_dir():
+                shutil.copytree(entry, dest / entry.name, symlinks=True)
+            else:
+                shutil.copy2(entry, dest / entry.name)
+        # console scripts (jupyter, jupyter-lab, torchrun) for the image's own interpreter
+        bindir = root / "usr/local/bin"
+        bindir.mkdir(parents=True, exist_ok=True)
+        shebang = b"#!" + str(venv / "bin" / "python").encode() + b"\n"
+        for script in (venv / "bin").iterdir():
+            if script.is_file() and not script.is_symlink():
+                text = script.read_bytes()
+                if text.startswith(shebang):
+                    (bindir / script.name).write_bytes(
+                        b"#!/usr/bin/python3\n" + text[len(shebang) :]
+                    )
+                    os.chmod(bindir / script.name, 0o755)
         _squash(
             root, IMAGES / "pytorch.sqsh", "hpcui dev image pytorch: Debian 12, Python 3.11, torch"
         )

@@ -275,6 +275,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         token=rec.token if rec else None,
         array_index=rec.array_index if rec else -1,
         submitted_at=datetime.fromtimestamp(rec.submitted_at) if rec else None,
+        container=rec.meta.get("container") if rec else None,
         accounting=accounting,
         gpu_usage=cluster.usage.report(job.job_id).summary,
     )
@@ -294,6 +295,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             ("reason", info.reason or None),
             ("tasks", info.num_tasks),
             ("folder", info.folder),
+            ("container", info.container),
             ("submitted", out.when(info.submitted_at)),
             ("partition", acc.partition if acc else None),
             ("nodes", f"{acc.nodes} ({acc.nodelist})" if acc and acc.nodelist else None),

@@ -135,7 +135,7 @@ def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> in
     cluster = connect(cluster_name(args))
     if args.stop:
         return _stop_service(cluster, kind.name)
-    services.check_installed(cluster, kind)
+    services.check_installed(cluster, kind, **resource_kwargs(args))
     job = services.submit(cluster, kind, argument, **resource_kwargs(args))
     out.note(f"submitted {kind.title} as job {job.job_id} on {cluster.name}")
     server = services.wait_for_server(job, kind, timeout=args.timeout, said=out.note)

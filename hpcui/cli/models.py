@@ -125,6 +125,7 @@ class ShowOutput(Model):
     token: str | None = None
     array_index: int = -1
     submitted_at: datetime | None = None
+    container: str | None = Field(None, description="the runtime and image the job ran in")
     accounting: HistoryJob | None = Field(
         None, description="the scheduler's record: exit code, elapsed, usage, efficiency"
     )

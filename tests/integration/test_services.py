@@ -295,3 +295,30 @@ def test_the_job_screen_opens_a_jupyter_jobs_lab(devcluster, tmp_path, monkeypat
     page = asyncio.run(go())
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+", opened[0])
     assert "JupyterLab" in page
+
+
+def test_jupyter_in_a_container_image(lab_env):
+    """Issue 33 with issue 32: `hpcui jupyter --container IMAGE` checks JupyterLab in the
+    image (dev's own Python has none), and the kernel runs inside the image on the node."""
+    from tests.integration.test_containers import PYTORCH, SKIPPED
+
+    if SKIPPED.exists():
+        pytest.skip(SKIPPED.read_text().strip())
+    env = lab_env
+    started = hpcui(
+        env, "-c", "dev", "jupyter", "--no-browser", "--json", "--time", "5", "--timeout",
+        "150", "--container", PYTORCH, timeout=240,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    [row] = json.loads(started.stdout)
+    url = row["url"]
+    assert "JupyterLab" in get(url)
+    base, token = url.split("lab?token=")
+    said = asyncio.run(
+        asyncio.wait_for(
+            run_cell(base, token, "print(open('/etc/hpcui-image').read().strip())"), 120
+        )
+    )
+    assert said.startswith("hpcui dev image pytorch")
+    stopped = hpcui(env, "-c", "dev", "jupyter", "--stop")
+    assert stopped.returncode == 0 and f"cancelled jupyter job {row['job_id']}" in stopped.stdout

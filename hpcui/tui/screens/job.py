@@ -286,6 +286,7 @@ class JobScreen(JobControlScreen):
                 f"tasks       {rec.num_tasks}",
                 f"folder      {rec.folder}",
                 f"token       {rec.token}",
+                *([f"container   {rec.meta['container']}"] if rec.meta.get("container") else []),
                 f"submitted   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(rec.submitted_at))}",
             ]
         foreign = self.foreign

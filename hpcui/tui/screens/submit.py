@@ -441,7 +441,7 @@ class SubmitScreen(Screen[None]):
 
         kind = services.KINDS["jupyter"]
         try:
-            services.check_installed(cluster, kind)
+            services.check_installed(cluster, kind, **form.resource_kwargs())
             job = services.submit(cluster, kind, None, **form.resource_kwargs())
             self.app.call_from_thread(self._submitted, form, job.job_id)
 
