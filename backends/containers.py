@@ -34,6 +34,7 @@ BIND = re.compile(r"(/[A-Za-z0-9._/+@=-]*)(?::(/[A-Za-z0-9._/+@=-]*))?(?::(ro|rw
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 REGISTRY_PREFIXES = ("docker://", "library://", "oras://", "shub://", "dockerd://", "podman://")
 #: variables the job's own host sets that must not reach the image (its own PATH wins)
+_VERSION = 'import sys; print("%d.%d.%d" % sys.version_info[:3])'
 _EXEC_ARGS = ' && exec "$@"'  # after an init line: run the command given as arguments
 _NOT_PASSED = "PATH|LD_LIBRARY_PATH|PYTHONHOME|SHLVL|PWD|OLDPWD|_|BASH_FUNC_*|ENROOT_*"
 
@@ -234,9 +235,11 @@ def prepare_script(
     kind = image_kind(image)
     q = quote
     exe = "enroot" if runtime == "pyxis" else runtime
-    probe_py = f"{q(python)} -c 'import sys; print(\"%d.%d.%d\" % sys.version_info[:3])'"
-    if init:
-        probe_py = f"bash -c {q(init + _EXEC_ARGS)} bash {probe_py}"
+
+    def py(code: str) -> str:  # the image's Python running `code` (after the init line)
+        run = f"{q(python)} -c {q(code)}"
+        return f"bash -c {q(init + _EXEC_ARGS)} bash {run}" if init else run
+
     lines = [
         "set -u",
         f"cache={q(cache)}; img={q(image)}",
@@ -293,7 +296,7 @@ def prepare_script(
     lines += [
         f'memo="$cache/{key}.python"',
         'if [ -s "$memo" ] && [ "$(head -n 1 "$memo")" = "$stamp" ]; then py=$(sed -n 2p "$memo")',
-        f"else py=$(run_in {probe_py} 2>&1) ||"
+        f"else py=$(run_in {py(_VERSION)} 2>&1) ||"
         ' { printf "%s\\n" "$py" | tail -n 5 >&2; say no-python; }',
         '  py=$(printf "%s\\n" "$py" | tail -n 1)',
         '  printf "%s\\n%s\\n" "$stamp" "$py" > "$memo"',
@@ -303,10 +306,7 @@ def prepare_script(
     if check_import:  # a module the job needs (JupyterLab): asked each time, not remembered
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", check_import):
             raise ValueError(f"not a module name: {check_import!r}")
-        probe_import = probe_py.replace(
-            q('import sys; print("%d.%d.%d" % sys.version_info[:3])'), q(f"import {check_import}")
-        )
-        lines.append(f"run_in {probe_import} >/dev/null 2>&1 && has=yes || has=no")
+        lines.append(f"run_in {py(f'import {check_import}')} >/dev/null 2>&1 && has=yes || has=no")
     lines += [
         f'echo "{MARK} status=ok image={node_image.strip(chr(34))} python=$py file=${{img:-}} has=$has"',
     ]

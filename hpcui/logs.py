@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -322,6 +323,32 @@ class ProgressLines:
     @property
     def current(self) -> str:
         return _visible(self._buf)
+
+
+#: the runtime's own chatter in a job's log: submitit's INFO/DEBUG lines
+#: (`submitit INFO (2026-11-26 08:25:56,746) - Starting with JobEnvironment(...)`);
+#: its warnings and errors are kept
+RUNTIME_LINE = re.compile(r"submitit (?:INFO|DEBUG) \(\d{4}-\d\d-\d\d [\d:,.]+\) - ")
+
+
+def is_runtime_line(line: str) -> bool:
+    return RUNTIME_LINE.match(line) is not None
+
+
+class QuietRuntime:
+    """Drops the runtime's own lines from streamed text (`hpcui logs --quiet-runtime`);
+    an unfinished last line waits for its end (`flush` gives it at the end)."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+
+    def feed(self, text: str) -> str:
+        *lines, self._partial = (self._partial + text).split("\n")
+        return "".join(f"{line}\n" for line in lines if not is_runtime_line(line))
+
+    def flush(self) -> str:
+        rest, self._partial = self._partial, ""
+        return "" if is_runtime_line(rest) else rest
 
 
 def _visible(line: str) -> str:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from hpcui.backends.shell import quote
 from hpcui.backends.states import JobState
 from hpcui.compute import services as on_node
 from hpcui.errors import JobError, UsageError
+from hpcui.forwarding import Forward
 from hpcui.job import Job
 from hpcui.resources import Resources
 from hpcui.transport.quoting import quote_bytes
@@ -142,3 +145,115 @@ def wait_for_server(
                 f"({now}); it keeps its place: `hpcui {kind.name} --stop` cancels it."
             )
         time.sleep(LOOK_S)
+
+
+# -- on the login node (a profile's `tensorboard_on = "login"`) ------------------------------
+
+#: where a service started on the login node keeps its pid and runtime files:
+#: `<remote_base>/services/<kind>-<id>/` (private: a token may be in them)
+LOGIN_SERVICES = "services"
+
+
+class LoginService(NamedTuple):
+    """A server hpcui started on the login node: its folder and process id."""
+
+    folder: str
+    pid: int
+
+    @property
+    def label(self) -> str:
+        """What stands for the job in a forward's row (`hpcui forward --list`)."""
+        return f"login:{self.pid}"
+
+
+def start_on_login(cluster: Any, kind: Kind, argument: str) -> LoginService:
+    """TensorBoard as the user's own background process on the login node (a site whose
+    profile allows light services there), on 127.0.0.1 and a port free there; its info
+    file in a private folder of the job base, as in a job."""
+    if kind.name != "tensorboard":
+        raise UsageError(f"{kind.title} runs in a job, not on the login node.")
+    base = cluster.remote_info().base
+    folder = f"{base}/{LOGIN_SERVICES}/{kind.name}-{uuid.uuid4().hex[:12]}"
+    setup = "; ".join(cluster.setup)
+    python = quote(cluster.python)
+    port = f"$({python} -c {quote(_FREE_PORT)})"
+    script = (
+        f"mkdir -p -m 700 {quote(folder)} && cd {quote(folder)} && "
+        f"{{ {setup + '; ' if setup else ''}TMPDIR={quote(folder)} nohup {python} -m "
+        f"tensorboard.main --logdir={quote(argument)} --host=127.0.0.1 --port={port} "
+        "</dev/null >log 2>&1 & echo $! > pid; cat pid; }"
+    )
+    res = cluster.run(script)
+    try:
+        pid = int(res.stdout.split()[-1])
+    except (IndexError, ValueError):
+        raise UsageError(
+            f"Starting {kind.title} on {cluster.name}'s login node failed: "
+            f"{(res.stderr or res.stdout).strip()[-500:] or 'no output'}."
+        ) from None
+    return LoginService(folder, pid)
+
+
+_FREE_PORT = (
+    "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+)
+
+
+def login_alive(cluster: Any, service: LoginService, *, started: bool = True) -> bool:
+    """The server still runs: its pid lives and (once `started`: before its exec the pid
+    is the login shell's fork) is the user's TensorBoard, not a reused pid."""
+    check = f" && grep -q tensorboard /proc/{service.pid}/cmdline" if started else ""
+    res = cluster.run(f"kill -0 {service.pid} 2>/dev/null{check} && echo yes || echo no")
+    return res.stdout.strip() == "yes"
+
+
+def wait_for_login_server(
+    cluster: Any, kind: Kind, service: LoginService, *, timeout: float | None = None
+) -> Server:
+    """Until the server wrote its info file; UsageError (with its log) when it died first
+    or after `timeout` seconds."""
+    start = time.monotonic()
+    where = quote(service.folder)
+    while True:
+        listing = cluster.run(f"cd {where} 2>/dev/null && ls -1 {kind.runtime_file}")
+        names = [n for n in listing.stdout.split() if n] if listing.ok else []
+        if names:
+            data = json.loads(cluster.transport.read_file(f"{service.folder}/{names[-1]}"))
+            base = str(data.get("path_prefix") or "/")
+            return Server(int(data["port"]), base if base.endswith("/") else base + "/", "")
+        if not login_alive(cluster, service, started=False):
+            log = cluster.run(f"tail -n 20 {where}/log 2>/dev/null").stdout
+            raise UsageError(
+                f"{kind.title} on {cluster.name}'s login node ended before it served. Last "
+                f"lines of its log:\n{log.strip() or '(empty)'}"
+            )
+        if timeout is not None and time.monotonic() - start > timeout:
+            raise UsageError(
+                f"{kind.title} on {cluster.name}'s login node did not serve within "
+                f"{timeout:.0f} s; `hpcui {kind.name} --stop` ends it."
+            )
+        time.sleep(LOOK_S)
+
+
+def stop_on_login(cluster: Any, kind: Kind) -> list[int]:
+    """End the user's servers of this kind hpcui started on the login node; their pids."""
+    base = cluster.remote_info().base
+    pattern = f"{quote(f'{base}/{LOGIN_SERVICES}')}/{kind.name}-*"
+    res = cluster.run(
+        f'for d in {pattern}; do [ -f "$d/pid" ] || continue; p=$(cat "$d/pid"); '
+        f'if kill -0 "$p" 2>/dev/null && grep -q {kind.module} /proc/"$p"/cmdline; then '
+        'kill "$p" && echo "$p"; fi; rm -rf "$d"; done; true'
+    )
+    return [int(p) for p in res.stdout.split() if p.isdigit()]
+
+
+def forward_login(
+    cluster: Any, service: LoginService, port: int, *, local_port: int | None = None
+) -> Forward:
+    """127.0.0.1:`local_port` here to 127.0.0.1:`port` on the login node, over the
+    cluster's connection, until the server ends or the forward is closed."""
+    return Forward(
+        cluster=cluster.name, job_id=service.label, node="127.0.0.1", remote_port=port,
+        open_tunnel=cluster.transport.open_tunnel, local_port=local_port,
+        ended=lambda: not login_alive(cluster, service),
+    )  # fmt: skip

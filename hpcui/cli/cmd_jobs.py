@@ -379,7 +379,21 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from hpcui.backends.states import JobState  # the core (0.16 s): when the command runs
     from hpcui.logs import LogChunk  # the core (0.16 s): when the command runs
 
+    from hpcui.logs import QuietRuntime  # the core (0.16 s): when the command runs
+
     job = job_handle(args, args.job)
+    # one filter per rank: a rank's unfinished line waits for that rank's next text
+    quiet: dict[int, QuietRuntime] | None = {} if args.quiet_runtime else None
+
+    def shown(chunk: LogChunk) -> LogChunk:
+        if quiet is None:
+            return chunk
+        text = quiet.setdefault(chunk.task, QuietRuntime()).feed(chunk.text)
+        return chunk.model_copy(update={"text": text})
+
+    def rest() -> str:
+        return "".join(q.flush() for q in (quiet or {}).values())
+
     if isinstance(job, OtherJob):  # one handle from the id to the scheduler and back
         job_id, details = job.job_id, job.details
         if args.rank not in (None, 0):
@@ -394,12 +408,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if details.log_note:
             out.note(details.log_note)
         chunks = job.logs("stderr" if args.stderr else "stdout", follow=args.follow)
-        for chunk in chunks:
+        for chunk in map(shown, chunks):
+            if not chunk.text:
+                continue
             if args.json:
                 out.emit_json_line(LogChunk, chunk)
             else:
                 sys.stdout.write(chunk.text)
                 sys.stdout.flush()
+        if not args.json:
+            sys.stdout.write(rest())
         return EXIT_OK
     stream = "stderr" if args.stderr else "stdout"
     if args.rank is not None and not 0 <= args.rank < job.num_tasks:
@@ -411,7 +429,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
     headers = args.rank is None and job.num_tasks > 1 and not args.json
     target = sys.stdout
     last = None
-    for chunk in job.logs(stream, args.rank, follow=args.follow):
+    for chunk in map(shown, job.logs(stream, args.rank, follow=args.follow)):
+        if not chunk.text:
+            continue
         if args.json:
             out.emit_json_line(LogChunk, chunk)
             continue
@@ -420,6 +440,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             last = chunk.task
         target.write(chunk.text)
         target.flush()
+    if not args.json:
+        target.write(rest())
     return EXIT_OK
 
 

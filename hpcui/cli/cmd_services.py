@@ -133,15 +133,39 @@ def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> in
 
     kind = services.KINDS[kind_name]
     cluster = connect(cluster_name(args))
+    on_login = kind.name == "tensorboard" and cluster.profile.tensorboard_on == "login"
     if args.stop:
+        if on_login:
+            for pid in services.stop_on_login(cluster, kind):
+                for f in forwarding.active():
+                    if f.cluster == cluster.name and f.job_id == f"login:{pid}":
+                        f.close()
+                print(f"stopped {kind.name} (pid {pid}) on {cluster.name}'s login node")
         return _stop_service(cluster, kind.name)
+    if on_login and argument is not None:  # the profile's rule (issue 33): no job
+        if resource_kwargs(args):
+            raise UsageError(
+                f"{cluster.name}'s profile runs TensorBoard on the login node: it takes no "
+                'resources (drop them, or set tensorboard_on = "job" for this cluster).'
+            )
+        services.check_installed(cluster, kind)
+        service = services.start_on_login(cluster, kind, argument)
+        out.note(f"started {kind.title} on {cluster.name}'s login node (pid {service.pid})")
+        server = services.wait_for_login_server(cluster, kind, service, timeout=args.timeout)
+        local = args.local or forwarding.free_port(server.port)
+        forward = services.forward_login(cluster, service, server.port, local_port=local)
+        return _opened(args, forward, server.local_url(forward.local_port, kind.path))
     services.check_installed(cluster, kind, **resource_kwargs(args))
     job = services.submit(cluster, kind, argument, **resource_kwargs(args))
     out.note(f"submitted {kind.title} as job {job.job_id} on {cluster.name}")
     server = services.wait_for_server(job, kind, timeout=args.timeout, said=out.note)
     local = args.local or forwarding.free_port(server.port)
     forward = cluster.control.forward(job.job_id, server.port, local_port=local)
-    url = server.local_url(forward.local_port, kind.path)
+    return _opened(args, forward, server.local_url(forward.local_port, kind.path))
+
+
+def _opened(args: argparse.Namespace, forward: forwarding.Forward, url: str) -> int:
+    """Open the browser unless told not to, then hold the forward (see `hold`)."""
     if not args.no_browser:
         import webbrowser  # the browser is looked up only when one is opened
 

@@ -284,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stderr", action="store_true", help="stderr instead of stdout")
     s.add_argument("--rank", type=int, metavar="N", help="only task/rank N")
     s.add_argument("--follow", "-f", action="store_true", help="keep reading until the job ends")
+    s.add_argument(
+        "--quiet-runtime",
+        action="store_true",
+        help="hide the runtime's own INFO lines (submitit's `Starting with JobEnvironment`...)",
+    )
     _json(s)
 
     s = add("result", "a job's return value (waits for the job to end)")

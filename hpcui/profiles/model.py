@@ -236,6 +236,9 @@ class Profile(Model):
     #: the site's allocation tool (a key of backends.allocations.ALLOCATION_COMMANDS)
     allocation_command: str | None = None
     module_system: Literal["lmod", "envmodules"] | None = None
+    #: where `hpcui tensorboard` runs TensorBoard: in a small job (login nodes are shared),
+    #: or as the user's own process on the login node where the site allows light services
+    tensorboard_on: Literal["job", "login"] = "job"
     #: how the site runs container images; None: hpcui knows of none (ask with
     #: container_runtime=...)
     container: ContainerSite | None = None

@@ -159,6 +159,7 @@ HELP_DETAIL = {
     "job.rank_next": "next rank",
     "job.follow": "follow the log",
     "job.wrap": "wrap lines",
+    "job.quiet": "hide or show the runtime's own INFO lines (submitit's)",
     "job.search": "search the log",
     "job.next": "next search match",
     "job.end": "the log's end",

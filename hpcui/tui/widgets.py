@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Label, RichLog, Sparkline, Static
 
-from hpcui.logs import ProgressLines
+from hpcui.logs import ProgressLines, is_runtime_line
 
 # -- logs ------------------------------------------------------------------------------------
 
@@ -40,6 +40,7 @@ class LogPanel(Vertical):
         self.new_lines = 0
         self.search = ""
         self.label = ""
+        self.quiet = False  # the runtime's own INFO lines hidden (kept in `lines`)
         self._progress = ProgressLines()
         self._line_y: list[int] = []  # first rendered row of each line (wrap changes it)
 
@@ -94,6 +95,8 @@ class LogPanel(Vertical):
     def _write(self, line: str, *, scroll_end: bool) -> None:
         log = self.log_widget
         self._line_y.append(len(log.lines))
+        if self.quiet and is_runtime_line(line):
+            return
         text = Text(line)
         if self.search:
             text.highlight_regex(re.escape(self.search), "black on yellow")
@@ -134,6 +137,12 @@ class LogPanel(Vertical):
         self._rebuild()
         self._status()
 
+    def set_quiet(self, quiet: bool) -> None:
+        """Hide (or show again) the runtime's own INFO lines; nothing is lost."""
+        self.quiet = quiet
+        self._rebuild()
+        self._status()
+
     def set_search(self, term: str) -> int | None:
         """Highlight ``term`` and jump to its first match at or after the view; the line."""
         self.search = term
@@ -146,7 +155,11 @@ class LogPanel(Vertical):
         log = self.log_widget
         start_y = -1 if from_top else log.scroll_y
         needle = self.search.lower()
-        hits = [i for i, line in enumerate(self.lines) if needle in line.lower()]
+        hits = [
+            i
+            for i, line in enumerate(self.lines)
+            if needle in line.lower() and not (self.quiet and is_runtime_line(line))
+        ]
         if not hits:
             self.notify(f"{self.search!r} not found", severity="warning")
             return None
@@ -164,6 +177,8 @@ class LogPanel(Vertical):
         parts.append("follow" if self.follow else "paused")
         if self.wrap:
             parts.append("wrap")
+        if self.quiet:
+            parts.append("runtime lines hidden")
         if self.search:
             parts.append(f"search {self.search!r}")
         if self.new_lines:

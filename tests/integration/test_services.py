@@ -322,3 +322,40 @@ def test_jupyter_in_a_container_image(lab_env):
     assert said.startswith("hpcui dev image pytorch")
     stopped = hpcui(env, "-c", "dev", "jupyter", "--stop")
     assert stopped.returncode == 0 and f"cancelled jupyter job {row['job_id']}" in stopped.stdout
+
+
+def test_tensorboard_on_the_login_node_where_the_profile_says_so(lab_env, dev):
+    """Issue 33's profile rule: with `tensorboard_on = "login"` the server is the user's
+    own process on the login node (no job), forwarded the same way; `--stop` ends it."""
+    env = lab_env
+    config = Path(env["HPCUI_CONFIG"])
+    lab = config.read_text().split("[clusters.lab]\n", 1)[1].split("\n\n", 1)[0]
+    config.write_text(
+        config.read_text()
+        + f"\n[clusters.tblogin]\n{lab}\n\n[clusters.tblogin.profile_overrides]\n"
+        'tensorboard_on = "login"\n'
+    )
+    folder = f"{dev.transport.home()}/tb-{uuid.uuid4().hex[:8]}"
+    dev.run(["mkdir", "-p", folder])
+    wrote = sbatch_script(dev, EVENTS.format(python=VENV_PYTHON), f"--chdir={folder}")
+    wait_state(dev, wrote, {JobState.COMPLETED})
+    refused = hpcui(env, "-c", "tblogin", "tensorboard", "--logdir", folder, "--gpus", "1")
+    assert refused.returncode == 2 and "runs TensorBoard on the login node" in refused.stderr
+    started = hpcui(
+        env, "-c", "tblogin", "tensorboard", "--logdir", folder, "--no-browser", "--json",
+        "--timeout", "120", timeout=180,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    [row] = json.loads(started.stdout)
+    assert row["job_id"].startswith("login:") and row["node"] == "127.0.0.1"
+    pid = int(row["job_id"].split(":")[1])
+    assert "tensorboard" in Path(f"/proc/{pid}/cmdline").read_text()  # the login node's
+    points = json.loads(get(f"{row['url']}data/plugin/scalars/scalars?run=runs/first&tag=loss"))
+    assert [step for _, step, _ in points] == list(range(5))
+    stopped = hpcui(env, "-c", "tblogin", "tensorboard", "--stop")
+    assert f"stopped tensorboard (pid {pid})" in stopped.stdout
+    assert json.loads(hpcui(env, "forward", "--list", "--json").stdout) == []
+    assert (
+        not Path(f"/proc/{pid}").exists()
+        or "tensorboard" not in Path(f"/proc/{pid}/cmdline").read_text()
+    )

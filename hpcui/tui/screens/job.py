@@ -66,6 +66,7 @@ class JobScreen(JobControlScreen):
         Binding("right_square_bracket", "rank(1)", "Rank+", id="job.rank_next"),
         Binding("f", "follow", "Follow", id="job.follow"),
         Binding("w", "wrap", "Wrap", id="job.wrap"),
+        Binding("i", "quiet", "Runtime lines", show=False, id="job.quiet"),
         Binding("slash", "search", "Search", id="job.search"),
         Binding("n", "next_match", "Next", show=False, id="job.next"),
         Binding("end,G", "to_end", "End", show=False, id="job.end"),
@@ -556,6 +557,10 @@ class JobScreen(JobControlScreen):
 
     def action_wrap(self) -> None:
         self.panel.set_wrap(not self.panel.wrap)
+
+    def action_quiet(self) -> None:
+        """Hide the runtime's own INFO lines (submitit's), or show them again."""
+        self.panel.set_quiet(not self.panel.quiet)
 
     def action_to_end(self) -> None:
         self.panel.to_end()
