@@ -377,9 +377,10 @@ def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     from hpcui.any_job import OtherJob  # the core (0.16 s): when the command runs
     from hpcui.backends.states import JobState  # the core (0.16 s): when the command runs
-    from hpcui.logs import LogChunk  # the core (0.16 s): when the command runs
-
-    from hpcui.logs import QuietRuntime  # the core (0.16 s): when the command runs
+    from hpcui.logs import (
+        LogChunk,  # the core (0.16 s): when the command runs
+        QuietRuntime,  # the core (0.16 s): when the command runs
+    )
 
     job = job_handle(args, args.job)
     # one filter per rank: a rank's unfinished line waits for that rank's next text
