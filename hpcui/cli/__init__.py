@@ -35,6 +35,7 @@ _COMMANDS = {
     "show": "hpcui.cli.cmd_jobs",
     "logs": "hpcui.cli.cmd_jobs",
     "result": "hpcui.cli.cmd_jobs",
+    "wait": "hpcui.cli.cmd_jobs",
     "cancel": "hpcui.cli.cmd_jobs",
     "stop": "hpcui.cli.cmd_jobs",
     "hold": "hpcui.cli.cmd_control",

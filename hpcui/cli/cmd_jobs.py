@@ -6,10 +6,11 @@ import argparse
 import contextvars
 import pprint
 import sys
+import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hpcui.cli import EXIT_OK, exit_code_for
+from hpcui.cli import EXIT_JOB_FAILED, EXIT_OK, EXIT_TIMEOUT, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.cmd_control import report_fan_out
 from hpcui.cli.common import (
@@ -20,6 +21,7 @@ from hpcui.cli.common import (
     several_clusters,
     split_job_ref,
 )
+from hpcui.cli.notify import tell
 from hpcui.errors import JobError, JobTimeoutError, UsageError
 
 if TYPE_CHECKING:
@@ -444,6 +446,56 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if not args.json:
         target.write(rest())
     return EXIT_OK
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """Until every job named ends (or --timeout): one line per end as it happens, told on
+    the desktop (or by the bell) with --notify; exit 0 when all completed, 5 when one did
+    not, 6 when time ran out first."""
+    from hpcui.cli.models import WaitOutput  # pydantic (0.19 s): when it prints
+
+    jobs = [get_job(args, ref, refresh=False) for ref in args.jobs]
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    rows: dict[str, WaitOutput] = {}
+    pending = list(jobs)
+    while pending:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        by_cluster: dict[str, list[Any]] = {}
+        for job in pending:
+            by_cluster.setdefault(job.cluster.name, []).append(job)
+        step = 2.0 if left is None else min(2.0, left) / max(len(by_cluster), 1)
+        for group in by_cluster.values():
+            status = group[0].cluster.status
+            states = status.wait([j.job_id for j in group], timeout=step)
+            for job in group:
+                if not status.settled(job.job_id):
+                    continue
+                pending.remove(job)
+                state = states[job.job_id].state
+                rows[job.job_id] = WaitOutput(
+                    cluster=job.cluster.name, job_id=job.job_id, name=job.name, state=state,
+                    ended=True,
+                )  # fmt: skip
+                said = f"{job.cluster.name}:{job.job_id} {job.name} ended {state.value}"
+                if not args.json:
+                    print(said, flush=True)
+                if args.notify:
+                    tell("hpcui: job ended", said)
+    for job in pending:
+        rows[job.job_id] = WaitOutput(
+            cluster=job.cluster.name, job_id=job.job_id, name=job.name, state=job.state,
+            ended=False,
+        )  # fmt: skip
+    ordered = [rows[j.job_id] for j in jobs]
+    if args.json:
+        out.emit_json(list[WaitOutput], ordered)
+    if pending:
+        names = ", ".join(f"{j.cluster.name}:{j.job_id} ({j.state.value})" for j in pending)
+        out.note(f"still running after {args.timeout:g} s: {names}; `hpcui wait` again later")
+        return EXIT_TIMEOUT
+    return EXIT_OK if all(r.state.value == "COMPLETED" for r in ordered) else EXIT_JOB_FAILED
 
 
 def cmd_result(args: argparse.Namespace) -> int:

@@ -113,6 +113,16 @@ class SubmitOutput(Model):
     result: ResultOutput | None = Field(None, description="with --wait or --follow")
 
 
+class WaitOutput(Model):
+    """One job `hpcui wait` waited for."""
+
+    cluster: str
+    job_id: str
+    name: str
+    state: JobState = Field(description="final, or the last known state when it timed out")
+    ended: bool
+
+
 class ShowOutput(Model):
     cluster: str
     job_id: str
@@ -236,6 +246,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "show": ShowOutput,
         "logs": LogChunk,
         "result": ResultOutput,
+        "wait": list[WaitOutput],
         "cancel": list[ActionOutput],
         "hold": list[ActionOutput],
         "release": list[ActionOutput],

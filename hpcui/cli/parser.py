@@ -22,6 +22,7 @@ JSON_COMMANDS = (
     "show",
     "logs",
     "result",
+    "wait",
     "cancel",
     "hold",
     "release",
@@ -295,6 +296,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("job", metavar="JOB")
     s.add_argument("--timeout", type=_positive(float), metavar="S", help="give up after S seconds")
     s.add_argument("--all-ranks", action="store_true", help="one value per task/rank")
+    _json(s)
+
+    s = add("wait", "wait until jobs end; say each end (--notify: on the desktop, else the bell)")
+    s.add_argument("jobs", nargs="+", metavar="JOB")
+    s.add_argument(
+        "--notify",
+        action="store_true",
+        help="a desktop notification as each job ends (notify-send, osascript), else the bell",
+    )
+    s.add_argument("--timeout", type=_positive(float), metavar="S", help="give up after S seconds")
     _json(s)
 
     s = add("cancel", "cancel jobs (scancel/qdel)")

@@ -28,6 +28,8 @@ from hpcui.errors import ConfigError, HpcuiError
 from hpcui.registry import JobRecords
 from hpcui.tui.chrome import LEAD_BINDINGS
 from hpcui.tui.context import AppContext
+from hpcui.tui.end_notice import LOOK_S, EndWatch
+from hpcui.tui.end_notice import message as end_message
 from hpcui.tui.hub import Hub
 from hpcui.tui.messages import (
     CancelJobs,
@@ -125,6 +127,8 @@ class HpcuiApp(App[None]):
     def on_mount(self) -> None:
         self.connections_changed()
         self.switch_mode("jobs")
+        self._end_watch = EndWatch()
+        self.set_interval(LOOK_S, self._look_for_ends)
         if not config_path().exists():  # the first run: no config file yet
             self.action_add_cluster(first_run=True)
         first = self._connect_first
@@ -135,6 +139,33 @@ class HpcuiApp(App[None]):
             self.run_worker(
                 self._connect_live_clusters, thread=True, group="startup", exit_on_error=False
             )
+
+    def _look_for_ends(self) -> None:
+        self.run_worker(
+            self._read_ends, thread=True, exclusive=True, group="ends", exit_on_error=False
+        )
+
+    def _read_ends(self) -> None:
+        try:
+            records = self.registry.list(limit=500)
+        except HpcuiError:  # locked or broken: the Jobs screen says so; look again later
+            return
+        ended = self._end_watch.look(records)
+        if ended:
+            self.call_from_thread(self._say_ends, ended)
+
+    def _say_ends(self, ended: list[Any]) -> None:
+        """A notification and the bell for each job that ended, but the one on screen."""
+        shown = self.ctx.current_job if self.current_mode == "job" else None
+        told = False
+        for record in ended:
+            if (record.cluster, record.job_id) == shown:
+                continue
+            text, severity = end_message(record)
+            self.notify(text, title="job ended", severity=severity, timeout=10)
+            told = True
+        if told:
+            self.bell()
 
     def _connect_live_clusters(self) -> None:
         """Configured clusters where hpcui has unfinished jobs: their table rows stay live."""

@@ -154,6 +154,7 @@ def _minimal(command: str) -> list[str]:
         "show": ["1"],
         "logs": ["1"],
         "result": ["1"],
+        "wait": ["1"],
         "cancel": ["1"],
         "stop": ["1"],
         "usage": ["1"],
