@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .batch import BatchSpec
 from .nodelist import expand_nodelist
 from .records import JobDetails
 from .shell import quote
 from .slurm_jobids import parse_job_id
 from .slurm_queue import _ENV, _seconds, _split, _user, parse_timestamp, slurm_state
+from .slurm_script import directives
 
 # `Key=value` pairs of `scontrol show job --oneliner`. A value may hold spaces (Comment,
 # Command with arguments): a pair starts only where a known-looking key follows a space.
@@ -61,6 +63,21 @@ def shell_script(job_id: str, node: str | None = None) -> str:
     return (
         f"exec srun --jobid={quote(_checked_id(job_id))} --overlap --pty --nodes=1 --ntasks=1"
         f'{where} "${{SHELL:-/bin/bash}}" -l'
+    )
+
+
+#: sbatch options salloc does not take (or that only make sense for a batch script)
+_NOT_SALLOC = ("--output=", "--error=", "--open-mode=", "--signal=", "--array=", "--comment=")
+
+
+def allocation_shell_script(spec: BatchSpec) -> str:
+    """Shell code: `salloc` with the request's options, then a login shell on the first
+    node of the new allocation (`hpcui shell --new`); the allocation ends with the shell."""
+    options = [quote(d if d.startswith("-") else f"--{d}") for d in directives(spec)
+               if not d.startswith(_NOT_SALLOC)]  # fmt: skip
+    return (
+        f"exec salloc {' '.join(options)} srun --pty --nodes=1 --ntasks=1 "
+        '"${SHELL:-/bin/bash}" -l'
     )
 
 

@@ -15,6 +15,7 @@ from hpcui import any_job
 from hpcui.backends.records import JobDetails
 from hpcui.errors import HpcuiError, JobsRefused, UsageError
 from hpcui.forwarding import Forward, node_of
+from hpcui.resources import Allocation, batch_spec
 from hpcui.schedulers.base import Scheduler
 from hpcui.transport.base import TerminalChannel, Transport
 
@@ -94,6 +95,25 @@ class JobControl:
             self.transport, self.scheduler, self.details(job_id), node=node, term=term,
             cols=cols, rows=rows,
         )  # fmt: skip
+
+    def open_allocation(
+        self,
+        alloc: Allocation,
+        *,
+        term: str = "xterm-256color",
+        cols: int = 80,
+        rows: int = 24,
+    ) -> TerminalChannel:
+        """A new interactive allocation (salloc) with a login shell on its first node; it
+        ends when the shell exits (`hpcui shell --new`)."""
+        if alloc.container:
+            raise UsageError(
+                "`hpcui shell --new` starts a shell on the node, not in an image: drop "
+                "--container (inside the shell, run your runtime's own `exec`/`start`)."
+            )
+        spec = batch_spec(alloc, folder="/dev/null", token="shell")
+        script = self.scheduler.allocation_shell_script(spec)
+        return self.transport.open_terminal(script, term=term, cols=cols, rows=rows)
 
     def forward(self, job_id: str, port: int, *, local_port: int | None = None) -> Forward:
         """Connections to 127.0.0.1:`local_port` (a free one when None) reach `port` on the

@@ -14,6 +14,7 @@ from hpcui.cli.common import (
     cluster_name,
     connect,
     interactive,
+    resource_kwargs,
     split_job_ref,
 )
 from hpcui.errors import UsageError
@@ -38,6 +39,27 @@ def cmd_shell(args: argparse.Namespace) -> int:
         raise UsageError(f"`hpcui shell` is not available here: {why}")
     if not sys.stdin.isatty():
         raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")
+    resources = resource_kwargs(args)
+    if args.new:
+        from hpcui.resources import explain  # the core (0.16 s): when the command runs
+
+        if args.job is not None or args.node:
+            raise UsageError("`hpcui shell --new` makes its own job: name no JOB or --node.")
+        cluster = connect(cluster_name(args))
+        alloc = cluster.plan(**resources)  # refused here, before any login, when it cannot run
+        cols, rows = window()
+        chan = cluster.control.open_allocation(alloc, cols=cols, rows=rows)
+        out.note(
+            f"asking {cluster.name} for an allocation ({explain(alloc).splitlines()[0]}); the "
+            "shell opens on its first node when it starts: exit (or Ctrl-D) ends the job"
+        )
+        status = bridge(chan)
+        out.note(f"left the allocation (shell exit status {status})")
+        return EXIT_OK
+    if args.job is None:
+        raise UsageError("Name a job (`hpcui shell JOB`), or ask for a new one with --new.")
+    if resources:
+        raise UsageError("Resources go with --new (a new allocation); a job's shell takes none.")
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
     cols, rows = window()

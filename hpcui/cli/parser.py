@@ -338,9 +338,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--print", action="store_true", help="print the script; submit nothing")
     _json(s)
 
-    s = add("shell", "an interactive shell inside a running job (srun --overlap --pty)")
-    s.add_argument("job", metavar="JOB")
+    s = add(
+        "shell",
+        "an interactive shell inside a running job (srun --overlap --pty), or with --new in a "
+        "new allocation (salloc) that ends when the shell exits",
+    )
+    s.add_argument("job", nargs="?", metavar="JOB")
     s.add_argument("--node", metavar="NODE", help="this node of the job (default: its first)")
+    s.add_argument(
+        "--new",
+        action="store_true",
+        help="a new interactive allocation with the resources given (like salloc)",
+    )
+    _resources(s)
 
     s = add(
         "files",

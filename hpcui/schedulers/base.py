@@ -150,6 +150,13 @@ class Scheduler(abc.ABC):
     def batch_script(self, job_id: str) -> str:
         raise self._no_control("A job's batch script")
 
+    def allocation_shell_script(self, spec: BatchSpec) -> str:
+        """Shell code for a new interactive allocation with a shell on its first node."""
+        raise UsageError(
+            f"`hpcui shell --new` is built for Slurm so far ({self.name} here). On PBS, "
+            "`qsub -I -l select=...` on the login node gives an interactive job."
+        )
+
     def hold(self, job_ids: Sequence[str]) -> None:
         raise self._no_control("Holding jobs")
 

@@ -194,6 +194,12 @@ class SlurmScheduler(Scheduler):
     def shell_script(self, job_id: str, node: str | None = None) -> str:
         return _argv(slurm_control.shell_script, job_id, node)
 
+    def allocation_shell_script(self, spec: BatchSpec) -> str:
+        try:
+            return slurm_control.allocation_shell_script(spec)
+        except ValueError as exc:  # an extra directive salloc would misread
+            raise UsageError(f"{exc}.") from None
+
     def accounted_details(self, job_id: str) -> JobDetails | None:
         """The job as sacct keeps it (None: not there, or a sacct before 23.02, which keeps
         no log paths): what `job_details` falls back on once the controller forgot it."""

@@ -136,3 +136,45 @@ def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
         site.transport.run(f"rm -rf {folder}/{name} {folder}/sub-{job_id}")
     finally:
         site.control.cancel([job_id])
+
+
+def test_shell_new_is_an_allocation_that_ends_with_the_shell(devcluster, tmp_path):
+    """Issue 35: `hpcui shell --new [resources]` (salloc-like): a job whose shell opens on
+    its node under a real pty, with the resources asked; exiting the shell ends the job."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "HPCUI_CONFIG": str(ROOT / ".devcluster" / "hpcui.toml"),
+        "HPCUI_DATA_DIR": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm",
+        "HPCUI_AGENT": "off",
+    }
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "hpcui.cli", "-c", "dev", "shell", "--new", "--time", "10m",
+             "--cpus-per-task", "3", "--name", "myshell"],
+            env,
+        )  # fmt: skip
+    try:
+        read_until(fd, b"exit (or Ctrl-D) ends the job")
+        read_until(fd, b"hpcuser@node", timeout=90)
+        os.write(fd, b"echo JOB=$SLURM_JOB_ID CPUS=$SLURM_CPUS_PER_TASK NAME=$SLURM_JOB_NAME\n")
+        seen = read_until(fd, b"NAME=myshell")
+        os.write(fd, b"exit 0\n")
+        seen += read_until(fd, b"left the allocation")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    job_id = seen.split(b"JOB=")[-1].split()[0].decode()
+    assert job_id.isdigit() and b"CPUS=3" in seen
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_CONFIG", env["HPCUI_CONFIG"])
+        with Cluster(load_config().cluster("dev")) as dev:
+            wait_state(dev, job_id, {JobState.COMPLETED})  # it ended with the shell
