@@ -114,10 +114,9 @@ def test_submit_wait_result_show_logs_jobs(work):
     chunks = [json.loads(line) for line in hpcui(work, "logs", jid, "--json").stdout.splitlines()]
     assert chunks and chunks[0]["task"] == 0 and chunks[0]["stream"] == "stdout"
     assert "adding 1+2" in "".join(c["text"] for c in chunks)
-    err = hpcui(work, "logs", jid, "--stderr")
-    assert "submitit INFO (" in err.stdout and "Starting with JobEnvironment" in err.stdout
-    quiet = hpcui(work, "logs", jid, "--stderr", "--quiet-runtime")
-    assert quiet.returncode == 0 and "submitit INFO" not in quiet.stdout  # issue 35
+    assert "submitit INFO (" in logs.stdout and "Starting with JobEnvironment" in logs.stdout
+    quiet = hpcui(work, "logs", jid, "--quiet-runtime")  # issue 35: the runtime's lines go
+    assert quiet.returncode == 0 and quiet.stdout == "adding 1+2\n", quiet.stdout
 
     hist = ok_json(hpcui(work, "jobs", "--history", "1", "--json"))
     mine = [j for j in hist if j["job_id"] == jid]

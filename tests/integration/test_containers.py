@@ -32,7 +32,6 @@ WAIT = 300
 
 pytestmark = [
     pytest.mark.devcluster,
-    pytest.mark.xdist_group("distributed"),  # the DDP jobs take all 8 GPUs
     pytest.mark.skipif(
         SKIPPED.exists(),
         reason=SKIPPED.read_text().strip() if SKIPPED.exists() else "",
@@ -155,6 +154,7 @@ def test_map_is_one_array_inside_the_image(dev) -> None:
     assert all(o["image"].startswith("hpcui dev image pytorch") for o in outs)
 
 
+@pytest.mark.xdist_group("distributed")  # all 8 GPUs: one at a time with the other DDP jobs
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_ddp_8_ranks_on_2_nodes_inside_the_image(dev, runtime: str) -> None:
     job = dev.submit(

@@ -8,7 +8,7 @@ import asyncio
 from hpcui.logs import QuietRuntime, is_runtime_line
 from hpcui.tui.widgets import LogPanel
 
-#: lines as a job's stderr has them (from a dev-cluster job's <id>_0_log.err)
+#: lines as a job's log has them (a dev-cluster job's <id>_0_log.out)
 START = "submitit INFO (2026-11-26 08:25:56,746) - Starting with JobEnvironment(job_id=2696, hostname=node1, local_rank=0(1), node=0(1), global_rank=0(1))"
 LOADING = "submitit INFO (2026-11-26 08:25:56,747) - Loading pickle: /home/hpcuser/.hpcui/jobs/6cac868ddd024b8f/2696_submitted.pkl"
 WARN = "submitit WARNING (2026-11-26 08:25:57,001) - Bypassing signal SIGTERM"

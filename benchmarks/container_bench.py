@@ -1,0 +1,73 @@
+"""What running in a container image costs (issue 32).
+
+    python -m benchmarks.container_bench      # the dev cluster up (scripts/devcluster up)
+
+Time from `submit` to the result of a trivial function on an idle dev cluster, medians of
+N, beside the reference from the same run: the same function with the cluster's own Python
+(no image). For each runtime: the first submit of the process (the login-node prepare: the
+image's Python read, or its memo) and a warm one; node containers already made (each node
+keeps them, as sites with a node-local ENROOT_DATA_PATH do until it is wiped), and once cold
+(the node's enroot container removed first: what a job pays where the data path is wiped).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+
+from hpcui.cluster import Cluster
+from hpcui.config import load_config
+from tests.conftest import DEVCLUSTER
+
+IMAGE = "/var/lib/hpcui-devcluster/images/pytorch.sqsh"
+N = 5
+
+
+def answer(x: int) -> int:
+    return x + 1
+
+
+def timed(c: Cluster, **kw: object) -> float:
+    t0 = time.perf_counter()
+    assert c.submit(answer, 1, time="5m", **kw).result(timeout=300) == 2
+    return time.perf_counter() - t0
+
+
+def wipe_node_containers() -> None:
+    """The nodes' enroot containers (dev cluster: /var/tmp/hpcui-enroot-data/node*-UID)."""
+    subprocess.run(
+        "rm -rf /var/tmp/hpcui-enroot-data/node*-*/hpcui-* "
+        "/var/tmp/hpcui-enroot-data/node*-*/apptainer-standin-*",
+        shell=True, check=False,
+    )  # fmt: skip
+
+
+def main() -> None:
+    import os
+
+    os.environ["HPCUI_CONFIG"] = str(DEVCLUSTER / "hpcui.toml")
+    cfg = load_config().cluster("dev")
+    rows = []
+    with Cluster(cfg) as c:
+        timed(c)  # the runtime bundle installed, the connection warm
+        bare = statistics.median(timed(c) for _ in range(N))
+        rows.append(("cluster Python (reference)", None, bare))
+    for runtime in ("enroot", "pyxis", "apptainer"):
+        with Cluster(cfg) as c:  # a new process's view: the prepare runs once
+            first = timed(c, container=IMAGE, container_runtime=runtime)
+            warm = statistics.median(
+                timed(c, container=IMAGE, container_runtime=runtime) for _ in range(N)
+            )
+            wipe_node_containers()
+            cold = timed(c, container=IMAGE, container_runtime=runtime)
+        rows.append((runtime, first, warm))
+        rows.append((f"{runtime}, node container made anew", None, cold))
+    print(f"submit -> result of a trivial function, dev cluster, median of {N} (s)")
+    print(f"{'':40} {'first submit':>13} {'warm':>8}")
+    for name, first, warm in rows:
+        print(f"{name:40} {'' if first is None else f'{first:.2f}':>13} {warm:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
