@@ -311,7 +311,11 @@ async def _help(pilot) -> None:
     ids=["jobs", "history", "job", "submit", "cluster", "help"],
 )
 def test_screen_snapshot(replay, snap_compare, run_before):
-    assert snap_compare(HpcuiApp(), terminal_size=SIZE, run_before=run_before)
+    async def then_settled(pilot) -> None:  # every screen: the last redraws done (CI load)
+        await run_before(pilot)
+        await settled(pilot)
+
+    assert snap_compare(HpcuiApp(), terminal_size=SIZE, run_before=then_settled)
 
 
 def test_an_ended_jobs_details_say_each_thing_once(replay):
