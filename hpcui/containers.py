@@ -42,6 +42,8 @@ class Prepared:
     file: str = ""
     #: whether the image imports the module asked for (None: not asked)
     has_module: bool | None = None
+    #: the enroot container made of it ("" for apptainer/singularity)
+    name: str = ""
 
 
 def _settings(alloc: Allocation, profile: Profile) -> tuple[str, str | None]:
@@ -148,7 +150,11 @@ def prepare(
     file = fields.get("file", "") if image_kind(image) != "name" else ""
     has = {"yes": True, "no": False}.get(fields.get("has", ""))
     return Prepared(
-        node_image=fields.get("image", image), python_version=version, file=file, has_module=has
+        node_image=fields.get("image", image),
+        python_version=version,
+        file=file,
+        has_module=has,
+        name=fields.get("name", ""),
     )
 
 
@@ -160,6 +166,7 @@ def launch(
     base: str,
     home: str = "",
     file: str = "",
+    name: str = "",
 ) -> ContainerLaunch:
     """The batch script's view: the job base bound first (the runtime bundle and the job's
     files live there), then the profile's binds, then the request's."""
@@ -183,6 +190,7 @@ def launch(
         init=init,
         asked=alloc.container,
         source=(file or None) if runtime == "enroot" else None,
+        name=(name or None) if runtime == "pyxis" else None,
     )
 
 
@@ -191,7 +199,7 @@ def preview_image(alloc: Allocation, base: str) -> str:
     runtime, image = alloc.container_runtime or "", alloc.container or ""
     kind = image_kind(image)
     if runtime == "enroot" and kind != "name":
-        return f"hpcui-{cache_key(runtime, image)}-STAMP"  # created from the image file
+        return f"hpcui-{cache_key('enroot', image)}-STAMP"  # created from the image file
     if kind == "registry":
         ext = "sif" if runtime in ("apptainer", "singularity") else "sqsh"
         return f"{base}/containers/IMPORTED.{ext}"

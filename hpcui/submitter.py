@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcui import containers, submission, submit_recovery
-from hpcui.backends.containers import ContainerLaunch, image_kind
+from hpcui.backends.containers import ContainerLaunch, cache_key, image_kind
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.backends.shell import PREVIEW_DIGEST
 from hpcui.config import ClusterConfig
@@ -98,7 +98,10 @@ def preview_script(
         file = {"file": alloc.container, "registry": f"{base}/containers/IMPORTED.sqsh"}.get(
             kind, ""
         )
-        image = containers.launch(alloc, profile, node_image=node_image, base=base, file=file)
+        name = f"hpcui-{cache_key('enroot', alloc.container)}-STAMP"
+        image = containers.launch(
+            alloc, profile, node_image=node_image, base=base, file=file, name=name
+        )
     spec = batch_spec(
         alloc,
         folder=f"{base}/jobs/TOKEN",
@@ -258,6 +261,7 @@ class Submitter:
             base=info.base,
             home=info.home,
             file=ready.file,
+            name=ready.name,
         )
 
     def image_imports(self, req: Resources, module: str) -> bool:

@@ -45,7 +45,7 @@ ENROOT_RUNTIME_PATH        ${TMPDIR:-/tmp}/enroot-runtime-$(id -u)
 # host name, so the login node and each compute node (own UTS namespace) keep their own
 ENROOT_DATA_PATH           /var/tmp/hpcui-enroot-data/$(hostname)-$(id -u)
 """
-IMAGE_RECIPE = "5"  # bump when the images' recipe below changes
+IMAGE_RECIPE = "6"  # bump when the images' recipe below changes
 
 
 def _tarball(project: str) -> Path | None:
@@ -150,9 +150,9 @@ def ensure_pyxis() -> bool:
         shutil.rmtree(BUILD / "pyxis", ignore_errors=True)
         say(f"pyxis built in {time.monotonic() - t0:.0f} s")
         changed = True
-    # container_scope=job: a named container lives as long as its job (the default, global,
-    # would keep every job's containers in the shared home)
-    conf = f"required {plugin} runtime_path=/run/hpcui-devcluster/pyxis container_scope=job\n"
+    # pyxis's defaults otherwise (container_scope=global: a named container stays on its
+    # node, in the node-local ENROOT_DATA_PATH, for the next job)
+    conf = f"required {plugin} runtime_path=/run/hpcui-devcluster/pyxis\n"
     return write(PLUGSTACK, conf) or changed
 
 
@@ -200,6 +200,9 @@ def _squash(root: Path, image: Path, marker: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+_LEAN = shutil.ignore_patterns("__pycache__", "tests", "include", "*.pyc")
+
+
 def ensure_images(venv: Path) -> None:
     """pytorch.sqsh and py313.sqsh in /var/lib/hpcui-devcluster/images (readable by all)."""
     site = next((venv / "lib").glob("python3.*/site-packages"))
@@ -221,8 +224,8 @@ def ensure_images(venv: Path) -> None:
         for entry in site.iterdir():
             if entry.name in ("pip", "setuptools", "_distutils_hack", "distutils-precedence.pth"):
                 continue
-            if entry.is_dir():
-                shutil.copytree(entry, dest / entry.name, symlinks=True)
+            if entry.is_dir():  # less to unpack on every node: no C headers, tests, caches
+                shutil.copytree(entry, dest / entry.name, symlinks=True, ignore=_LEAN)
             else:
                 shutil.copy2(entry, dest / entry.name)
         # console scripts (jupyter, jupyter-lab, torchrun) for the image's own interpreter

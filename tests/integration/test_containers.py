@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,24 +172,25 @@ def test_ddp_8_ranks_on_2_nodes_inside_the_image(dev, runtime: str) -> None:
     assert all(o["image"].startswith("hpcui dev image pytorch") for o in outs)
 
 
-def _jobs_of_hpcuser() -> set[str]:
+def _submitted_named(name: str) -> list[str]:
+    """Jobs of any state Slurm knows by this (unique) name: a refused submit made none."""
     out = subprocess.run(
-        ["squeue", "-h", "-u", "hpcuser", "-t", "all", "-o", "%i"],
+        ["squeue", "-h", "-u", "hpcuser", "-t", "all", "-n", name, "-o", "%i"],
         capture_output=True, text=True, timeout=30, check=True,
     )  # fmt: skip
-    return set(out.stdout.split())
+    return out.stdout.split()
 
 
 def test_an_image_with_another_python_is_refused_before_submit(dev) -> None:
-    before = _jobs_of_hpcuser()
+    name = f"refused-{uuid.uuid4().hex[:8]}"
     with pytest.raises(RemotePythonError) as err:
-        dev.submit(inside, 1, container=PY313, time="5m")
+        dev.submit(inside, 1, container=PY313, time="5m", name=name)
     mine = ".".join(map(str, sys.version_info[:2]))
     assert str(err.value).startswith(f"This image has Python 3.13; your client is {mine}:")
     assert f"Use an image with Python {mine}, or run hpcui from a Python 3.13 environment" in str(
         err.value
     )
-    assert _jobs_of_hpcuser() == before  # nothing reached sbatch
+    assert _submitted_named(name) == []  # nothing reached sbatch
 
 
 @pytest.mark.parametrize(
@@ -201,10 +203,10 @@ def test_an_image_with_another_python_is_refused_before_submit(dev) -> None:
     ],
 )
 def test_image_problems_are_said_before_submit(dev, kwargs, words) -> None:
-    before = _jobs_of_hpcuser()
+    name = f"refused-{uuid.uuid4().hex[:8]}"
     with pytest.raises(UsageError, match=words):
-        dev.submit(inside, 1, time="5m", **kwargs)
-    assert _jobs_of_hpcuser() == before
+        dev.submit(inside, 1, time="5m", name=name, **kwargs)
+    assert _submitted_named(name) == []
 
 
 def test_a_runtime_the_site_lacks_is_said_before_submit(devcluster: Path) -> None:

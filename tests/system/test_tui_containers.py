@@ -38,10 +38,8 @@ def test_the_form_has_the_container_field_and_previews_the_runtimes_line(local_b
     assert "# container: enroot /images/pytorch.sqsh" in enroot
     assert "-m /data:/data:none:x-create=auto,rbind,ro" in enroot
     assert "in enroot image /images/pytorch.sqsh" in plan
-    assert (
-        "--container-image=/images/pytorch.sqsh --container-mounts=HOME/.hpcui:HOME/.hpcui,/data:/data:ro"
-        in pyxis
-    )
+    assert "--container-image=/images/pytorch.sqsh --container-name=hpcui-" in pyxis
+    assert "--container-mounts=HOME/.hpcui:HOME/.hpcui,/data:/data:ro" in pyxis
 
 
 def test_the_job_screen_says_which_image_the_job_ran_in(local_box, tmp_path):

@@ -112,10 +112,11 @@ def test_pyxis_is_srun_options(tmp_path):
         "--container-env", "HF_HOME=/data/hf",
     )  # fmt: skip
     srun = next(line for line in script.splitlines() if line.startswith("srun "))
-    assert (
-        "--container-image=/images/pytorch.sqsh --container-mounts=HOME/.hpcui:HOME/.hpcui,"
-        "/data:/data:ro --container-env=HF_HOME " in srun
-    )
+    assert re.search(
+        r"--container-image=/images/pytorch.sqsh --container-name=hpcui-[0-9a-f]{16}-STAMP "
+        r"--container-mounts=HOME/.hpcui:HOME/.hpcui,/data:/data:ro --container-env=HF_HOME ",
+        srun,
+    ), srun
     assert srun.endswith("python3 -u -m hpcui.compute.signed HOME/.hpcui/jobs/TOKEN")
     assert "export HF_HOME=/data/hf" in script
 
