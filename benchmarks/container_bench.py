@@ -38,7 +38,8 @@ def wipe_node_containers() -> None:
     """The nodes' enroot containers (dev cluster: /var/tmp/hpcui-enroot-data/node*-UID)."""
     subprocess.run(
         "rm -rf /var/tmp/hpcui-enroot-data/node*-*/hpcui-* "
-        "/var/tmp/hpcui-enroot-data/node*-*/apptainer-standin-*",
+        "/var/tmp/hpcui-enroot-data/node*-*/apptainer-standin-* "
+        "/var/tmp/hpcui-enroot-data/node*-*/pyxis_*",
         shell=True, check=False,
     )  # fmt: skip
 
