@@ -146,8 +146,9 @@ def test_a_traceback_from_inside_names_the_users_file_and_line(dev) -> None:
     assert f'File "{__file__}", line' in text and "in boom" in text
 
 
-def test_map_is_one_array_inside_the_image(dev) -> None:
-    jobs = dev.map(inside, range(4), container=PYTORCH, container_runtime="apptainer", time="5m")
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_map_is_one_array_inside_the_image(dev, runtime: str) -> None:
+    jobs = dev.map(inside, range(4), container=PYTORCH, container_runtime=runtime, time="5m")
     bases = {j.job_id.rsplit("_", 1)[0] for j in jobs}
     assert len(bases) == 1 and [j.job_id.rsplit("_", 1)[1] for j in jobs] == ["0", "1", "2", "3"]
     outs = [j.result(timeout=WAIT) for j in jobs]
@@ -170,6 +171,45 @@ def test_ddp_8_ranks_on_2_nodes_inside_the_image(dev, runtime: str) -> None:
     assert {o["all_reduce"] for o in outs} == {36.0}  # 1 + 2 + ... + 8
     assert len({o["checksum"] for o in outs}) == 1  # DDP kept the replicas equal
     assert all(o["image"].startswith("hpcui dev image pytorch") for o in outs)
+
+
+def torchrun_in_image() -> dict[str, Any]:
+    import os
+    import socket
+
+    import torch
+
+    from hpcui import distributed as hd
+
+    _, rank, world, _ = hd.setup()
+    t = torch.tensor([float(rank + 1)])
+    torch.distributed.all_reduce(t)
+    out = {
+        "rank": rank, "world": world, "sum": t.item(), "host": socket.gethostname(),
+        "node_rank": os.environ.get("GROUP_RANK"),
+        "elastic": bool(os.environ.get("TORCHELASTIC_RUN_ID")),
+        "image": open("/etc/hpcui-image").read().strip(),
+    }  # fmt: skip
+    hd.cleanup()
+    return out
+
+
+@pytest.mark.xdist_group("distributed")
+def test_torchrun_runs_inside_the_image_on_each_node(dev) -> None:
+    """launcher="torchrun": one torchrun agent per node, started in the image (enroot),
+    whose workers are in the image too."""
+    job = dev.submit(
+        torchrun_in_image, gpus=4, nodes=2, launcher="torchrun", container=PYTORCH,
+        time="5m", cpus_per_task=1, mem="4G",
+    )  # fmt: skip
+    results = job.results(timeout=WAIT)
+    assert [r["rank"] for r in results] == [0, 1, 2, 3]
+    assert [r["host"] for r in results] == ["node1", "node1", "node2", "node2"]
+    assert [r["node_rank"] for r in results] == ["0", "0", "1", "1"]  # one agent per node
+    assert {r["world"] for r in results} == {4} and {r["sum"] for r in results} == {10.0}
+    assert all(r["elastic"] for r in results)
+    assert all(r["image"].startswith("hpcui dev image pytorch") for r in results)
+    assert "hpcui.torchrun agent" in dev.control.batch_script(job.job_id)
 
 
 def _submitted_named(name: str) -> list[str]:

@@ -215,3 +215,11 @@ def test_prepare_output_is_read_from_its_last_mark():
         "status": "ok", "image": "hpcui-a-1", "python": "3.11.2", "file": "/i/x.sqsh",
     }  # fmt: skip
     assert parse_prepare("nothing here") == {}
+
+
+def test_an_unknown_runtime_in_a_profile_is_refused_with_the_choices():
+    from hpcui.profiles import ContainerSite, Profile
+
+    with pytest.raises(ValueError, match="apptainer.*singularity.*enroot.*pyxis"):
+        Profile(name="p", container={"runtime": "docker"})
+    assert ContainerSite(runtime="enroot").python == "python3"
