@@ -220,6 +220,6 @@ def test_prepare_output_is_read_from_its_last_mark():
 def test_an_unknown_runtime_in_a_profile_is_refused_with_the_choices():
     from hpcui.profiles import ContainerSite, Profile
 
-    with pytest.raises(ValueError, match="apptainer.*singularity.*enroot.*pyxis"):
+    with pytest.raises(ValueError, match=r"apptainer.*singularity.*enroot.*pyxis"):
         Profile(name="p", container={"runtime": "docker"})
     assert ContainerSite(runtime="enroot").python == "python3"
