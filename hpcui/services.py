@@ -242,7 +242,10 @@ def stop_on_login(cluster: Any, kind: Kind) -> list[int]:
     res = cluster.run(
         f'for d in {pattern}; do [ -f "$d/pid" ] || continue; p=$(cat "$d/pid"); '
         f'if kill -0 "$p" 2>/dev/null && grep -q {kind.module} /proc/"$p"/cmdline; then '
-        'kill "$p" && echo "$p"; fi; rm -rf "$d"; done; true'
+        'kill "$p"; for i in $(seq 50); do '  # gone (or only a zombie) within 5 s, else KILL
+        f'grep -q {kind.module} /proc/"$p"/cmdline 2>/dev/null || break; sleep 0.1; done; '
+        f'! grep -q {kind.module} /proc/"$p"/cmdline 2>/dev/null || kill -9 "$p"; '
+        'echo "$p"; fi; rm -rf "$d"; done; true'
     )
     return [int(p) for p in res.stdout.split() if p.isdigit()]
 
