@@ -194,13 +194,17 @@ def launch(
     )
 
 
-def preview_image(alloc: Allocation, base: str) -> str:
-    """The node's image as a preview names it (nothing is prepared offline)."""
+def preview_launch(alloc: Allocation, profile: Profile, base: str) -> ContainerLaunch:
+    """The launch a preview shows (nothing is prepared offline): the names a submit would
+    give, with STAMP and IMPORTED where the login node fills them in."""
     runtime, image = alloc.container_runtime or "", alloc.container or ""
     kind = image_kind(image)
+    name = f"hpcui-{cache_key('enroot', image)}-STAMP"  # created from the image file
+    imported = f"{base}/containers/IMPORTED"
+    node_image = image
     if runtime == "enroot" and kind != "name":
-        return f"hpcui-{cache_key('enroot', image)}-STAMP"  # created from the image file
-    if kind == "registry":
-        ext = "sif" if runtime in ("apptainer", "singularity") else "sqsh"
-        return f"{base}/containers/IMPORTED.{ext}"
-    return image
+        node_image = name
+    elif kind == "registry":
+        node_image = f"{imported}.{'sif' if runtime in ('apptainer', 'singularity') else 'sqsh'}"
+    file = {"file": image, "registry": f"{imported}.sqsh"}.get(kind, "")
+    return launch(alloc, profile, node_image=node_image, base=base, file=file, name=name)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcui import containers, submission, submit_recovery
-from hpcui.backends.containers import ContainerLaunch, cache_key, image_kind
+from hpcui.backends.containers import ContainerLaunch
 from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
 from hpcui.backends.shell import PREVIEW_DIGEST
 from hpcui.config import ClusterConfig
@@ -93,15 +93,7 @@ def preview_script(
     base = config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
     image = None
     if alloc.container:  # named as the submit will, nothing prepared offline
-        node_image = containers.preview_image(alloc, base)
-        kind = image_kind(alloc.container)
-        file = {"file": alloc.container, "registry": f"{base}/containers/IMPORTED.sqsh"}.get(
-            kind, ""
-        )
-        name = f"hpcui-{cache_key('enroot', alloc.container)}-STAMP"
-        image = containers.launch(
-            alloc, profile, node_image=node_image, base=base, file=file, name=name
-        )
+        image = containers.preview_launch(alloc, profile, base)
     spec = batch_spec(
         alloc,
         folder=f"{base}/jobs/TOKEN",
@@ -116,6 +108,10 @@ def preview_script(
     return ScriptPreview(
         allocation=alloc, summary=explain(alloc), script=scheduler.render_script(spec)
     )
+
+
+def _image_key(alloc: Allocation) -> tuple[str, str]:
+    return alloc.container_runtime or "", alloc.container or ""
 
 
 class Submitter:
@@ -240,20 +236,10 @@ class Submitter:
         as the batch script starts it; None without a container."""
         if alloc.container is None:
             return None
-        key = (alloc.container_runtime or "", alloc.container)
         with self._lock:
-            ready = self._images.get(key)
+            ready = self._images.get(_image_key(alloc))
         if ready is None:
-            ready = containers.prepare(
-                self.transport,
-                alloc,
-                self.profile,
-                cluster=self.name,
-                base=info.base,
-                setup=self.setup,
-            )
-            with self._lock:
-                self._images[key] = ready
+            ready = self._prepare(alloc, info)
         return containers.launch(
             alloc,
             self.profile,
@@ -268,7 +254,13 @@ class Submitter:
         """Whether the request's image imports `module` (JupyterLab before `hpcui jupyter`);
         the image is made ready on the way, as a submit would."""
         alloc = plan(self.config, self.profile, req, "hpcui")
-        info = self.remote_info(check_python=False)
+        ready = self._prepare(alloc, self.remote_info(check_python=False), check_import=module)
+        return bool(ready.has_module)
+
+    def _prepare(
+        self, alloc: Allocation, info: submission.RemoteInfo, check_import: str | None = None
+    ) -> containers.Prepared:
+        """The login-node round trip for the request's image, kept for this process."""
         ready = containers.prepare(
             self.transport,
             alloc,
@@ -276,11 +268,11 @@ class Submitter:
             cluster=self.name,
             base=info.base,
             setup=self.setup,
-            check_import=module,
+            check_import=check_import,
         )
         with self._lock:
-            self._images[(alloc.container_runtime or "", alloc.container or "")] = ready
-        return bool(ready.has_module)
+            self._images[_image_key(alloc)] = ready
+        return ready
 
     def ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
         """The bundle's path on the cluster and its SHA-256, which every job checks before
