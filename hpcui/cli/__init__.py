@@ -34,6 +34,7 @@ _COMMANDS = {
     "jobs": "hpcui.cli.cmd_jobs",
     "show": "hpcui.cli.cmd_jobs",
     "logs": "hpcui.cli.cmd_jobs",
+    "metrics": "hpcui.cli.cmd_metrics",
     "result": "hpcui.cli.cmd_jobs",
     "wait": "hpcui.cli.cmd_jobs",
     "cancel": "hpcui.cli.cmd_jobs",

@@ -1,7 +1,7 @@
 """The stable `--json` output of every command: one type per command (docs/cli.md).
 
 Records that already cross a boundary in the core (QueueJob, HistoryJob, QuotaReport,
-Module, PartitionInfo, LogChunk, Allocation, Profile) are printed as they are; the
+Module, PartitionInfo, LogChunk, Metrics, Allocation, Profile) are printed as they are; the
 models here only add what is the CLI's own (a submit record, a result, a check).
 Adding a field is compatible; renaming or removing one is not.
 """
@@ -22,6 +22,7 @@ from hpcui.backends.records import JobDetails, PartitionInfo, RemoteFile
 from hpcui.backends.states import JobState
 from hpcui.housekeeping import CleanReport
 from hpcui.logs import LogChunk
+from hpcui.metrics import Metrics
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation
 from hpcui.sitestate import FreeReport, HistoryJob, QueueJob, QuotaReport, Standing
@@ -245,6 +246,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "run": SubmitOutput,
         "show": ShowOutput,
         "logs": LogChunk,
+        "metrics": list[Metrics],
         "result": ResultOutput,
         "wait": list[WaitOutput],
         "cancel": list[ActionOutput],

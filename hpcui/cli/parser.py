@@ -21,6 +21,7 @@ JSON_COMMANDS = (
     "jobs",
     "show",
     "logs",
+    "metrics",
     "result",
     "wait",
     "cancel",
@@ -290,6 +291,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hide the runtime's own INFO lines (submitit's `Starting with JobEnvironment`...)",
     )
+    _json(s)
+
+    s = add("metrics", "the numbers a job's log printed (loss, accuracy, ...) per step or epoch")
+    s.add_argument("jobs", nargs="+", metavar="JOB", help="one or more jobs (to compare)")
+    s.add_argument("--stderr", action="store_true", help="read stderr instead of stdout")
+    s.add_argument("--rank", type=int, default=0, metavar="N", help="task/rank N (default 0)")
+    s.add_argument(
+        "--pattern",
+        metavar="REGEX",
+        help="also a series from this regex's first group (a named group names it)",
+    )
+    s.add_argument("--csv", action="store_true", help="one CSV row per job and step")
     _json(s)
 
     s = add("result", "a job's return value (waits for the job to end)")

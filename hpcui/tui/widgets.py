@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Label, RichLog, Sparkline, Static
+from textual.widgets import RichLog, Static
 
 from hpcui.logs import ProgressLines, is_runtime_line
 
@@ -187,62 +187,3 @@ class LogPanel(Vertical):
         if extra:
             parts.append(extra)
         self.query_one("#log-status", Static).update(" · ".join(parts))
-
-
-# -- metric plot -------------------------------------------------------------------------------
-
-DEFAULT_METRIC = r"loss[^0-9+\-.\n]{0,6}([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-
-
-class MetricPlot(Vertical):
-    """A live sparkline of a number parsed from each log line (default: ``loss <number>``)."""
-
-    MAX_POINTS = 2000
-
-    def __init__(self, pattern: str = DEFAULT_METRIC, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.values: list[float] = []
-        self.regex = re.compile(pattern, re.IGNORECASE)
-
-    def compose(self) -> ComposeResult:
-        yield Label("", id="metric-label")
-        yield Sparkline([], id="metric-spark")
-
-    def set_pattern(self, pattern: str, lines: Iterable[str] = ()) -> None:
-        """Change the pattern and re-read ``lines`` (the log so far)."""
-        regex = re.compile(pattern, re.IGNORECASE)
-        if regex.groups < 1:
-            regex = re.compile(f"({pattern})", re.IGNORECASE)
-        self.regex = regex
-        self.values.clear()
-        self.feed(lines)
-
-    def reset(self) -> None:
-        self.values.clear()
-        self._show()
-
-    def feed(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            m = self.regex.search(line)
-            if m is None:
-                continue
-            try:
-                self.values.append(float(m.group(1)))
-            except (ValueError, IndexError):
-                continue
-        del self.values[: -self.MAX_POINTS]
-        self._show()
-
-    def _show(self) -> None:
-        self.display = bool(self.values)  # no room taken until the log has values
-        spark = self.query_one("#metric-spark", Sparkline)
-        spark.data = list(self.values)
-        label = self.query_one("#metric-label", Label)
-        if self.values:
-            v = self.values
-            label.update(
-                f"metric /{self.regex.pattern[:40]}/ · {len(v)} points · last {v[-1]:.4g} · "
-                f"min {min(v):.4g} · max {max(v):.4g}"
-            )
-        else:
-            label.update(f"metric /{self.regex.pattern[:40]}/ · no values in the log yet")

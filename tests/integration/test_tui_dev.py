@@ -16,7 +16,7 @@ from hpcui.tui.app import HpcuiApp
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
 from hpcui.tui.screens.job import PENDING_NOTE
-from hpcui.tui.widgets import LogPanel, MetricPlot
+from hpcui.tui.widgets import LogPanel
 from tests.conftest import DEVCLUSTER
 
 pytestmark = pytest.mark.devcluster
@@ -164,7 +164,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
             )
             result = job_screen.query_one("#result")
             await wait_for(pilot, lambda: "30" in str(result.render()), 60, "result")
-            metric = job_screen.query_one(MetricPlot).values
+            metric = job_screen.reader.metrics().get("loss").y  # "step 3 loss 0.25" lines
             script = job_screen.script_text
             # the app follows logs through Cluster.logs: spooled like `hpcui logs -f`
             spooled = list((app.registry.path.parent / "logs" / site_name).glob("*.log"))

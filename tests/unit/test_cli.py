@@ -153,6 +153,7 @@ def _minimal(command: str) -> list[str]:
         "run": ["s.py"],
         "show": ["1"],
         "logs": ["1"],
+        "metrics": ["1"],
         "result": ["1"],
         "wait": ["1"],
         "cancel": ["1"],

@@ -20,7 +20,7 @@ from hpcui.tui.bridge import host_key_bridge, prompt_bridge
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.modals import ConfirmModal, HostKeyModal, PromptModal
 from hpcui.tui.screens.jobs import JobsScreen, QueueUpdate
-from hpcui.tui.widgets import LogPanel, MetricPlot
+from hpcui.tui.widgets import LogPanel
 from tests.conftest import fixture_text
 from tests.support.pilot import run, wait_for
 
@@ -89,12 +89,6 @@ def test_registry_record_fills_in_where_the_queue_is_silent():
     rows = R.merge_rows({"mn5": queue_jobs()}, [rec], hpcui_only=True)
     assert set(rows) == {"mn5:1201", "mn5:99"}
     assert str(rows["mn5:99"].cells["state"]) == "COMPLETED"
-
-
-def test_metric_pattern_parses_loss_lines():
-    plot = MetricPlot()
-    hits = [plot.regex.search(s) for s in ("loss: 0.5", "step 3 loss=1e-3", "val_loss 2", "acc 9")]
-    assert [float(m.group(1)) if m else None for m in hits] == [0.5, 0.001, 2.0, None]
 
 
 # -- the app ---------------------------------------------------------------------------------------

@@ -28,12 +28,14 @@ from textual.worker import get_current_worker
 from hpcui.any_job import OtherJob
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
+from hpcui.metrics import MetricReader
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlScreen
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
+from hpcui.tui.metrics_view import MetricsPlot, summary
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import hms, state_text
-from hpcui.tui.widgets import DEFAULT_METRIC, LogPanel, MetricPlot
+from hpcui.tui.widgets import LogPanel
 
 if TYPE_CHECKING:
     from hpcui.backends.records import JobDetails
@@ -76,7 +78,7 @@ class JobScreen(JobControlScreen):
         Binding("d", "tab('details')", "Details", show=False, id="job.details"),
         Binding("s", "tab('script')", "Script", show=False, id="job.script"),
         Binding("r", "tab('result')", "Result", show=False, id="job.result"),
-        Binding("m", "metric", "Metric", show=False, id="job.metric"),
+        Binding("m", "metric", "Metrics", show=False, id="job.metric"),
         Binding("c", "cancel", "Cancel", id="job.cancel"),
         Binding("x", "stop", "Stop", id="job.stop"),
         Binding("escape", "back", "Back", id="job.back"),
@@ -96,7 +98,9 @@ class JobScreen(JobControlScreen):
         self.stream = "stdout"
         self.rank = 0
         self.num_tasks = 1
-        self.metric = DEFAULT_METRIC
+        self.metric = ""  # the user's regex for a form the reader does not know (m, m)
+        self.reader = MetricReader()
+        self._metrics_dirty = False
         self._active = False
         self._first_state = True
         self._generation = 0
@@ -112,11 +116,15 @@ class JobScreen(JobControlScreen):
                 with TabPane("Logs", id="tab-logs"):
                     with Horizontal(id="log-bar"):
                         yield Input(placeholder="search the log", id="log-search")
-                        yield Input(
-                            value=DEFAULT_METRIC, placeholder="metric regex", id="metric-re"
-                        )
                     yield LogPanel(id="log")
-                    yield MetricPlot(id="metric")
+                with TabPane("Metrics", id="tab-metrics"):
+                    yield Static("", id="metrics-label")
+                    yield Input(
+                        placeholder="a regex for another form: its first group is the value "
+                        "(a named group names it); Enter",
+                        id="metric-re",
+                    )
+                    yield MetricsPlot(id="metrics-plot")
                 with TabPane("Usage", id="tab-usage"):
                     with VerticalScroll():
                         yield Static("", id="usage")
@@ -132,12 +140,12 @@ class JobScreen(JobControlScreen):
         yield app_footer()
 
     def on_mount(self) -> None:
-        # the log gets the rows: search and metric boxes only when asked for (/ and m), the
-        # plot only once the log has values (at 80x24 the log had 10 lines, issue 35)
+        # the log gets the rows: the search box only when asked for (/), the metrics in
+        # their own tab (at 80x24 the log had 10 lines, issue 35)
         self.query_one("#log-search", Input).display = False
         self.query_one("#metric-re", Input).display = False
         self.query_one("#log-bar").display = False
-        self.query_one("#metric", MetricPlot).display = False
+        self.set_interval(1.0, self._replot)  # at most once a second, only when new values
 
     @property
     def foreign(self) -> JobDetails | None:
@@ -182,7 +190,7 @@ class JobScreen(JobControlScreen):
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
-        self.query_one("#metric", MetricPlot).reset()
+        self._reset_metrics()
         # a new job opens on its log, with no search or tab of the last one (issue 35)
         self.panel.set_search("")
         self.query_one("#log-search", Input).value = ""
@@ -453,7 +461,21 @@ class JobScreen(JobControlScreen):
     def _reset_panel(self) -> None:
         job_id = self.key[1] if self.key else ""
         self.panel.reset(f"{job_id} {self.stream} rank {self.rank}".lstrip())
-        self.query_one("#metric", MetricPlot).reset()
+        self._reset_metrics()
+
+    def _reset_metrics(self) -> None:
+        self.reader = MetricReader(self.metric)
+        self._metrics_dirty = True
+
+    def _replot(self) -> None:
+        """Draw the metrics read so far when there are new ones (the interval's tick)."""
+        if not self._metrics_dirty or not self._active:
+            return
+        self._metrics_dirty = False
+        metrics = self.reader.metrics()
+        plot = self.query_one("#metrics-plot", MetricsPlot)
+        plot.show_job(metrics)
+        self.query_one("#metrics-label", Static).update(_escape(summary(metrics, plot.drawn)))
 
     @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
     def _read_log(
@@ -508,7 +530,8 @@ class JobScreen(JobControlScreen):
         if key != (self.stream, self.rank, self._generation):
             return
         lines = self.panel.feed(text)
-        self.query_one("#metric", MetricPlot).feed(lines)
+        if self.reader.feed(lines):
+            self._metrics_dirty = True
 
     def _state_changed(self, job: Job, state: Any) -> None:
         if self.job is not job:
@@ -572,8 +595,17 @@ class JobScreen(JobControlScreen):
         self._open_bar("#log-search")
 
     def action_metric(self) -> None:
-        """The metric regex box (what the plot under the log reads from each line)."""
-        self._open_bar("#metric-re")
+        """The Metrics tab; on it, the box for a regex (a form the reader does not know)."""
+        tabs = self.query_one(TabbedContent)
+        if tabs.active != "tab-metrics":
+            tabs.active = "tab-metrics"
+            self._metrics_dirty = True
+            self._replot()
+            return
+        box = self.query_one("#metric-re", Input)
+        box.value = self.metric
+        box.display = True
+        box.focus()
 
     def _open_bar(self, which: str) -> None:
         self.query_one(TabbedContent).active = "tab-logs"
@@ -587,6 +619,8 @@ class JobScreen(JobControlScreen):
         bar = self.query_one("#log-bar")
         was = bool(bar.display)
         bar.display = False
+        metric_box = self.query_one("#metric-re", Input)
+        was = was or bool(metric_box.display)
         for wid in ("#log-search", "#metric-re"):
             self.query_one(wid, Input).display = False
         return was
@@ -605,13 +639,17 @@ class JobScreen(JobControlScreen):
     def _metric_changed(self, event: Input.Submitted) -> None:
 
         try:
-            self.query_one("#metric", MetricPlot).set_pattern(event.value, self.panel.lines)
+            reader = MetricReader(event.value)
         except re.error as exc:
             self.notify(f"bad regex: {exc}", severity="error")
             return
         self.metric = event.value
+        reader.feed(self.panel.lines)
+        self.reader = reader
+        self._metrics_dirty = True
+        self._replot()
         self._close_bar()
-        self.panel.log_widget.focus()
+        self.query_one("#metrics-plot", MetricsPlot).focus()
 
     def action_pager(self) -> None:
         """The whole log so far in $PAGER: the app gives the terminal away meanwhile."""

@@ -28,6 +28,7 @@ from hpcui.errors import HpcuiError
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.messages import CancelJobs, ControlJobs, OpenJob, Resubmit, ShowView, StopJobs
+from hpcui.tui.metrics_view import CompareMetrics
 from hpcui.tui.modals import ConfirmModal
 from hpcui.tui.rows import (
     HISTORY_COLUMNS,
@@ -54,6 +55,7 @@ REGISTRY_S = 2.0
 HISTORY_S = 30.0
 USAGE_S = 30.0  # the GPU% column's looks (one command per job: sampled less than the queue)
 USAGE_JOBS = 10  # running GPU jobs on screen looked at, per cluster
+MAX_COMPARED = 12  # jobs on one comparison plot (an array selection stands for its tasks)
 SORTABLE = (None, "state", "cluster", "id", "name", "time")
 
 
@@ -76,6 +78,7 @@ class JobsScreen(Screen[None]):
         Binding("L", "control('release')", "Release", show=False, id="jobs.release"),
         Binding("R", "resubmit", "Resubmit", show=False, id="jobs.resubmit"),
         Binding("y", "copy", "Copy id", show=False, id="jobs.copy"),
+        Binding("M", "compare", "Compare metrics", show=False, id="jobs.compare"),
         Binding("slash", "filter", "Filter", id="jobs.filter"),
         Binding("t", "state_filter", "State", id="jobs.state"),
         Binding("s", "sort", "Sort", id="jobs.sort"),
@@ -392,6 +395,20 @@ class JobsScreen(Screen[None]):
     def action_mark(self) -> None:
         self.table.toggle_mark()
         self._info(len(self.rows))
+
+    def action_compare(self) -> None:
+        """One metric of the selected jobs (or the job under the cursor) on one plot."""
+        rows = self._selected()
+        if not rows:
+            self.notify("Nothing to compare: select jobs with space.", severity="warning")
+            return
+        if len(rows) > MAX_COMPARED:
+            self.notify(
+                f"Comparing the first {MAX_COMPARED} of {len(rows)} selected jobs.",
+                severity="warning",
+            )
+        jobs = [(r.cluster, r.job_id) for r in rows[:MAX_COMPARED]]
+        self.app.push_screen(CompareMetrics(self.ctx.hub.cluster, jobs))
 
     def action_copy(self) -> None:
         rows = self._selected()

@@ -1,0 +1,80 @@
+"""Issue 35, `hpcui metrics JOB... [--json|--csv]` on the local box (real local jobs that
+print as training loops do), two jobs side by side, and a bad pattern refused."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from tests.system.test_cli_wait import hpcui, submit
+
+TASKS = """
+def train(lr):
+    loss = 1.0
+    for step in range(1, 6):
+        loss *= 1 - lr
+        print(f"step={step} loss={loss:.4f} lr={lr}", flush=True)
+        if step % 2 == 0:
+            print({"eval_acc": step * 10, "step": step}, flush=True)
+    return loss
+"""
+
+
+def setup(tmp):
+    (tmp / "c.toml").write_text(
+        f'[clusters.box]\nscheduler = "local"\nremote_base = "{tmp}/base"\n'
+    )
+    (tmp / "traintasks.py").write_text(TASKS)
+
+
+def run_to_end(tmp, lr):
+    job = submit(tmp, "traintasks:train", "--args", f"[{lr}]")
+    done = hpcui(tmp, "wait", job)
+    assert done.returncode == 0, done.stderr
+    return job
+
+
+def test_metrics_of_two_jobs_as_json_csv_and_text(tmp_path):
+    setup(tmp_path)
+    a, b = run_to_end(tmp_path, 0.5), run_to_end(tmp_path, 0.25)
+    done = hpcui(tmp_path, "metrics", a, b, "--json")
+    assert done.returncode == 0, done.stderr
+    first, second = json.loads(done.stdout)
+    assert first["job"] == f"box:{a}" and first["x_name"] == "step"
+    series = {s["name"]: s for s in first["series"]}
+    assert set(series) == {"loss", "lr", "eval_acc"}
+    assert series["loss"]["x"] == [1, 2, 3, 4, 5]
+    assert series["loss"]["y"] == [0.5, 0.25, 0.125, 0.0625, 0.0312]
+    assert series["eval_acc"] == {"name": "eval_acc", "x": [2, 4], "y": [20, 40]}
+    assert {s["name"]: s for s in second["series"]}["loss"]["y"][0] == 0.75
+
+    done = hpcui(tmp_path, "metrics", a, b, "--csv")
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.reader(io.StringIO(done.stdout)))
+    assert rows[0] == ["job", "step", "loss", "lr", "eval_acc"]
+    assert rows[1:3] == [
+        [f"box:{a}", "1", "0.5", "0.5", ""],
+        [f"box:{a}", "2", "0.25", "0.5", "20"],
+    ]
+    assert len(rows) == 1 + 5 + 5 and rows[6][0] == f"box:{b}"
+
+    done = hpcui(tmp_path, "metrics", a)
+    assert done.returncode == 0, done.stderr
+    loss = next(line.split() for line in done.stdout.splitlines() if line.startswith("loss"))
+    assert loss[:4] == ["loss", "5", "5", "0.5"]  # name, points, last step, first value
+    assert [float(v) for v in loss[4:]] == [0.0312, 0.0312, 0.5]  # last, min, max
+
+
+def test_metrics_says_what_it_reads_and_refuses_a_bad_pattern(tmp_path):
+    setup(tmp_path)
+    (tmp_path / "quiet.py").write_text("def hush():\n    print('nothing to plot')\n")
+    job = submit(tmp_path, "quiet:hush")
+    assert hpcui(tmp_path, "wait", job).returncode == 0
+    done = hpcui(tmp_path, "metrics", job)
+    assert done.returncode == 0, done.stderr
+    assert "no metrics in the log yet" in done.stdout and "--pattern REGEX" in done.stdout
+    bad = hpcui(tmp_path, "metrics", job, "--pattern", "(")
+    assert bad.returncode == 2 and "--pattern is not a regular expression" in bad.stderr
+    both = hpcui(tmp_path, "metrics", job, "--json", "--csv")
+    assert both.returncode == 2 and "one of --json and --csv" in both.stderr
