@@ -25,7 +25,7 @@ from hpcui.backends.states import JobState
 from hpcui.config import ClusterConfig
 from hpcui.control import JobControl
 from hpcui.errors import UsageError
-from hpcui.job import Job
+from hpcui.job import Job, JobList
 from hpcui.profiles import Profile
 from hpcui.registry import JobRecord, Registry, shared_registry
 from hpcui.resources import Allocation, Resources
@@ -223,15 +223,15 @@ class Cluster:
         *iterables: Iterable[Any],
         resources: Resources | None = None,
         **resource_kwargs: Any,
-    ) -> list[Job]:
+    ) -> JobList:
         """`fn` over the zipped iterables as ONE job array (one sbatch call)."""
         calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
             (tuple(items), {}) for items in zip(*iterables)
         ]
         if not calls:
-            return []
+            return JobList()
         req = resources or Resources.from_kwargs(**resource_kwargs)
-        return self._jobs(self.submitter.submit(fn, calls, req, True))
+        return JobList(self._jobs(self.submitter.submit(fn, calls, req, True)))
 
     def _jobs(self, done: Submitted) -> list[Job]:
         return [

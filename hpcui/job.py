@@ -103,6 +103,12 @@ class Job:
     def __repr__(self) -> str:
         return f"Job({self.cluster.name}:{self.job_id}, {self.state.value})"
 
+    def _ipython_display_(self) -> None:
+        """In Jupyter, a panel that updates itself until the job ends (hpcui.live)."""
+        from hpcui.live import show  # only where a notebook shows a job
+
+        show(self)
+
     @property
     def cluster_name(self) -> str:
         return self.cluster.name
@@ -393,6 +399,16 @@ class Job:
             self.cluster.transport, self.paths.log(task, stream), tail_bytes=tail_bytes
         )
         yield from follower.follow(self.done, timeout=timeout)
+
+
+class JobList(list[Job]):
+    """What `map` returns: a plain list of its jobs that a notebook shows live as one panel
+    (states counted, the first errors at the end)."""
+
+    def _ipython_display_(self) -> None:
+        from hpcui.live import show  # only where a notebook shows a job
+
+        show(self)
 
 
 def kept_result_path(cache: Path, folder: str, job_id: str, task: int) -> Path:

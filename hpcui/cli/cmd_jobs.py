@@ -115,13 +115,14 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         # each worker keeps this call's context (in the agent: whose terminal to ask)
         futures = {name: pool.submit(contextvars.copy_context().run, fetch, name) for name in names}
-    rows: list[tuple[str, Any]] = []
     failed: list[tuple[str, BaseException]] = []
+    listed: dict[str, list[Any]] = {}
     for name, fut in futures.items():
         if (exc := fut.exception()) is not None:
             failed.append((name, exc))
         else:
-            rows += [(name, r) for r in fut.result()]
+            listed[name] = fut.result()
+    rows = [(name, r) for name, found in _one_per_site(listed).items() for r in found]
     for name, exc in failed:
         out.note(f"{name}: {exc}")
     if args.json:
@@ -132,6 +133,22 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
         if not rows and not failed:
             out.note(f"no jobs {_where(args)} on {', '.join(names)}")
     return exit_code_for(failed[0][1]) if failed else EXIT_OK
+
+
+def _one_per_site(listed: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Two tables for one login list the same jobs: each once (hpcui.sitestate.same_site)."""
+    from hpcui.config import load_config  # the core (0.16 s): when the command runs
+    from hpcui.registry import job_records  # the core (0.16 s): when the command runs
+    from hpcui.sitestate.same_site import (  # the core (0.16 s): when the command runs
+        one_per_site,
+        shared_sites,
+    )
+
+    configs = load_config().clusters
+    groups = shared_sites({n: c for n, c in configs.items() if n in listed})
+    if not groups:
+        return listed  # no registry read for the usual one table per site
+    return one_per_site(listed, groups, job_records().list(limit=1_000_000))
 
 
 def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:

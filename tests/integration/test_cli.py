@@ -335,3 +335,32 @@ def test_jobs_of_both_sites_in_one_listing(work):
     finally:
         for site, jid in ids.items():
             hpcui(work, "-c", site, "cancel", jid)
+
+
+def test_two_tables_for_one_login_list_each_job_once(work):
+    """Issue 35, defect 5: `dev` and `dev-jump` log in to the same account (the jump host is
+    only the way there), so both list the same `squeue --me`. Each job shows once: under the
+    table that submitted it, a job hpcui did not submit under the first table."""
+    via_jump = ok_json(
+        hpcui(
+            work, "-c", "dev-jump", "submit", "clitasks:slow", "--args", "[1]", "--time", "5m",
+            "--name", "one-login", "--extra=--begin=now+300", "--json",
+        )
+    )["job_id"]  # fmt: skip
+    plain = hpcui(
+        work, "-c", "dev", "exec",
+        "sbatch --parsable --begin=now+300 -t 5 -J plain-one-login --wrap 'sleep 1'",
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr
+    plain_id = plain.stdout.strip().split(";")[0]
+    try:
+        rows = ok_json(hpcui(work, "jobs", "-c", "dev,dev-jump", "--all", "--json"))
+        seen = [(r["cluster"], r["job_id"]) for r in rows if r["job_id"] in (via_jump, plain_id)]
+        assert sorted(seen) == sorted([("dev-jump", via_jump), ("dev", plain_id)]), rows
+        assert len(rows) == len({r["job_id"] for r in rows})  # no job twice
+        everything = ok_json(hpcui(work, "jobs", "-c", "dev24,dev-jump,dev", "--all", "--json"))
+        ids = [r["job_id"] for r in everything if r["cluster"] != "dev24"]
+        assert ids.count(via_jump) == 1 and ids.count(plain_id) == 1, everything
+    finally:
+        hpcui(work, "-c", "dev-jump", "cancel", via_jump)
+        hpcui(work, "-c", "dev", "cancel", plain_id)

@@ -25,6 +25,7 @@ from textual.widgets import ContentSwitcher, Input, Static
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
+from hpcui.sitestate.same_site import one_per_site, shared_sites
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.messages import CancelJobs, ControlJobs, OpenJob, Resubmit, ShowView, StopJobs
@@ -109,6 +110,8 @@ class JobsScreen(Screen[None]):
         self.history_rows: dict[str, JobRow] = {}
         self.subs: dict[str, Subscription] = {}
         self.applied = 0  # table refreshes applied (tests and benchmarks read it)
+        #: tables that log in to the same account (each job shown once: same_site)
+        self.same_sites = shared_sites(ctx.config.clusters)
         self._registry_timer: Timer | None = None
         self._history_timer: Timer | None = None
         self._tracked: set[str] = set()
@@ -203,7 +206,8 @@ class JobsScreen(Screen[None]):
 
     def _registry_loaded(self, records: list[JobRecord]) -> None:
         self.errors.pop("registry", None)
-        self.records = records
+        # another config's tables share the registry's folder: not shown as if connectable
+        self.records = [r for r in records if r.cluster in self.ctx.config.clusters]
         self._track_forgotten()
         self.refresh_table()
         if self._active:  # re-armed only now: a slow read never piles up
@@ -232,15 +236,18 @@ class JobsScreen(Screen[None]):
     def _load_history(self) -> None:
         rows: dict[str, JobRow] = {}
         errors: dict[str, str] = {}
+        found: dict[str, list[Any]] = {}
         for conn in self.ctx.hub.ready():
             if not conn.has_history or conn.cluster is None:
                 continue
             try:
-                for job in conn.cluster.site.history(timedelta(days=1)):
-                    row = history_row(conn.name, job)
-                    rows[row.key] = row
+                found[conn.name] = conn.cluster.site.history(timedelta(days=1))
             except HpcuiError as exc:
                 errors[conn.name] = str(exc)
+        for name, jobs in one_per_site(found, self.same_sites, self.records).items():
+            for job in jobs:
+                row = history_row(name, job)
+                rows[row.key] = row
         self.app.call_from_thread(self._history_loaded, rows, errors)
 
     def _history_loaded(self, rows: dict[str, JobRow], errors: dict[str, str]) -> None:
@@ -311,8 +318,9 @@ class JobsScreen(Screen[None]):
         """Show the data; `remerge=False` when only the filter changed (rows are as they were)."""
         if self.view == "live":
             if remerge or not self.rows:
+                queues = one_per_site(self.queues, self.same_sites, self.records)
                 self.rows = merge_rows(
-                    self.queues, self.records, hpcui_only=self.hpcui_only, reuse=self._row_cache
+                    queues, self.records, hpcui_only=self.hpcui_only, reuse=self._row_cache
                 )
             rows = self.rows
             for key, cell in list(self.gpu_pct.items()):
