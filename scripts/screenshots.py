@@ -4,7 +4,8 @@
 
 One SVG per screen: jobs.svg (live table; the 20-element sweep folded into one row),
 jobs-80x24.svg (the same at 80x24: columns chosen by width), help.svg, history.svg, job.svg (a training-like job's
-log with its loss plot), job-usage.svg (its Usage tab: 4 GPUs, the dev nodes' stand-in
+log), job-metrics.svg (its Metrics tab: four metrics against the step, with axes),
+jobs-compare.svg (the loss of two runs on one plot, the Jobs screen's M), job-usage.svg (its Usage tab: 4 GPUs, the dev nodes' stand-in
 nvidia-smi), submit.svg (form with the live batch-script preview), cluster.svg
 (connection, quota, partitions, modules); top.svg is `hpcui top JOB` in a terminal;
 web-jobs.png is the Jobs screen in headless Chromium through `hpcui serve` (1280x720).
@@ -38,15 +39,23 @@ def nap():
     _t.sleep(120)
 
 
-def train(steps: int = 60) -> float:
-    """Prints a falling loss like a training loop, so the job screen has a plot to show."""
+def train(steps: int = 60, speed: float = 15.0) -> float:
+    """Prints metrics as training loops do (key=value, and a JSON line at each evaluation),
+    so the Job screen's Metrics tab and the comparison have something to plot."""
+    import json
     import math
     import time as _t
 
     loss = 2.5
     for step in range(steps):
-        loss = 0.2 + 2.3 * math.exp(-step / 15) + 0.05 * math.sin(step)
-        print(f"epoch {step // 20} step {step:3d} loss {loss:.4f} lr 3e-4", flush=True)
+        loss = 0.2 + 2.3 * math.exp(-step / speed) + 0.05 * math.sin(step)
+        acc = 0.95 - 0.8 * math.exp(-step / (speed * 1.5))
+        lr = 3e-4 * min(1.0, (step + 1) / 10) * (0.5 + 0.5 * math.cos(math.pi * step / steps))
+        print(
+            f"epoch {step // 20} step={step} loss={loss:.4f} acc={acc:.3f} lr={lr:.2e}", flush=True
+        )
+        if step % 10 == 9:
+            print(json.dumps({"step": step, "val_loss": round(loss * 1.1 + 0.05, 4)}), flush=True)
         _t.sleep(0.5)
     return loss
 
@@ -57,9 +66,10 @@ async def _until(pilot, cond, timeout: float) -> None:
         await pilot.pause(0.2)
 
 
-async def shoot(out: Path, train_id: str) -> None:
+async def shoot(out: Path, train_id: str, other_id: str) -> None:
     from hpcui.tui.app import HpcuiApp
     from hpcui.tui.job_table import JobTable
+    from hpcui.tui.metrics_view import MetricsPlot
     from hpcui.tui.widgets import LogPanel
 
     app = HpcuiApp("dev", connect=["dev"])
@@ -89,11 +99,32 @@ async def shoot(out: Path, train_id: str) -> None:
         await pilot.pause(0.5)
         app.save_screenshot(filename="job.svg", path=str(out))
 
+        await pilot.press("m")  # the Metrics tab: loss, acc, lr, val_loss against the step
+        plot = app.screen.query_one("#metrics-plot", MetricsPlot)
+        await _until(pilot, lambda: len(plot.drawn) >= 4, 60)
+        await pilot.pause(1.5)
+        app.save_screenshot(filename="job-metrics.svg", path=str(out))
+
         await pilot.press("u")
         usage = app.screen.query_one("#usage")
         await _until(pilot, lambda: "GPUs idle" in str(usage.render()), 60)
         await pilot.pause(0.5)
         app.save_screenshot(filename="job-usage.svg", path=str(out))
+
+        await pilot.press("1")  # two runs side by side: select both, M
+        table = app.screen.query_one("#live", JobTable)
+        for job_id in (train_id, other_id):
+            table.move_cursor(row=table.get_row_index(f"dev:{job_id}"))
+            await pilot.press("space")
+        await pilot.press("M")
+        compare = app.screen
+        await _until(pilot, lambda: bool(compare.query("#compare-plot")), 10)
+        cplot = compare.query_one("#compare-plot", MetricsPlot)
+        await _until(pilot, lambda: len(cplot.drawn) == 2, 60)
+        await pilot.pause(1.0)
+        app.save_screenshot(filename="jobs-compare.svg", path=str(out))
+        await pilot.press("escape")
+        table.marked.clear()
 
         await pilot.press("3")
         form = app.screen
@@ -198,18 +229,20 @@ def main() -> None:
     running = dev.submit(nap, name="nap", time="10m")
     dev.map(add, range(20), range(20), name="sweep")  # 20 elements: one folded row
     trainer = dev.submit(train, 200, name="train", time="20m", gpus=4)
+    slower = dev.submit(train, 200, 40.0, name="train-lowlr", time="20m", gpus=2)
     ok.wait(120)
     bad.wait(120)
     time.sleep(1)
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
     try:
-        asyncio.run(shoot(out, trainer.job_id))
+        asyncio.run(shoot(out, trainer.job_id, slower.job_id))
         top_svg(out, trainer.job_id)
         web_png(out)
     finally:
         running.cancel()
         trainer.cancel()
+        slower.cancel()
     shots = [*out.glob("*.svg"), *out.glob("*.png")]
     print(f"wrote {', '.join(sorted(p.name for p in shots))} in {out}")
 

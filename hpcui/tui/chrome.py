@@ -4,7 +4,8 @@ terminal and in the browser (`hpcui serve`).
 - The header's icon is a glyph every monospace font has: Textual's default (⭘, U+2B58)
   is missing from the fonts browsers fall back to, so it drew as an empty box.
 - Help (?) and Quit (q) lead every screen's footer: the footer drops what does not fit at
-  its right end, and at 80 columns that was them. The app keeps its own ? and q (modals
+  its right end, and at 80 columns that was them. The command palette's key is not in it
+  (see app_footer). The app keeps its own ? and q (modals
   and unfocused moments), hidden from the footer; both carry the same ids, so a remapped
   key moves both.
 """
@@ -27,4 +28,7 @@ def app_header() -> Header:
 
 
 def app_footer() -> Footer:
-    return Footer(compact=True)
+    # no palette key docked at its right: when a screen's keys overflow the line, Textual
+    # drew the next key's first letter beside it ("^p palettet", issue 35); ^p still opens
+    # the palette (the header's ≡ too) and the help (?) lists it
+    return Footer(compact=True, show_command_palette=False)

@@ -31,8 +31,10 @@ PAD = 1  # spaces either side of a cell
 MARK = Text("●", style="bold magenta")
 
 
-#: how wide a column may be when the table is too narrow for everything (then cut "…")
-MAX_WIDTH = {"name": 24, "why": 28, "where": 18, "efficiency": 40}
+#: how wide a column may be when the table is too narrow for everything (then cut "…"),
+#: and how narrow it may get before a less wanted column gives way instead
+MAX_WIDTH = {"name": 24, "why": 28, "where": 18, "efficiency": 40, "cluster": 12}
+MIN_WIDTH = {"name": 12, "why": 14, "where": 10, "efficiency": 24, "cluster": 8}
 
 
 class JobTable(ScrollView, can_focus=True):
@@ -111,6 +113,7 @@ class JobTable(ScrollView, can_focus=True):
         self.sort_column: str | None = None
         self.sort_reverse = False
         self.squeezed = False  # the last fitted(): too narrow for every column at full width
+        self._cut: dict[str, int] = {}  # when squeezed: each shown column's width (fitted())
         self._fitted = self._cols
 
     # -- data ------------------------------------------------------------------------------
@@ -178,7 +181,8 @@ class JobTable(ScrollView, can_focus=True):
         self._index = {k: i for i, k in enumerate(self.keys)}
         self.marked &= self._index.keys()
         self._fitted = self.fitted()  # once per change of rows or size, not per line painted
-        width = sum(self._widths[c] + 2 * PAD for c in self._fitted)
+        widths = self._cut if self.squeezed else self._widths  # no scroll bar for a cut row
+        width = sum(widths[c] + 2 * PAD for c in self._fitted)
         self.virtual_size = Size(width, len(self.keys) + 1)
         row = self._index.get(keep, self.cursor_row) if keep is not None else self.cursor_row
         self.cursor_row = max(0, min(row, len(self.keys) - 1))
@@ -201,20 +205,52 @@ class JobTable(ScrollView, can_focus=True):
 
     def fitted(self) -> list[str]:
         """The columns shown: all when they fit the table's width, else the most wanted
-        that fit (in their own order) — at 80 columns the elapsed time beats the reason."""
+        that fit (in their own order), long ones cut to make room for more columns.
+
+        Each wanted column is taken at its narrowest (MIN_WIDTH) while the row has room,
+        then the room left widens them: in priority order up to MAX_WIDTH, then the most
+        cut first up to their whole width. At 80 columns that is id, name, state, the reason
+        and the elapsed time (issues 23 and 35). With several clusters in the table the
+        cluster column comes right after the id (an id alone is ambiguous), and at 80
+        columns the elapsed time is then the one that gives way."""
         room = self.scrollable_content_region.width or self.size.width
         self.squeezed = False
         if not room or sum(self._widths[c] + 2 * PAD for c in self._cols) <= room:
             return self._cols
-        self.squeezed = True  # long cells give way (MAX_WIDTH), then whole columns
-        need = {c: min(self._widths[c], MAX_WIDTH.get(c, 10**6)) + 2 * PAD for c in self._cols}
-        keep: set[str] = set()
+        self.squeezed = True
+        full = self._widths
+        least = {c: min(full[c], MIN_WIDTH.get(c, full[c])) for c in self._cols}
+        keep: list[str] = []
         used = 0
-        for c in self.priority:
-            if used + need[c] <= room or len(keep) < 3:
-                keep.add(c)
-                used += need[c]
-        return [c for c in self._cols if c in keep]
+        for c in self._priority_now():
+            if used + least[c] + 2 * PAD > room and len(keep) >= 3:
+                break  # no less wanted (narrower) column jumps the queue: the room widens these
+            keep.append(c)
+            used += least[c] + 2 * PAD
+        width = {c: least[c] for c in keep}
+        spare = room - used
+        for c in keep:  # most wanted first, up to the usual cut
+            more = max(0, min(spare, min(full[c], MAX_WIDTH.get(c, full[c])) - width[c]))
+            width[c] += more
+            spare -= more
+        # what is left goes back to the cut ones, the most cut first (History cut its
+        # efficiency line at 40 with 30 columns free: issue 35)
+        for c in sorted(keep, key=lambda c: width[c] - full[c]):
+            more = max(0, min(spare, full[c] - width[c]))
+            width[c] += more
+            spare -= more
+        self._cut = width
+        return [c for c in self._cols if c in width]
+
+    def _priority_now(self) -> list[str]:
+        if "cluster" not in self.priority:
+            return self.priority
+        clusters = {str(cells.get("cluster", "")) for cells in self.shown.values()}
+        if len(clusters) < 2:
+            return self.priority
+        rest = [c for c in self.priority if c != "cluster"]
+        at = rest.index("id") + 1 if "id" in rest else 0
+        return [*rest[:at], "cluster", *rest[at:]]
 
     def on_resize(self) -> None:
         self._reindex(self.current_key())
@@ -344,7 +380,7 @@ class JobTable(ScrollView, can_focus=True):
                 text.stylize(text.style)  # keeps it (the states drew uncoloured)
             width = self._widths[col]
             if self.squeezed:
-                width = min(width, MAX_WIDTH.get(col, width))
+                width = self._cut.get(col, width)
             text.truncate(width, overflow="ellipsis", pad=True)
             yield Segment(pad, style)
             for seg in text.render(console):

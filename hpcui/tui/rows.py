@@ -37,9 +37,10 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("gpu_pct", "GPU%"),
     ("time", "elapsed/limit"),
 )
-#: what a narrow terminal keeps, most wanted first (80x24: id, what, state, time, GPUs)
-JOB_PRIORITY = ("sel", "id", "name", "state", "time", "gpus", "where", "why", "nodes",
-                "gpu_pct", "cluster")  # fmt: skip
+#: what a narrow terminal keeps, most wanted first (80x24: id, name, state, why it waits,
+#: elapsed; the cluster right after the id when there are several: JobTable.fitted)
+JOB_PRIORITY = ("sel", "id", "name", "state", "why", "time", "gpus", "cluster", "where",
+                "nodes", "gpu_pct")  # fmt: skip
 HISTORY_PRIORITY = ("id", "name", "state", "exit", "time", "efficiency", "cluster")
 HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cluster", "cluster"),

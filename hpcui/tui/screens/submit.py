@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 #: the form's resource boxes: the fields of hpcui.request_fields that have a label
 FORM_FIELDS: tuple[RequestField, ...] = tuple(f for f in REQUEST_FIELDS if f.label)
+#: free text (lists, paths, directives): a whole row of the grid, not a third of it (a
+#: profile's extra directive was cut to 12 columns: issue 35)
+WIDE_FIELDS = frozenset({"modules", "after_ok", "container", "binds", "container_env", "extra"})
 
 
 #: narrower than this, the preview sits under the form
@@ -174,7 +177,7 @@ def placeholders(alloc: Allocation) -> dict[str, str]:
     return {
         "gpus": f"{alloc.gpus} (none)" if not alloc.gpus else str(alloc.gpus),
         "nodes": str(alloc.nodes),
-        "tasks_per_node": f"{alloc.tasks_per_node} (one per GPU)"
+        "tasks_per_node": f"{alloc.tasks_per_node} (1/GPU)"
         if alloc.gpus_per_node
         else str(alloc.tasks_per_node),
         "cpus_per_task": str(alloc.cpus_per_task),
@@ -233,7 +236,7 @@ class SubmitScreen(Screen[None]):
                 yield Static("", id="err-array", classes="field-error")
                 with Grid(id="resources"):
                     for f in FORM_FIELDS:
-                        with Vertical():
+                        with Vertical(classes="wide" if f.keyword in WIDE_FIELDS else ""):
                             yield Label(f.label or f.keyword)
                             yield field_widget(f)
                             yield Static("", id=f"err-res-{f.keyword}", classes="field-error")
