@@ -64,17 +64,33 @@ def parse_qstat_json(text: str) -> list[PbsJob]:
     """
     if text.strip() and "{" not in text:
         raise _refuse(text, "qstat -F json")
-    data = _load_json(text)
-    jobs = data.get("Jobs")
-    if not isinstance(jobs, dict):
-        if text.strip() and not ({"pbs_version", "pbs_server", "timestamp"} & set(data)):
-            raise _refuse(text, "qstat -F json")
-        return []
-    return [
-        job_from_attrs(job_id, attrs, "pbspro")
-        for job_id, attrs in jobs.items()
-        if isinstance(attrs, dict)
-    ]
+    docs = [_load_json(doc) for doc in _documents(text)]
+    if text.strip() and not any(
+        isinstance(d.get("Jobs"), dict) or {"pbs_version", "pbs_server", "timestamp"} & set(d)
+        for d in docs
+    ):
+        raise _refuse(text, "qstat -F json")
+    return [job_from_attrs(job_id, attrs, "pbspro") for job_id, attrs in json_jobs(text).items()]
+
+
+def json_jobs(text: str) -> dict[str, dict[str, Any]]:
+    """Every job of one or more ``qstat -f -F json`` documents (one per qstat: OpenPBS
+    prints only the first id's jobs when given several, see pbs_script._EACH)."""
+    found: dict[str, dict[str, Any]] = {}
+    for doc in _documents(text):
+        jobs = _load_json(doc).get("Jobs")
+        if isinstance(jobs, dict):
+            found.update({k: v for k, v in jobs.items() if isinstance(v, dict)})
+    return found
+
+
+def _documents(text: str) -> list[str]:
+    """The JSON documents in ``text``: PBS starts each with ``{`` alone on a line (nested
+    objects are indented); anything before the first (the ``-a`` table) is dropped."""
+    starts = [m.start() for m in re.finditer(r"^\{[ \t]*$", text, flags=re.M)]
+    if not starts:
+        return [text] if "{" in text else []
+    return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
 
 
 _JSON_ESCAPES = frozenset('"\\/bfnrtu')

@@ -60,6 +60,11 @@ def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> P
     limit, spent = duration_s(requested.get("walltime")), duration_s(used.get("walltime"))
     if state is JobState.CANCELLED and sig and limit and spent is not None and spent >= limit:
         state = JobState.TIMEOUT  # killed at its walltime: PBS Pro before 2020 reports 271
+    comment = _str(attrs.get("comment")) or ""
+    if state is JobState.FAILED and _DELETED_BY.search(comment):
+        # qdel'd while its shell passed SIGTERM on (Exit_status 143 = 128 + 15, not 271):
+        # OpenPBS 23.06's comment names who deleted it ("... and terminated by user@host")
+        state = JobState.CANCELLED
     when = {k: _when(attrs.get(k)) for k in ("ctime", "qtime", "stime", "mtime")}
     if dialect == "slurm-torque-wrapper":  # it prints Slurm's submit/start/end times
         when = {"ctime": when["qtime"], "qtime": when["qtime"], "stime": when["mtime"]}
@@ -90,6 +95,10 @@ def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> P
         keep_files=_str(attrs.get("Keep_Files")),
         **when,
     )
+
+
+#: the comment PBS writes on a job that qdel ended (a walltime kill says "exceeded")
+_DELETED_BY = re.compile(r"\bterminated by \S+@\S+")
 
 
 def duration_s(value: str | None) -> int | None:

@@ -460,23 +460,34 @@ def _status_ids(job_ids: Sequence[str]) -> list[str]:
     return sorted({array_parent(j) or to_pbs_id(j) for j in job_ids})
 
 
-def status_command(job_ids: Sequence[str], dialect: PbsDialect = "pbspro") -> list[str]:
-    """ONE qstat for all jobs. PBS Pro: ``qstat -x`` lists queued and running jobs as well as
-    finished ones (when the server keeps history), so no second call is needed; Torque
-    keeps finished jobs as ``C`` for keep_completed seconds and has no JSON."""
+#: one job's (or array's, with its subjobs) record as JSON, history included
+QSTAT_JSON = ("qstat", "-x", "-t", "-f", "-F", "json")
+#: OpenPBS 23.06's qstat prints only the FIRST operand's jobs with ``-F json``: the JSON
+#: "Jobs" object is made while the first operand is shown and not again (display_statjob
+#: in src/cmds/qstat.c; ``qstat -f -F json 4.s 5.s`` lists 4.s alone, `-f` text lists both;
+#: found on the dev cluster's OpenPBS, issue 31). So several ids are one qstat each, in ONE
+#: round trip, each printing a JSON document of its own (parse_qstat_json reads them all).
+_EACH = 'for j in {ids}; do qstat -x -t -f -F json "$j"; done'
+
+
+def status_command(job_ids: Sequence[str], dialect: PbsDialect = "pbspro") -> list[str] | str:
+    """ONE round trip for all jobs. PBS Pro: ``qstat -x`` lists queued and running jobs as
+    well as finished ones (when the server keeps history), so no second call is needed;
+    Torque keeps finished jobs as ``C`` for keep_completed seconds and has no JSON."""
     ids = _status_ids(job_ids)
     if dialect == "torque":
         return ["qstat", "-f", "-t", *ids]
-    return ["qstat", "-x", "-t", "-f", "-F", "json", *ids]
+    if len(ids) == 1:
+        return [*QSTAT_JSON, *ids]
+    return _EACH.format(ids=" ".join(quote(i) for i in ids))
 
 
 def find_token_command(dialect: PbsDialect = "pbspro") -> str:
     """The user's jobs (with history where there is some) with their Variable_List."""
     if dialect == "torque":
         return 'ids=$(qselect -u "$(id -un)"); [ -z "$ids" ] || qstat -f $ids'
-    return (
-        'u=$(id -un); ids=$(qselect -x -u "$u" 2>/dev/null || qselect -u "$u"); '
-        '[ -z "$ids" ] || qstat -x -f -F json $ids'
+    return 'u=$(id -un); ids=$(qselect -x -u "$u" 2>/dev/null || qselect -u "$u"); ' + _EACH.format(
+        ids="$ids"
     )
 
 
@@ -488,10 +499,9 @@ def parse_find_token(text: str, token: str, dialect: PbsDialect = "pbspro") -> s
             if re.search(rf"\b{TOKEN_VAR}={re.escape(token)}\b", flat):
                 return base_id(block.partition("\n")[0][len("Job Id:") :].strip())
         return None
-    from .pbs import _load_json  # lenient: PBS prints invalid JSON at times
+    from .pbs import json_jobs  # lenient: PBS prints invalid JSON at times
 
-    jobs = _load_json(text).get("Jobs")
-    for job_id, attrs in (jobs or {}).items() if isinstance(jobs, dict) else ():
+    for job_id, attrs in json_jobs(text).items():
         variables = attrs.get("Variable_List") if isinstance(attrs, dict) else None
         if isinstance(variables, dict) and str(variables.get(TOKEN_VAR)) == token:
             return base_id(job_id)

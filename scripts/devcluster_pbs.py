@@ -182,7 +182,9 @@ def mom_conf(mom: str) -> Path:
 def ensure_conf() -> None:
     """pbs.conf for the head (server, scheduler, comm; the login host's clients read it
     too) and one per mom (its own PBS_HOME), and each mom's config ($usecp)."""
-    common = f"PBS_EXEC={PREFIX}\nPBS_SERVER={HEAD}\nPBS_CORE_LIMIT=unlimited\nPBS_SCP=/usr/bin/scp\n"
+    common = (
+        f"PBS_EXEC={PREFIX}\nPBS_SERVER={HEAD}\nPBS_CORE_LIMIT=unlimited\nPBS_SCP=/usr/bin/scp\n"
+    )
     write(
         CONF,
         common + f"PBS_HOME={SPOOL / 'head'}\nPBS_START_SERVER=1\nPBS_START_SCHED=1\n"
@@ -197,7 +199,10 @@ def ensure_conf() -> None:
 
 
 def _pbs_env(conf: Path) -> dict[str, str]:
-    return {"PBS_CONF_FILE": str(conf), "PATH": f"{PREFIX}/bin:{PREFIX}/sbin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    return {
+        "PBS_CONF_FILE": str(conf),
+        "PATH": f"{PREFIX}/bin:{PREFIX}/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+    }
 
 
 def _lock_pid(lock: Path) -> int | None:
@@ -256,7 +261,9 @@ def ensure_sched_config() -> None:
     text = cfg.read_text()
     old = 'resources: "ncpus, mem, arch, host, vnode, aoe, eoe"'
     if old in text:
-        cfg.write_text(text.replace(old, 'resources: "ncpus, mem, arch, host, vnode, aoe, eoe, ngpus"'))
+        cfg.write_text(
+            text.replace(old, 'resources: "ncpus, mem, arch, host, vnode, aoe, eoe, ngpus"')
+        )
         pid = daemon_pid("pbs_sched")
         if pid:
             os.kill(pid, signal.SIGHUP)
@@ -326,16 +333,19 @@ def ensure_profile() -> None:
     )
 
 
-
 def ensure_sshd(host_key: Path, user: str) -> bool:
     """The login sshd's config (inside pbs-head, port 22 of its own loopback) and the host
     key the clone's known_hosts pins (copied: a running sshd may belong to another clone)."""
     key = ETC / "ssh_host_ed25519_key"
     changed = write(key, host_key.read_bytes(), mode=0o600)
-    changed = write(key.with_name(key.name + ".pub"), host_key.with_suffix(".pub").read_bytes()) or changed
-    return write(
-        SSHD_CONF,
-        f"""# hpcui dev cluster: the PBS site's login sshd (scripts/devcluster_pbs.py)
+    changed = (
+        write(key.with_name(key.name + ".pub"), host_key.with_suffix(".pub").read_bytes())
+        or changed
+    )
+    return (
+        write(
+            SSHD_CONF,
+            f"""# hpcui dev cluster: the PBS site's login sshd (scripts/devcluster_pbs.py)
 ListenAddress 127.0.0.1
 Port 22
 HostKey {key}
@@ -355,7 +365,9 @@ MaxStartups 100:30:200
 MaxSessions 100
 LogLevel ERROR
 """,
-    ) or changed
+        )
+        or changed
+    )
 
 
 def _spawn(name: str, argv: list[str]) -> int:
@@ -391,7 +403,9 @@ def start_login(changed: bool) -> None:
               mode=0o755)  # fmt: skip
         _spawn("bridge", ["socat", f"TCP-LISTEN:{SSHD_PORT},bind=127.0.0.1,reuseaddr,fork",
                           f"EXEC:{inner}"])  # fmt: skip
-    wait_for("pbs login sshd", lambda: ssh_banner(SSHD_PORT), [STATE / "sshd.log", STATE / "bridge.log"])
+    wait_for(
+        "pbs login sshd", lambda: ssh_banner(SSHD_PORT), [STATE / "sshd.log", STATE / "bridge.log"]
+    )
 
 
 # --------------------------------------------------------------------------- commands
@@ -433,8 +447,16 @@ def down() -> list[str]:
         if pid:
             os.kill(pid, signal.SIGTERM)
             stopped.append(f"{NAME}/pbs_mom-{mom}")
-    if any(daemon_pid(n) for n in ("pbs_comm", "pbs_server", "pbs_sched")) and _netns_exists(NETNS[HEAD]):
-        run_on(HEAD, [f"{PREFIX}/libexec/pbs_init.d", "stop"], env=_pbs_env(CONF), check=False, timeout=120)
+    if any(daemon_pid(n) for n in ("pbs_comm", "pbs_server", "pbs_sched")) and _netns_exists(
+        NETNS[HEAD]
+    ):
+        run_on(
+            HEAD,
+            [f"{PREFIX}/libexec/pbs_init.d", "stop"],
+            env=_pbs_env(CONF),
+            check=False,
+            timeout=120,
+        )
         stopped.append(f"{NAME}/pbs_server,pbs_sched,pbs_comm")
     return stopped
 
@@ -445,7 +467,10 @@ def status() -> bool:
         print(skipped)
         return True
     ok = True
-    rows = [(n, daemon_pid(n)) for n in LOCKS] + [("sshd", _pid("sshd")), ("bridge", _pid("bridge"))]
+    rows = [(n, daemon_pid(n)) for n in LOCKS] + [
+        ("sshd", _pid("sshd")),
+        ("bridge", _pid("bridge")),
+    ]
     for name, pid in rows:
         ok &= pid is not None
         where = ADDR[HEAD] if not name.startswith("pbs_mom-") else ADDR[name.split("-", 1)[1]]

@@ -126,6 +126,7 @@ class PbsScheduler(Scheduler):
         if dialect == WRAPPER:  # Slurm underneath: srun reaches the job's nodes
             return self._slurm.usage_command(job_id)
         qstat = pbs_script.status_command([job_id], dialect)
+        assert isinstance(qstat, list)  # one id: one qstat argv
         return usage.pbs_usage_command(job_id, qstat, self._node_shell)
 
     def parse_usage(self, text: str, job_id: str) -> usage.UsageReading:
@@ -405,6 +406,13 @@ def _control_checked(res: CommandResult, tool: str, job_ids: Sequence[str]) -> N
     if res.ok:
         return
     said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-500:] or "(no output)"
+    if tool == "qrerun" and "Unauthorized Request" in said:
+        # PBS lets only its operators and managers rerun jobs (qrerun(1B)); OpenPBS says so
+        raise UsageError(
+            f"PBS refused `qrerun` for job {', '.join(job_ids)}: {said}. On this site only "
+            "PBS operators and managers may rerun a job: cancel it and submit it again "
+            "(`hpcui resubmit JOB`), or ask the site's support to rerun it."
+        )
     raise UsageError(
         f"PBS refused `{tool}` for job {', '.join(job_ids)}: {said}. Check the job's state "
         "with `hpcui show` (hold/release need a queued job, qrerun a running one; a "

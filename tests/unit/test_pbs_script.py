@@ -244,10 +244,26 @@ def test_id_round_trip():
     assert pbs_script.id_key("1234.pbs01") != pbs_script.id_key("1234[0].pbs01")
 
 
-def test_status_command_is_one_qstat_with_parents_for_elements():
+def test_status_command_is_one_round_trip_with_parents_for_elements():
     cmd = pbs_script.status_command(["5.s_0", "5.s_1", "6.s"])
-    assert cmd == ["qstat", "-x", "-t", "-f", "-F", "json", "5[].s", "6.s"]
-    assert pbs_script.status_command(["5.s_0"], "torque") == ["qstat", "-f", "-t", "5[].s"]
+    # one qstat per id: OpenPBS 23.06 prints only the first operand's jobs with -F json
+    assert cmd == "for j in '5[].s' 6.s; do qstat -x -t -f -F json \"$j\"; done"
+    assert pbs_script.status_command(["5.s_0"]) == [
+        "qstat",
+        "-x",
+        "-t",
+        "-f",
+        "-F",
+        "json",
+        "5[].s",
+    ]
+    assert pbs_script.status_command(["5.s_0", "6.s"], "torque") == [
+        "qstat",
+        "-f",
+        "-t",
+        "5[].s",
+        "6.s",
+    ]
 
 
 def test_qdel_uses_pbs_ids():

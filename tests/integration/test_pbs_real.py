@@ -1,0 +1,197 @@
+"""hpcui's PBS Pro dialect end to end on a REAL PBS site (issue 31): OpenPBS 23.06 built
+from ../shared/vendor by scripts/devcluster (scripts/devcluster_pbs.py), its server,
+scheduler and comm on pbs-head and a mom on each of pbs-n1 and pbs-n2 (4 ngpus each), each
+host in its own network namespace. Nothing here is a stand-in: qsub, qstat -f -F json,
+qdel, qhold/qrls, qalter, qrerun, pbsnodes and the moms' PBS_NODEFILE are PBS's own."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpcui.backends import pbs
+from hpcui.backends.states import JobState
+from hpcui.cluster import Cluster
+from hpcui.errors import JobCancelledError, JobFailedError, SchedulerError, UsageError
+from tests.support.jobs import wait_job_state
+
+SKIPPED = Path("/run/hpcui-devcluster/pbs-skipped")
+pytestmark = [
+    pytest.mark.devcluster,
+    pytest.mark.skipif(
+        SKIPPED.exists(), reason=SKIPPED.read_text().strip() if SKIPPED.exists() else ""
+    ),
+]
+PBS_ID = re.compile(r"\d+\.pbs-head")
+HOSTS = ("pbs-n1", "pbs-n2")
+
+
+@pytest.fixture
+def site(dev_env) -> Iterator[Cluster]:
+    from hpcui.api import connect
+
+    cluster = connect("pbs")
+    yield cluster
+    cluster.close()
+
+
+def add(a, b):
+    return a + b
+
+
+def boom(x):
+    raise ValueError(f"pbs boom {x}")
+
+
+def slow(seconds):
+    import time as _t
+
+    _t.sleep(seconds)
+    return seconds
+
+
+def ranks():
+    import os as _os
+    import socket
+
+    from hpcui.distributed import rank_info
+
+    info = rank_info()
+    return {
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "world": info.world_size,
+        "local_world": info.local_world_size,
+        "source": info.source,
+        "host": socket.gethostname(),
+        "pbs_jobid": _os.environ.get("PBS_JOBID"),
+        "nodefile": open(_os.environ["PBS_NODEFILE"]).read().split(),
+        "master": _os.environ.get("MASTER_ADDR"),
+    }
+
+
+def test_two_hosts_of_four_ngpus(site):
+    text = site.run(["pbsnodes", "-a", "-F", "json"]).check().stdout
+    nodes = pbs.parse_pbsnodes_json(text) if hasattr(pbs, "parse_pbsnodes_json") else None
+    import json
+
+    data = json.loads(text)["nodes"]
+    assert sorted(data) == list(HOSTS)
+    for host in HOSTS:
+        assert data[host]["resources_available"]["ngpus"] == 4
+        assert data[host]["state"] == "free"
+    del nodes
+
+
+def test_submit_result_traceback_and_the_servers_record(site):
+    job = site.submit(add, 1, 2, time="5m")
+    assert PBS_ID.fullmatch(job.job_id), job.job_id
+    assert job.result(timeout=120) == 3
+    assert job.state is JobState.COMPLETED
+    text = site.run(["qstat", "-x", "-f", "-F", "json", job.job_id]).check().stdout
+    (rec,) = pbs.parse_qstat_json(text)
+    assert rec.state is JobState.COMPLETED and rec.exit_status == 0
+    assert rec.resources_requested["walltime"] == "00:05:00"
+    token = site.registry.get(site.name, job.job_id).token
+    assert site.scheduler.find_token(token) == job.job_id  # HPCUI_TOKEN in Variable_List
+    bad = site.submit(boom, 7, time="5m")
+    with pytest.raises(JobFailedError) as err:
+        bad.result(timeout=120)
+    assert "ValueError: pbs boom 7" in str(err.value) and "test_pbs_real.py" in str(err.value)
+    assert bad.state is JobState.FAILED
+
+
+def test_map_is_one_qsub_J_array(site):
+    jobs = site.map(add, range(6), range(10, 16), time="5m")
+    assert len({j.job_id.rsplit("_", 1)[0] for j in jobs}) == 1  # one array: one qsub
+    assert [j.job_id.rsplit("_", 1)[1] for j in jobs] == [str(i) for i in range(6)]
+    site.status.poll_once()
+    assert site.status.last_poll_calls == 1
+    assert [j.result(timeout=180) for j in jobs] == [a + b for a, b in zip(range(6), range(10, 16))]
+    assert {j.state for j in jobs} == {JobState.COMPLETED}
+    number = jobs[0].job_id.split(".")[0]
+    text = (
+        site.run(["qstat", "-x", "-t", "-f", "-F", "json", f"{number}[].pbs-head"]).check().stdout
+    )
+    found = {r.job_id.split(".")[0]: r for r in pbs.parse_qstat_json(text)}
+    assert set(found) == {f"{number}[]", *(f"{number}[{i}]" for i in range(6))}  # -t: subjobs
+    assert {found[f"{number}[{i}]"].state for i in range(6)} == {JobState.COMPLETED}
+
+
+def test_eight_ranks_on_two_hosts_one_master(site):
+    job = site.submit(ranks, gpus=8, time="5m")
+    script = site.registry.get(site.name, job.job_id).meta["script"]
+    assert "#PBS -l place=scatter" in script and "ngpus=4" in script
+    values = job.results(timeout=180)
+    assert [v["rank"] for v in values] == list(range(8))
+    assert [v["local_rank"] for v in values] == [0, 1, 2, 3] * 2
+    assert {(v["world"], v["local_world"], v["source"]) for v in values} == {(8, 4, "pbs")}
+    hosts = [v["host"] for v in values]
+    assert sorted(set(hosts)) == list(HOSTS) and hosts[:4] == [hosts[0]] * 4
+    assert {tuple(v["nodefile"]) for v in values} == {(hosts[0],) * 4 + (hosts[4],) * 4}
+    assert {v["pbs_jobid"] for v in values} == {job.job_id}
+
+
+def test_qdel_of_a_running_job_and_of_an_array(site):
+    job = site.submit(slow, 300, time="10m")
+    wait_job_state(job, {JobState.RUNNING}, 120)
+    job.cancel()
+    assert job.wait(timeout=90) is JobState.CANCELLED
+    with pytest.raises(JobCancelledError):
+        job.result()
+    jobs = site.map(slow, [300] * 3, time="10m")
+    wait_job_state(jobs[0], {JobState.RUNNING}, 120)
+    site.control.cancel([j.job_id for j in jobs])  # the app's folded row: every element
+    assert {j.wait(timeout=90) for j in jobs} == {JobState.CANCELLED}
+
+
+def test_a_rejected_request_is_the_servers_words(dev_env):
+    """A profile that says more than the server allows (ai's walltime is 12 h on the server):
+    hpcui lets 13 h through, qsub refuses, and the server's words come back (exit 4)."""
+    from hpcui.config import load_config
+
+    cfg = load_config().cluster("pbs")
+    loose = cfg.model_copy(
+        update={"profile_overrides": {"partitions": {"ai": {"max_time": "24h"}}}}
+    )
+    with Cluster(loose) as cluster:
+        with pytest.raises(SchedulerError) as err:
+            cluster.submit(add, 1, 2, gpus=4, partition="ai", time="13h")
+    assert err.value.exit_code == 4
+    assert "qsub: Job violates queue and/or server resource limits" in str(err.value)
+    assert "Fix the request (partition, qos, account, time)" in str(err.value)
+
+
+def test_hold_release_walltime_rerun_and_afterok(site):
+    """Issue 23's controls on the real server: Output_Path without its host, a user hold and
+    its release, a new walltime, afterok (-W depend=). What the stand-in got wrong: PBS
+    takes a hold on a RUNNING job (it runs on; the hold counts if it is requeued), and
+    qrerun is for PBS operators and managers only ("Unauthorized Request" for a user)."""
+    first = site.submit(slow, 8, time="5m", name="pbs-first", extra=["-h"])
+    second = site.submit(add, 4, 5, time="5m", name="pbs-second", after_ok=[first])
+    try:
+        d = site.control.details(first.job_id)
+        assert d.state is JobState.PENDING and d.state_raw == "H"
+        assert d.stdout.startswith("/") and ":" not in d.stdout
+        assert site.control.details(second.job_id).state_raw == "H"  # waits on its dependency
+        site.control.set_time_limit(first.job_id, "7m")
+        assert site.control.details(first.job_id).time_limit_s == 420
+        site.control.release([first.job_id])
+        deadline = time.monotonic() + 90
+        while site.control.details(first.job_id).state is not JobState.RUNNING:
+            assert time.monotonic() < deadline, "the released job never ran"
+            time.sleep(0.5)
+        site.control.hold([first.job_id])
+        assert site.control.details(first.job_id).state is JobState.RUNNING
+        with pytest.raises(UsageError, match="only PBS operators and managers may rerun"):
+            site.control.requeue([first.job_id])
+        assert second.result(timeout=180) == 9  # ran only after first completed
+        assert first.result(timeout=60) == 8
+        with pytest.raises(UsageError, match="PBS does not know job"):
+            site.control.details("999999.pbs-head")
+    finally:
+        site.control.cancel([first.job_id, second.job_id])
