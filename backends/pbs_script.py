@@ -508,6 +508,25 @@ def parse_find_token(text: str, token: str, dialect: PbsDialect = "pbspro") -> s
     return None
 
 
+#: qsub's refusals (OpenPBS 23.06's words, tests/fixtures/openpbs-23.06) -> what to change
+_QSUB_ADVICE = (
+    ("Unknown queue", "That queue does not exist on the server: `hpcui partitions` lists "
+     "its queues; pick one with partition=... (or fix the profile's partitions)."),
+    ("violates queue and/or server resource limits", "The request is over a limit of the "
+     "queue or the server (walltime, ngpus, ncpus, mem): ask for less, or another queue "
+     "(`qstat -Qf QUEUE` on the login node shows its resources_max)."),
+    ("Illegal attribute or resource value", "A resource value is malformed (a select "
+     "chunk, a walltime, a size): check extra=[...] and the resources you passed."),
+    ("Unknown resource", "The server does not know a resource of the request (e.g. ngpus "
+     "where the site names GPUs otherwise): check the profile's gpu_directive."),
+)  # fmt: skip
+
+
+def qsub_advice(said: str) -> str:
+    """What to change after qsub refused with `said` ("" when hpcui has no better word)."""
+    return next((advice for words, advice in _QSUB_ADVICE if words in said), "")
+
+
 def control_command(verb: str, job_ids: Sequence[str]) -> list[str]:
     """``qhold``/``qrls``/``qrerun`` with PBS's ids (verb: hold, release, requeue)."""
     tool = {"hold": "qhold", "release": "qrls", "requeue": "qrerun"}[verb]

@@ -288,7 +288,7 @@ def pbs_usage_command(job_id: str, qstat: Sequence[str], node_shell: str) -> str
     )
 
 
-def _pbs_mem_mb(text: str | None) -> float | None:
+def pbs_mem_mb(text: str | None) -> float | None:
     """PBS sizes: `123456kb`, `2gb`, `512mb`, `1024b` (1024-based, as PBS counts)."""
     m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)[bw]?\s*", (text or "").lower())
     if m is None:
@@ -303,7 +303,7 @@ def pbs_steps(job_id: str, used: dict[str, str]) -> tuple[StepReading, ...]:
 
     ncpus = int(used["ncpus"]) if used.get("ncpus", "").isdigit() else 1
     cput, wall = duration_s(used.get("cput")), duration_s(used.get("walltime"))
-    mem = _pbs_mem_mb(used.get("mem"))
+    mem = pbs_mem_mb(used.get("mem"))
     return (
         StepReading(
             step=job_id,

@@ -16,7 +16,7 @@ each connection into pbs-head's namespace. Names resolve inside the namespaces o
 shared, as a site's home and scratch are: the moms copy output with `$usecp`.
 
 The build is cached under /opt/hpcui-devcluster/pbs, keyed by the tarball's SHA-256 (about
-8 minutes on 2 cores the first time). A clone without ../shared/vendor gets one line saying
+2-3 minutes on 2 cores the first time; the README beside the tarball says 8 on busy ones). A clone without ../shared/vendor gets one line saying
 the PBS site is skipped; the tests that need it skip with that reason.
 """
 
@@ -85,7 +85,7 @@ def ensure_built() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == want:
         return
     t0 = time.monotonic()
-    say(f"building OpenPBS from {src.name} (first time: about 8 minutes on 2 cores)")
+    say(f"building OpenPBS from {src.name} (first time: 2-3 minutes on 2 cores)")
     shutil.rmtree(BUILD / "openpbs", ignore_errors=True)
     (BUILD / "openpbs").mkdir(parents=True)
     run(["tar", "-xJf", str(src), "-C", str(BUILD / "openpbs")], timeout=300)

@@ -169,6 +169,10 @@ class Scheduler(abc.ABC):
     def set_time_limit(self, job_id: str, seconds: int) -> None:
         raise self._no_control("Changing a time limit")
 
+    def submit_advice(self, said: str) -> str:
+        """What to change after the scheduler refused a submit with `said`."""
+        return "Fix the request (partition, qos, account, time) and submit again."
+
     # -- what is free now, and where the user stands ------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
 
-from hpcui.backends import pbs, pbs_queues, pbs_script, usage
+from hpcui.backends import pbs, pbs_nodes, pbs_queues, pbs_script, usage
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.pbs_dialect import PbsDialect
 from hpcui.backends.pbs_job import PbsJob
@@ -224,16 +224,6 @@ class PbsScheduler(Scheduler):
             )
         return _details(job_id, jobs[0])
 
-    def nodes(self) -> list[NodeInfo]:
-        if self.dialect == WRAPPER:  # the nodes are Slurm's
-            return self._slurm.nodes()
-        return super().nodes()
-
-    def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
-        if self.dialect == WRAPPER:
-            return self._slurm.standing()
-        return super().standing()
-
     def shell_script(self, job_id: str, node: str | None = None) -> str:
         if self.dialect == WRAPPER:
             return self._slurm.shell_script(job_id, node)
@@ -317,6 +307,34 @@ class PbsScheduler(Scheduler):
             return pbs_queues.parse_qstat_q(res.stdout)
         except ValueError as exc:
             raise SchedulerError(f"qstat -Q printed something hpcui cannot read: {exc}") from exc
+
+    def submit_advice(self, said: str) -> str:
+        return pbs_script.qsub_advice(said) or super().submit_advice(said)
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every host per execution queue it serves, with what is assigned of it now: ONE
+        round trip (pbsnodes -F json, qstat -Q, qstat -Bf). PBS Pro only: Torque's
+        pbsnodes has no JSON, and the wrapper's is Slurm's (`hpcui free` on the dev site)."""
+        dialect = self.dialect
+        if dialect == WRAPPER:
+            return self._slurm.nodes()
+        if dialect != "pbspro":
+            return super().nodes()
+        self.calls += 1
+        res = _checked(self.transport.run(pbs_nodes.FREE_COMMAND), "pbsnodes")
+        try:
+            return pbs_nodes.parse_free(res.stdout)
+        except ValueError as exc:
+            raise SchedulerError(f"pbsnodes printed something hpcui cannot read: {exc}") from exc
+
+    def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
+        if self.dialect == WRAPPER:
+            return self._slurm.standing()
+        raise UsageError(
+            "Fair share and job priority are not available on a PBS cluster: PBS has no "
+            "sshare/sprio for users (its fair-share tree is the scheduler's, read by "
+            "administrators with pbsfs). `hpcui free` shows what could start now."
+        )
 
 
 def _checked(res: CommandResult, tool: str) -> CommandResult:

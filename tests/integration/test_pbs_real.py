@@ -163,7 +163,7 @@ def test_a_rejected_request_is_the_servers_words(dev_env):
             cluster.submit(add, 1, 2, gpus=4, partition="ai", time="13h")
     assert err.value.exit_code == 4
     assert "qsub: Job violates queue and/or server resource limits" in str(err.value)
-    assert "Fix the request (partition, qos, account, time)" in str(err.value)
+    assert "over a limit of the queue or the server" in str(err.value)
 
 
 def test_hold_release_walltime_rerun_and_afterok(site):
@@ -195,3 +195,111 @@ def test_hold_release_walltime_rerun_and_afterok(site):
             site.control.details("999999.pbs-head")
     finally:
         site.control.cancel([first.job_id, second.job_id])
+
+
+DROP_QSUB = """#!/bin/sh
+# test stand-in around PBS's own qsub: submits, then (when armed) cuts this login session's
+# link - SIGKILL to its sshd - before the job id reaches the client
+id=$(/opt/hpcui-devcluster/pbs/bin/qsub "$@") || { rc=$?; echo "$id"; exit $rc; }
+if [ -e "$HOME/pbsdrop/armed" ]; then
+  rm -f "$HOME/pbsdrop/armed"
+  p=$$
+  while [ "$p" -gt 1 ] && [ "$(ps -o comm= -p "$p")" != sshd ]; do
+    p=$(ps -o ppid= -p "$p" | tr -d ' ')
+  done
+  kill -9 "$p"
+  sleep 5
+fi
+echo "$id"
+"""
+
+
+class DropOnPath:
+    """The cluster's transport with ~/pbsdrop/bin first on PATH for every command."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.description = inner.description
+        self.prefix = b'export PATH="$HOME/pbsdrop/bin:$PATH"; '
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def run(self, cmd, *, timeout=None, stdin=None):
+        from hpcui.transport.quoting import to_command
+
+        return self.inner.run(self.prefix + to_command(cmd), timeout=timeout, stdin=stdin)
+
+    def put_files(self, directory, files, *, then=None, first=None):
+        from hpcui.transport.quoting import to_command
+
+        then = None if then is None else self.prefix + to_command(then)
+        return self.inner.put_files(directory, files, then=then, first=first)
+
+
+def test_a_link_dropped_during_qsub_leaves_exactly_one_job(dev_env):
+    """The server took the job, the link died before its id came back: hpcui reconnects,
+    finds the job by its token (HPCUI_TOKEN in Variable_List, one qstat per id since
+    OpenPBS prints only the first with -F json) and the submit returns that one job."""
+    import uuid
+
+    from hpcui.config import load_config
+
+    cfg = load_config().cluster("pbs")
+    plain = Cluster(cfg)
+    plain.run("mkdir -p ~/pbsdrop/bin").check()
+    plain.transport.write_file("/home/hpcuser/pbsdrop/bin/qsub", DROP_QSUB.encode(), mode=0o755)
+    cluster = Cluster(cfg, transport=DropOnPath(plain.transport))
+    try:
+        name = f"pbsdrop{uuid.uuid4().hex[:8]}"
+        connects = plain.transport.connects
+        cluster.run("touch ~/pbsdrop/armed").check()
+        job = cluster.submit(add, 20, 22, name=name, time="5m")
+        assert plain.transport.connects == connects + 1  # the link really was lost
+        ids = cluster.run(["qselect", "-x", "-N", name]).check().stdout.split()
+        assert ids == [job.job_id]  # exactly one job, the one hpcui returned
+        assert job.result(timeout=120) == 42
+    finally:
+        cluster.run("rm -f ~/pbsdrop/armed")
+        plain.close()
+
+
+def ddp_sum(launcher_name):
+    import os
+
+    import torch
+
+    from hpcui import distributed as hd
+
+    _, rank, world, _ = hd.setup()
+    t = torch.tensor([float(rank + 1)])
+    torch.distributed.all_reduce(t)
+    hd.cleanup()
+    return {
+        "rank": rank,
+        "world": world,
+        "sum": t.item(),
+        "master": os.environ.get("MASTER_ADDR"),
+        "host": __import__("socket").gethostname(),
+        "launcher": launcher_name,
+    }
+
+
+@pytest.mark.parametrize("launcher", ["submitit", "torchrun"])
+def test_ddp_eight_ranks_over_two_hosts(dev_env, launcher):
+    """gloo all_reduce over pbs-n1 and pbs-n2 (4 ranks each): one MASTER_ADDR, the first
+    host of PBS_NODEFILE; with torchrun one agent per host and a c10d rendezvous."""
+    from hpcui.config import load_config
+
+    cfg = (
+        load_config()
+        .cluster("pbs")
+        .model_copy(update={"python": "/opt/hpcui-devcluster/venv/bin/python"})
+    )
+    with Cluster(cfg) as cluster:
+        job = cluster.submit(ddp_sum, launcher, gpus=8, launcher=launcher, time="10m")
+        values = job.results(timeout=300)
+    assert [v["rank"] for v in values] == list(range(8))
+    assert {(v["world"], v["sum"]) for v in values} == {(8, 36.0)}
+    assert len({v["master"] for v in values}) == 1 and values[0]["master"] == values[0]["host"]
+    assert sorted({v["host"] for v in values}) == list(HOSTS)
