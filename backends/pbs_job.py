@@ -46,6 +46,7 @@ class PbsJob(Model):
     error_path: str | None = None
     work_dir: str | None = None  # PBS_O_WORKDIR of Variable_List
     keep_files: str | None = None  # Keep_Files: "n", or o/e (kept on the host), d (direct)
+    token: str | None = None  # HPCUI_TOKEN of Variable_List: hpcui submitted it
 
 
 def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> PbsJob:
@@ -92,6 +93,7 @@ def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> P
         output_path=_path(attrs.get("Output_Path")),
         error_path=_path(attrs.get("Error_Path")),
         work_dir=_workdir(attrs.get("Variable_List")),
+        token=_variable(attrs.get("Variable_List"), "HPCUI_TOKEN"),
         keep_files=_str(attrs.get("Keep_Files")),
         **when,
     )
@@ -174,7 +176,12 @@ def _path(value: Any) -> str | None:
 
 
 def _workdir(value: Any) -> str | None:
+    return _variable(value, "PBS_O_WORKDIR")
+
+
+def _variable(value: Any, name: str) -> str | None:
+    """One variable of Variable_List: a JSON object (PBS Pro) or ``A=1,B=2`` text."""
     if isinstance(value, dict):
-        return _str(value.get("PBS_O_WORKDIR"))
-    match = re.search(r"(?:^|,)PBS_O_WORKDIR=([^,]*)", _str(value) or "")
+        return _str(value.get(name))
+    match = re.search(rf"(?:^|,){name}=([^,]*)", _str(value) or "")
     return match.group(1) if match else None

@@ -285,8 +285,13 @@ def user_jobs_command(dialect: PbsDialect, *, history: bool = False) -> str:
     JSON. Nothing of the user's text goes in: the user name comes from ``id -un`` remotely.
     """
     x = "-x " if history and dialect == "pbspro" else ""
-    fmt = "" if dialect == "torque" else " -F json"
-    return f'u=$(id -un); ids=$(qselect {x}-u "$u"); [ -z "$ids" ] || qstat {x}-t -f{fmt} $ids'
+    if dialect == "torque":
+        return f'u=$(id -un); ids=$(qselect {x}-u "$u"); [ -z "$ids" ] || qstat {x}-t -f $ids'
+    # one qstat per id: OpenPBS prints only the first id's jobs with -F json (_EACH)
+    return (
+        f'u=$(id -un); ids=$(qselect {x}-u "$u"); '
+        f'for j in $ids; do qstat {x}-t -f -F json "$j"; done'
+    )
 
 
 #: splits the wrapper's status output: qstat's text before it, sacct's after

@@ -398,7 +398,9 @@ class Submitter:
                     "Free space there (`hpcui quota` shows usage) or set remote_base to a "
                     "filesystem with room, then submit again."
                 )
-            raise SubmitRejected(f"{self.name} rejected the job: {said}. {sched.submit_advice(said)}")
+            raise SubmitRejected(
+                f"{self.name} rejected the job: {said}. {sched.submit_advice(said)}"
+            )
         return sched.parse_submit(res.stdout)
 
     def _outcome_unknown(self, token: str, exc: HpcuiError) -> str:

@@ -277,7 +277,7 @@ class PbsScheduler(Scheduler):
         return _read(res.stdout, dialect)
 
     def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
-        return [into.from_values(dict(_queue_entry(j).__dict__)) for j in self._user_jobs(False)]
+        return [into.from_values(_values(into, _queue_entry(j), j)) for j in self._user_jobs(False)]
 
     def history(
         self,
@@ -296,7 +296,7 @@ class PbsScheduler(Scheduler):
             jobs = self._qstat(job_ids)
         else:
             jobs = self._user_jobs(history=True)
-        return [into.from_values(dict(_accounting_entry(j).__dict__)) for j in jobs]
+        return [into.from_values(_values(into, _accounting_entry(j), j)) for j in jobs]
 
     def partitions(self) -> list[PartitionInfo]:
         """The server's queues from ``qstat -Q`` (PBS has no node counts per queue there)."""
@@ -386,6 +386,15 @@ def _entry_fields(job: PbsJob) -> dict:
         "start_time": job.stime,
         "comment": job.comment or "",
     }
+
+
+def _values(into: type, entry: QueueEntry | AccountingEntry, job: PbsJob) -> dict:
+    """The row's fields, with hpcui's token where the row type has one (PBS carries it in
+    Variable_List, not in a comment as Slurm does)."""
+    values = dict(entry.__dict__)
+    if "token" in getattr(into, "model_fields", {}):
+        values["token"] = job.token
+    return values
 
 
 def _queue_entry(job: PbsJob) -> QueueEntry:

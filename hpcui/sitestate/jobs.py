@@ -54,7 +54,8 @@ class QueueJob(QueueEntry):
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Self:
-        values["token"] = token_of(values.get("comment", ""))
+        # Slurm: the comment (hpcui:<token>); PBS: HPCUI_TOKEN of Variable_List, given
+        values["token"] = values.get("token") or token_of(values.get("comment", ""))
         return trusted(cls, values)
 
     @classmethod
@@ -80,7 +81,8 @@ class HistoryJob(AccountingEntry):
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Self:
-        values["token"] = token_of(values.get("comment", ""))
+        # Slurm: the comment (hpcui:<token>); PBS: HPCUI_TOKEN of Variable_List, given
+        values["token"] = values.get("token") or token_of(values.get("comment", ""))
         return trusted(cls, values)
 
     @classmethod

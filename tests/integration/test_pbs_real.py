@@ -303,3 +303,106 @@ def test_ddp_eight_ranks_over_two_hosts(dev_env, launcher):
     assert {(v["world"], v["sum"]) for v in values} == {(8, 36.0)}
     assert len({v["master"] for v in values}) == 1 and values[0]["master"] == values[0]["host"]
     assert sorted({v["host"] for v in values}) == list(HOSTS)
+
+
+TICKS = "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done"
+
+
+def test_another_jobs_log_at_its_end_by_default_and_live_with_k_oed(site):
+    """A plain qsub job: with the default Keep_Files PBS copies its output at the end, and
+    hpcui says so; with `-k oed` the file is written in place and followed while it runs."""
+    import uuid
+
+    from hpcui.any_job import OtherJob
+
+    out = f"/home/hpcuser/pbslogs-{uuid.uuid4().hex[:8]}"  # -k oed appends to a file
+    spooled = (
+        site.run(f"cd /tmp && echo {TICKS!r} | qsub -N spooled -o {out}-spooled.out -j oe")
+        .check()
+        .stdout.strip()
+    )
+    direct = (
+        site.run(f"cd /tmp && echo {TICKS!r} | qsub -N direct -k oed -o {out}-direct.out -j oe")
+        .check()
+        .stdout.strip()
+    )
+    handle = site.job(direct)
+    assert isinstance(handle, OtherJob)
+    deadline = time.monotonic() + 60
+    while handle.details.state is not JobState.RUNNING:
+        assert time.monotonic() < deadline, "the -k oed job never ran"
+        time.sleep(0.5)
+        handle = site.job(direct)
+    assert handle.details.log_note == ""  # written in place: nothing to wait for
+    time.sleep(2.5)
+    early = "".join(c.text for c in handle.logs("stdout"))
+    assert "tick 1" in early and "tick 6" not in early  # live, before the end
+    other = site.job(spooled)
+    if other.details.state is JobState.RUNNING:
+        assert "until it ends (Keep_Files=n)" in other.details.log_note
+    whole = "".join(c.text for c in handle.logs("stdout", follow=True))
+    assert [ln for ln in whole.splitlines() if ln.startswith("tick")] == [
+        f"tick {i}" for i in range(1, 7)
+    ]
+    later = site.job(spooled)
+    wait_text = "".join(c.text for c in later.logs("stdout", follow=True))
+    assert "tick 6" in wait_text
+    site.run(f"rm -f {out}-*")
+
+
+def test_the_queue_table_and_history_from_qstat_x(site):
+    job = site.submit(slow, 30, time="5m", name="pbs-queue-row")
+    wait_job_state(job, {JobState.RUNNING}, 120)
+    rows = {q.job_id: q for q in site.site.queue()}
+    row = rows[job.job_id]
+    assert row.state is JobState.RUNNING and row.partition == "normal" and row.hpcui
+    assert row.nodes == 1 and row.nodelist in HOSTS
+    job.cancel()
+    job.wait(timeout=60)
+    done = site.submit(add, 2, 3, time="5m", name="pbs-history-row")
+    assert done.result(timeout=120) == 5
+    history = {h.job_id: h for h in site.site.history()}
+    assert history[done.job_id].state is JobState.COMPLETED
+    assert history[job.job_id].state is JobState.CANCELLED
+
+
+def stops_when_asked(limit):
+    import time as _t
+
+    from hpcui.distributed import stop_requested
+
+    for i in range(limit):
+        if stop_requested():
+            return f"stopped at {i}"
+        _t.sleep(0.5)
+    return "ran out"
+
+
+def test_graceful_stop(site):
+    job = site.submit(stops_when_asked, 240, time="5m")
+    wait_job_state(job, {JobState.RUNNING}, 120)
+    time.sleep(1)
+    job.stop()
+    assert job.result(timeout=90).startswith("stopped at")
+
+
+def test_the_aspire_profiles_scripts_are_accepted_as_rendered(dev_env):
+    """ASPIRE 2A+'s rendering (select=...:ngpus=8, -P project, torchrun) to the real server:
+    qsub takes both scripts as they are (held: this site's hosts have 4 ngpus, not 8)."""
+    from hpcui.config import load_config
+
+    cfg = (
+        load_config()
+        .cluster("pbs")
+        .model_copy(update={"profile": "aspire2a-plus", "defaults": {"account": "12345678"}})
+    )
+    with Cluster(cfg) as cluster:
+        for kwargs in ({"gpus": 8}, {"gpus": 16, "launcher": "torchrun"}):
+            shown = cluster.preview_script(time="1h", name="aspire-as-rendered", **kwargs)
+            assert "#PBS -P 12345678" in shown.script and "ngpus=8" in shown.script
+            script = shown.script.replace("HOME/", "/home/hpcuser/")
+            res = cluster.transport.run("cd /tmp && qsub -h", stdin=script.encode())
+            assert res.ok, res.stderr
+            job_id = res.stdout.strip()
+            assert PBS_ID.fullmatch(job_id)
+            cluster.run(["qdel", job_id])

@@ -530,7 +530,9 @@ def test_user_jobs_command_per_dialect():
     from hpcui.backends.pbs_script import user_jobs_command
 
     pro = user_jobs_command("pbspro", history=True)
-    assert 'qselect -x -u "$u"' in pro and "qstat -x -t -f -F json $ids" in pro
+    assert (
+        'qselect -x -u "$u"' in pro and 'for j in $ids; do qstat -x -t -f -F json "$j"; done' in pro
+    )
     assert "-x" not in user_jobs_command("pbspro")
     torque = user_jobs_command("torque", history=True)  # Torque keeps no -x history
     assert "-x" not in torque and torque.endswith("qstat -t -f $ids")
