@@ -22,6 +22,7 @@ from tests.support.jobs import wait_job_state
 SKIPPED = Path("/run/hpcui-devcluster/pbs-skipped")
 pytestmark = [
     pytest.mark.devcluster,
+    pytest.mark.xdist_group("pbs"),  # one site of 2 hosts: one test at a time
     pytest.mark.skipif(
         SKIPPED.exists(), reason=SKIPPED.read_text().strip() if SKIPPED.exists() else ""
     ),
@@ -406,3 +407,72 @@ def test_the_aspire_profiles_scripts_are_accepted_as_rendered(dev_env):
             job_id = res.stdout.strip()
             assert PBS_ID.fullmatch(job_id)
             cluster.run(["qdel", job_id])
+
+
+def test_the_cli_on_the_pbs_site(tmp_path, devcluster):
+    """submit, jobs, show, logs, free and cancel through `hpcui -c pbs ...` (a subprocess
+    without a terminal, as CI and scripts run it)."""
+    import json
+
+    from tests.integration.test_cli import TASKS, hpcui
+
+    (tmp_path / "clitasks.py").write_text(TASKS)
+    (tmp_path / "data").mkdir()
+
+    def ok(*args):
+        res = hpcui(tmp_path, "-c", "pbs", *args)
+        assert res.returncode == 0, res.stderr
+        return res
+
+    rec = json.loads(
+        ok("submit", "clitasks:add", "--args", "[2, 3]", "--time", "5m", "--json").stdout
+    )
+    job = rec["job_id"]
+    assert PBS_ID.fullmatch(job)
+    assert json.loads(ok("result", job, "--json").stdout)["value"] == {"sum": 5}
+    assert "adding 2+3" in ok("logs", job).stdout
+    shown = json.loads(ok("show", job, "--json").stdout)
+    assert shown["state"] == "COMPLETED" and shown["cluster"] == "pbs"
+    free = json.loads(ok("free", "--json").stdout)
+    parts = {p["partition"]: p for p in free["partitions"]}
+    assert set(parts) == {"normal", "ai"} and parts["normal"]["is_default"]
+    assert parts["normal"]["gpus_total"] == 8
+    assert {n["node"] for n in free["nodes"]} == set(HOSTS)
+    slow_job = json.loads(
+        ok("submit", "clitasks:slow", "--args", "[120]", "--time", "5m", "--json").stdout
+    )["job_id"]
+    rows = json.loads(ok("jobs", "--json").stdout)
+    assert slow_job in {r["job_id"] for r in rows}
+    assert ok("cancel", slow_job).returncode == 0
+    standing = hpcui(tmp_path, "-c", "pbs", "budget")
+    assert standing.returncode == 2 and "PBS has no sshare/sprio" in standing.stderr
+
+
+def test_the_app_lists_and_opens_a_pbs_job(dev_env):
+    import asyncio
+
+    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.job_table import JobTable
+    from hpcui.tui.screens.job import JobScreen
+    from tests.support.pilot import wait_for
+
+    async def go() -> tuple[str, list[str]]:
+        app = HpcuiApp("pbs", connect=["pbs"])
+        async with app.run_test(size=(140, 36)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["pbs"].status == "connected", 60)
+            cluster = app.hub.cluster("pbs")
+            job = await asyncio.to_thread(cluster.submit, add, 20, 22, name="pbs-app", time="5m")
+            table = app.screen.query_one("#live", JobTable)
+            key = f"pbs:{job.job_id}"
+            await wait_for(pilot, lambda: key in table.shown, 60)
+            await asyncio.to_thread(job.wait, 120)
+            app.open_job("pbs", job.job_id)
+            await wait_for(pilot, lambda: isinstance(app.screen, JobScreen), 10)
+            screen = app.screen
+            await wait_for(pilot, lambda: bool(screen.query("#result")), 10)  # composed
+            result = screen.query_one("#result")
+            await wait_for(pilot, lambda: "42" in str(result.render()), 60)
+            return str(table.shown.get(key, {}).get("name", "")), screen.panel.lines
+
+    name, _lines = asyncio.run(go())
+    assert name == "pbs-app"
