@@ -476,3 +476,64 @@ def test_the_app_lists_and_opens_a_pbs_job(dev_env):
 
     name, _lines = asyncio.run(go())
     assert name == "pbs-app"
+
+
+def test_fsdp_shards_over_two_hosts(dev_env):
+    """The examples' DDP-or-FSDP experiment as FSDP on 8 ranks over pbs-n1 and pbs-n2:
+    each rank holds about an eighth of the model's parameters."""
+    from examples.ddp_or_fsdp import experiment
+    from hpcui.config import load_config
+
+    cfg = (
+        load_config()
+        .cluster("pbs")
+        .model_copy(update={"python": "/opt/hpcui-devcluster/venv/bin/python"})
+    )
+    with Cluster(cfg) as cluster:
+        job = cluster.submit(experiment, "fsdp", 256, 4, 16, gpus=8, time="10m")
+        values = job.results(timeout=300)
+    assert [v["rank"] for v in values] == list(range(8))
+    assert {(v["mode"], v["world"]) for v in values} == {("fsdp", 8)}
+    assert sorted({v["host"] for v in values}) == list(HOSTS)
+    whole = sum(v["model_bytes"] for v in values)  # each rank counts its own shard
+    assert max(v["model_bytes"] for v in values) < whole / 4  # an eighth each, not a copy
+
+
+def square(x):
+    return x * x
+
+
+def test_a_map_of_a_hundred_is_one_qsub_J(site):
+    jobs = site.map(square, range(100), time="5m")
+    parents = {j.job_id.rsplit("_", 1)[0] for j in jobs}
+    assert len(parents) == 1  # ONE qsub -J 0-99
+    script = site.registry.get(site.name, jobs[0].job_id).meta["script"]
+    assert "#PBS -J 0-99" in script
+    assert [j.result(timeout=300) for j in jobs] == [x * x for x in range(100)]
+
+
+def in_image(x):
+    import os
+    import socket
+
+    return {
+        "image": open("/etc/hpcui-image").read().strip(),
+        "host": socket.gethostname(),
+        "pbs_jobid": os.environ.get("PBS_JOBID"),
+        "double": 2 * x,
+    }
+
+
+@pytest.mark.skipif(
+    Path("/run/hpcui-devcluster/containers-skipped").exists(),
+    reason="no container runtimes (../shared/vendor lacks enroot or pyxis)",
+)
+@pytest.mark.parametrize("runtime", ["enroot", "apptainer"])
+def test_a_callable_inside_an_image_on_the_pbs_site(site, runtime):
+    """Issue 32 on PBS: the PBS renderer's container wrap on a real PBS job (enroot, and
+    the apptainer STAND-IN), the image's Python checked on the login host first."""
+    image = "/var/lib/hpcui-devcluster/images/pytorch.sqsh"
+    job = site.submit(in_image, 21, container=image, container_runtime=runtime, time="5m")
+    value = job.result(timeout=180)
+    assert value["image"].startswith("hpcui dev image pytorch") and value["double"] == 42
+    assert value["host"] in HOSTS and value["pbs_jobid"] == job.job_id
