@@ -116,7 +116,9 @@ async def run_cell(base: str, token: str, code: str) -> str:
                     printed.append(msg["content"]["text"])
                 elif kind == "error":
                     raise AssertionError("\n".join(msg["content"]["traceback"]))
-                elif kind == "execute_reply":
+                elif kind == "status" and msg["content"].get("execution_state") == "idle":
+                    # iopub's idle comes after every output of the request; the shell
+                    # channel's execute_reply may overtake a stream message (a CI run got '')
                     break
         await http.delete(f"{base}api/kernels/{kernel}")
     return "".join(printed)
