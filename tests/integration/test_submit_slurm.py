@@ -198,11 +198,21 @@ def test_get_job_from_a_fresh_process(site, tmp_path):
     assert out.stdout.strip() == "42"
 
 
-def test_python_version_mismatch_refused_before_submitting(dev):
-    before = dev.run("ls ~/.hpcui/jobs | wc -l").stdout
-    with pytest.raises(RemotePythonError, match="cloudpickle cannot carry"):
-        dev.remote_info(local_version=(3, 9))
-    assert dev.run("ls ~/.hpcui/jobs | wc -l").stdout == before
+def test_python_version_mismatch_refused_before_submitting(dev_env):
+    """Nothing reaches the cluster's job folders: a remote_base of this test's own (other
+    tests on the other worker submit into ~/.hpcui meanwhile; counting that folder raced)."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    base = f"~/.hpcui-mismatch-{uuid.uuid4().hex[:8]}"
+    cfg = load_config().cluster("dev").model_copy(update={"remote_base": base})
+    with Cluster(cfg) as dev:
+        try:
+            with pytest.raises(RemotePythonError, match="cloudpickle cannot carry"):
+                dev.remote_info(local_version=(3, 9))
+            assert dev.run(f"ls {base}/jobs 2>/dev/null | wc -l").stdout.strip() == "0"
+        finally:
+            dev.run(f"rm -rf {base}")
 
 
 def test_site_python_313_refused_with_the_module_to_load(dev_env):
