@@ -76,16 +76,12 @@ def ranks():
 
 
 def test_two_hosts_of_four_ngpus(site):
-    text = site.run(["pbsnodes", "-a", "-F", "json"]).check().stdout
-    nodes = pbs.parse_pbsnodes_json(text) if hasattr(pbs, "parse_pbsnodes_json") else None
-    import json
+    from hpcui.backends.pbs_nodes import parse_pbsnodes_json
 
-    data = json.loads(text)["nodes"]
-    assert sorted(data) == list(HOSTS)
-    for host in HOSTS:
-        assert data[host]["resources_available"]["ngpus"] == 4
-        assert data[host]["state"] == "free"
-    del nodes
+    text = site.run(["pbsnodes", "-a", "-F", "json"]).check().stdout
+    nodes = parse_pbsnodes_json(text, ["normal"], "normal")
+    assert sorted(n.node for n in nodes) == list(HOSTS)
+    assert {(n.gpus_total, n.cpus_total, n.usable) for n in nodes} == {(4, 8, True)}
 
 
 def test_submit_result_traceback_and_the_servers_record(site):
