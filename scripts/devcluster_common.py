@@ -33,6 +33,17 @@ class DevclusterError(Exception):
     pass
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """`a` and `b` are one file (device and inode; links followed). A process's
+    /proc/<pid>/root and /proc/<pid>/exe read through another mount namespace's pivot_root
+    as paths of that namespace, so they are compared this way, not as strings."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
 # --------------------------------------------------------------------------- helpers
 
 

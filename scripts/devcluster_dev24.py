@@ -38,6 +38,7 @@ from devcluster_common import (
     TENSORBOARD,
     DevclusterError,
     port_open,
+    same_file,
     say,
     ssh_banner,
     tail,
@@ -136,10 +137,16 @@ def chroot_run(
 
 
 def spawn_argv(argv: list[str], hostname: str | None = None, tmpfs_tmp: bool = False) -> list[str]:
-    """Run `argv` chrooted into the site, in a private mount namespace (and UTS namespace
-    when `hostname` is given) that holds the site's /proc, /dev and /sys mounts."""
+    """Run `argv` with the site as its root, in a private mount namespace (and UTS namespace
+    when `hostname` is given) that holds the site's /proc, /dev and /sys mounts.
+
+    The root is changed with pivot_root, not chroot: the kernel refuses an unprivileged user
+    namespace to a process whose root is not its mount namespace's root (user_namespaces(7),
+    EPERM), and enroot, pyxis and the apptainer stand-in start containers in one."""
     r = shlex.quote(str(ROOT))
     steps = [
+        f"mkdir -p {r}/.oldroot",
+        f"mount --bind {r} {r}",  # pivot_root wants the new root to be a mount point
         f"mount -t proc proc {r}/proc",
         f"mount --rbind /dev {r}/dev",
         f"mount --rbind /sys {r}/sys",
@@ -148,7 +155,10 @@ def spawn_argv(argv: list[str], hostname: str | None = None, tmpfs_tmp: bool = F
         steps.append(f"mount -t tmpfs -o mode=1777,size=1g hpcui-{hostname}-tmp {r}/tmp")
     if hostname:
         steps.append(f"hostname {shlex.quote(hostname)}")
-    script = " && ".join(steps) + f' && exec chroot {r} "$@"'
+    steps += [f"cd {r}", "pivot_root . .oldroot"]
+    # from here on the site's own programs run; the host's tree is detached from the namespace
+    inner = shlex.quote('umount -l /.oldroot && exec "$@"')
+    script = " && ".join(steps) + f' && exec /usr/bin/sh -c {inner} sh "$@"'
     ns = ["--uts"] if hostname else []
     return ["unshare", "--mount", "--propagation", "private", *ns, "--", "/bin/sh", "-c", script,
             "sh", *argv]  # fmt: skip
@@ -182,10 +192,9 @@ def _ours(pid: int, name: str) -> bool:
         st = Path(f"/proc/{pid}/stat").read_text()
         if st[st.rindex(")") + 2] in "ZX":
             return False
-        if os.readlink(f"/proc/{pid}/root") != str(ROOT):
-            return False
-        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
-        return exe == real_exe(name)
+        return same_file(f"/proc/{pid}/root", ROOT) and same_file(
+            f"/proc/{pid}/exe", real_exe(name)
+        )
     except (OSError, ValueError):
         return False
 
@@ -202,7 +211,7 @@ def _find(name: str) -> int | None:
                 continue
             st = (d / "stat").read_text()
             ppid = st[st.rindex(")") + 2 :].split()[1]
-            if os.readlink(f"/proc/{ppid}/exe").removesuffix(" (deleted)") == exe:
+            if same_file(f"/proc/{ppid}/exe", exe):
                 continue  # an sshd session or a forked slurmd helper
         except OSError:
             pass

@@ -206,10 +206,12 @@ def _pbs_env(conf: Path) -> dict[str, str]:
 
 
 def _lock_pid(lock: Path) -> int | None:
+    """The daemon named in its lock file, if that process is a PBS program: the lock files
+    outlive a reboot in /var/spool, and their pid may then belong to anything."""
     try:
         pid = int(lock.read_text().split()[0])
-        os.kill(pid, 0)
-        return pid
+        exe = os.readlink(f"/proc/{pid}/exe")
+        return pid if exe.startswith(f"{PREFIX}/") else None
     except (OSError, ValueError, IndexError):
         return None
 
