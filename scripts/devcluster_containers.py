@@ -266,6 +266,106 @@ def up_static() -> bool:
     return ensure_standin() or changed
 
 
+# --------------------------------------------------------------------------- the second site
+
+
+def _copy_tree(src: Path, dest: Path) -> bool:
+    """`src` copied to `dest` when its stamp differs. True when it was copied."""
+    stamp = ".hpcui-source-sha256"
+    want = (src / stamp).read_text() if (src / stamp).exists() else None
+    if want is not None and (dest / stamp).exists() and (dest / stamp).read_text() == want:
+        return False
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(src, dest, symlinks=True)
+    return True
+
+
+def _link(link: Path, target: str) -> bool:
+    if link.is_symlink() and os.readlink(link) == target:
+        return False
+    link.unlink(missing_ok=True)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return True
+
+
+def _same_images(root: Path) -> None:
+    """The images at the same path inside `root`: hard links (one file system, no copy)."""
+    dest = root / str(IMAGES).lstrip("/")
+    dest.mkdir(parents=True, exist_ok=True)
+    os.chmod(dest, 0o755)
+    for image in sorted(IMAGES.glob("*.sqsh")):
+        there = dest / image.name
+        if there.exists() and os.path.samefile(image, there):
+            continue
+        there.unlink(missing_ok=True)
+        try:
+            os.link(image, there)
+        except OSError:  # another file system: a copy (made once per image change)
+            shutil.copy2(image, there)
+
+
+def _pyxis_for(root: Path, include: Path) -> bool:
+    """pyxis built by this machine's compiler against the Slurm headers of `root` (a plugin
+    resolves Slurm's symbols when slurmd loads it). True when the plugin changed."""
+    tarball = _tarball("pyxis")
+    assert tarball is not None
+    plugin = root / str(PYXIS).lstrip("/") / "spank_pyxis.so"
+    stamp = plugin.parent / ".hpcui-source-sha256"
+    version = (include / "slurm" / "slurm_version.h").read_text()
+    want = f"{_sha256(tarball)} slurm-headers {hashlib.sha256(version.encode()).hexdigest()[:16]}"
+    if plugin.exists() and stamp.exists() and stamp.read_text().strip() == want:
+        return False
+    t0 = time.monotonic()
+    say(f"building pyxis for {root} against its Slurm headers (first time only)")
+    src = _unpack(tarball, BUILD / "pyxis-site")
+    with tempfile.TemporaryDirectory() as inc:
+        (Path(inc) / "slurm").symlink_to(include / "slurm")  # only Slurm's, not its libc's
+        # in the environment, not on make's command line: the Makefile appends to it
+        p = subprocess.run(["make", "-C", str(src)], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "CPPFLAGS": f"-I{inc}"})  # fmt: skip
+    if p.returncode != 0:
+        raise DevclusterError(f"building pyxis failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    plugin.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src / "spank_pyxis.so", plugin)
+    os.chmod(plugin, 0o644)
+    stamp.write_text(want + "\n")
+    shutil.rmtree(BUILD / "pyxis-site", ignore_errors=True)
+    say(f"pyxis built in {time.monotonic() - t0:.0f} s")
+    return True
+
+
+def up_in_root(root: Path) -> bool:
+    """The runtimes, the stand-in and the images inside another site's root filesystem
+    (dev24: pivot_root, so its users may create user namespaces). enroot's and the
+    stand-in's files are copied to the same paths (their scripts name their prefix), the
+    images hard-linked, pyxis built against that site's Slurm. True when its nodes must
+    restart (plugstack.conf or the plugin changed)."""
+    if available() is not None:
+        plug = root / str(PLUGSTACK).lstrip("/")
+        if plug.exists():
+            plug.unlink()
+            return True
+        return False
+    inside = root / str(OPT).lstrip("/")
+    _copy_tree(ENROOT, inside / ENROOT.name)
+    write(root / str(ENROOT_CONF_D).lstrip("/"), ENROOT_CONF_EXTRA)
+    for exe in sorted((ENROOT / "bin").iterdir()):
+        _link(root / str(BIN).lstrip("/") / exe.name, str(exe))
+    data = root / str(ENROOT_DATA).lstrip("/")
+    data.mkdir(parents=True, exist_ok=True)
+    os.chmod(data, 0o1777)
+    write(inside / STANDIN.name / "apptainer", (STANDIN / "apptainer").read_bytes(), mode=0o755)
+    for name in ("apptainer", "singularity"):
+        _link(root / str(BIN).lstrip("/") / name, str(STANDIN / "apptainer"))
+    _same_images(root)
+    changed = _pyxis_for(root, root / "usr/include")
+    runtime = Path("/run/hpcui-devcluster")  # pyxis makes its runtime_path, not the parent
+    (root / str(runtime).lstrip("/")).mkdir(parents=True, exist_ok=True)
+    conf = f"required {PYXIS}/spank_pyxis.so runtime_path={runtime / 'pyxis'}\n"
+    return write(root / str(PLUGSTACK).lstrip("/"), conf) or changed
+
+
 def up_images(venv: Path) -> None:
     if available() is None:
         ensure_images(venv)

@@ -31,6 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import devcluster_containers as containers
 from devcluster_common import (
     DAEMON_ENV,
     JUPYTERLAB,
@@ -63,6 +64,9 @@ PACKAGES = [
     # the login node: OpenSSH, Lmod 8.7, the system python3 (3.13), tools jobs use
     "openssh-server", "openssh-sftp-server", "lmod", "python3",
     "procps", "iproute2", "util-linux", "hostname", "passwd", "tar", "gzip", "coreutils",
+    # enroot's runtime packages (../shared/vendor/README.md) and Slurm's headers for pyxis
+    "squashfs-tools", "jq", "parallel", "zstd", "pigz", "fuse-overlayfs", "squashfuse",
+    "libslurm-dev",
     # libraries the /opt/python/3.11 interpreter's extension modules link against
     "libffi8", "libsqlite3-0", "libexpat1", "libbz2-1.0", "liblzma5", "zlib1g", "libssl3t64",
     "libncursesw6", "libreadline8t64", "libuuid1", "libgdbm6t64", "libgdbm-compat4t64",
@@ -833,6 +837,7 @@ def up() -> None:
     ensure_user()
     sshd_changed = ensure_sshd()
     conf_changed = ensure_slurm_conf()
+    conf_changed = containers.up_in_root(ROOT) or conf_changed  # enroot, pyxis, stand-in
     ensure_lmod()
     ensure_python311()
     start_munged()
