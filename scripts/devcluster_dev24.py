@@ -66,6 +66,7 @@ PACKAGES = [
     "procps", "iproute2", "util-linux", "hostname", "passwd", "tar", "gzip", "coreutils",
     # enroot's runtime packages (../shared/vendor/README.md) and Slurm's headers for pyxis
     "squashfs-tools", "jq", "parallel", "zstd", "pigz", "fuse-overlayfs", "squashfuse",
+    "bsdextrautils", "curl", "file",  # column (enroot list), registry imports
     "libslurm-dev",
     # libraries the /opt/python/3.11 interpreter's extension modules link against
     "libffi8", "libsqlite3-0", "libexpat1", "libbz2-1.0", "liblzma5", "zlib1g", "libssl3t64",
@@ -80,6 +81,7 @@ SLURMCTLD_PORT, SLURMDBD_PORT = 6917, 6919
 NODES = ["dev24n1", "dev24n2"]
 INTERCONNECT_SUFFIX = "i"  # as on the first site: profile "dev" asks for it
 MODULEFILES = Path("/opt/site/modulefiles")
+NO_PYXIS_CONF = "/etc/slurm/slurm-nopyxis.conf"
 PY311 = Path("/opt/python/3.11")
 TORCH_VERSION = "2.13.0"
 TORCH_VENV = Path("/opt/sw/pytorch") / TORCH_VERSION
@@ -492,6 +494,10 @@ StoragePass=hpcui-devcluster
 StorageLoc=slurm_acct_db
 """
     changed = write(inside("/etc/slurm/slurm.conf"), slurm_conf)
+    # the same cluster seen through a configuration without SPANK plugins, as a login node of
+    # a site without pyxis sees it (SLURM_CONF=...: the "pyxis is not installed" test)
+    write(inside(NO_PYXIS_CONF), slurm_conf + "PlugStackConfig=/etc/slurm/plugstack-none.conf\n")
+    write(inside("/etc/slurm/plugstack-none.conf"), "# no SPANK plugin\n")
     changed |= write(inside("/etc/slurm/gres.conf"), gres_conf)
     write(inside("/etc/slurm/slurmdbd.conf"), dbd_conf, mode=0o600)
     return changed

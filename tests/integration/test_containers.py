@@ -29,7 +29,10 @@ PYTORCH = str(IMAGES / "pytorch.sqsh")
 PY313 = str(IMAGES / "py313.sqsh")
 SKIPPED = Path("/run/hpcui-devcluster/containers-skipped")
 RUNTIMES = ("enroot", "pyxis", "apptainer")
+NODES24 = ("dev24n1", "dev24n2")
 WAIT = 300
+#: dev24's Slurm configuration without plugstack (scripts/devcluster_dev24.py NO_PYXIS_CONF)
+NO_PYXIS_CONF = "/etc/slurm/slurm-nopyxis.conf"
 
 pytestmark = [
     pytest.mark.devcluster,
@@ -107,14 +110,31 @@ def dev(devcluster: Path) -> Iterator[Any]:
             yield c
 
 
+@pytest.fixture(scope="module")
+def dev24(devcluster: Path) -> Iterator[Any]:
+    """The second site (Slurm 24.11, trixie): the same runtimes in its own root filesystem."""
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_CONFIG", str(devcluster))
+        with Cluster(load_config().cluster("dev24")) as c:
+            yield c
+
+
+#: each site's jobs, each runtime: what the result tests run
+ON_SITES = [(site, runtime) for site in ("dev", "dev24") for runtime in RUNTIMES]
+
+
 def test_the_login_node_has_no_image_marker() -> None:
     """What the jobs below read exists only inside the images."""
     assert not Path("/etc/hpcui-image").exists()
     assert Path(PYTORCH).is_file() and Path(PY313).is_file()
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_a_result_computed_inside_the_image(dev, runtime: str) -> None:
+@pytest.mark.parametrize(("site", "runtime"), ON_SITES)
+def test_a_result_computed_inside_the_image(site: str, runtime: str, request) -> None:
+    dev = request.getfixturevalue(site)
     job = dev.submit(
         inside,
         21,
@@ -146,8 +166,11 @@ def test_a_traceback_from_inside_names_the_users_file_and_line(dev) -> None:
     assert f'File "{__file__}", line' in text and "in boom" in text
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_map_is_one_array_inside_the_image(dev, runtime: str) -> None:
+@pytest.mark.parametrize(
+    ("site", "runtime"), [*(("dev", r) for r in RUNTIMES), ("dev24", "enroot")]
+)
+def test_map_is_one_array_inside_the_image(site: str, runtime: str, request) -> None:
+    dev = request.getfixturevalue(site)
     jobs = dev.map(inside, range(4), container=PYTORCH, container_runtime=runtime, time="5m")
     bases = {j.job_id.rsplit("_", 1)[0] for j in jobs}
     assert len(bases) == 1 and [j.job_id.rsplit("_", 1)[1] for j in jobs] == ["0", "1", "2", "3"]
@@ -157,8 +180,9 @@ def test_map_is_one_array_inside_the_image(dev, runtime: str) -> None:
 
 
 @pytest.mark.xdist_group("distributed")  # all 8 GPUs: one at a time with the other DDP jobs
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_ddp_8_ranks_on_2_nodes_inside_the_image(dev, runtime: str) -> None:
+@pytest.mark.parametrize(("site", "runtime"), [*(("dev", r) for r in RUNTIMES), ("dev24", "pyxis")])
+def test_ddp_8_ranks_on_2_nodes_inside_the_image(site: str, runtime: str, request) -> None:
+    dev = request.getfixturevalue(site)
     job = dev.submit(
         ddp_in_image, 3, gpus=8, container=PYTORCH, container_runtime=runtime, time="5m",
         cpus_per_task=1, mem="4G",
@@ -166,7 +190,7 @@ def test_ddp_8_ranks_on_2_nodes_inside_the_image(dev, runtime: str) -> None:
     outs = job.results(timeout=WAIT)
     assert sorted(o["rank"] for o in outs) == list(range(8))
     assert {o["world"] for o in outs} == {8}
-    assert {o["host"] for o in outs} == {"node1", "node2"}
+    assert {o["host"] for o in outs} == ({"node1", "node2"} if site == "dev" else set(NODES24))
     assert len({o["master"] for o in outs}) == 1
     assert {o["all_reduce"] for o in outs} == {36.0}  # 1 + 2 + ... + 8
     assert len({o["checksum"] for o in outs}) == 1  # DDP kept the replicas equal
@@ -250,15 +274,23 @@ def test_image_problems_are_said_before_submit(dev, kwargs, words) -> None:
 
 
 def test_a_runtime_the_site_lacks_is_said_before_submit(devcluster: Path) -> None:
-    """dev24 has neither enroot nor pyxis nor the stand-in."""
+    """dev24's login node as a user sees it without the runtimes: a PATH without
+    /usr/local/bin (where the site installs enroot and apptainer: a module not loaded) and a
+    Slurm configuration without SPANK plugins (a cluster without pyxis)."""
     from hpcui.cluster import Cluster
     from hpcui.config import load_config
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HPCUI_CONFIG", str(devcluster))
-        with Cluster(load_config().cluster("dev24")) as c:
-            with pytest.raises(UsageError, match="enroot is not on dev24's login node"):
-                c.submit(inside, 1, container=PYTORCH, container_runtime="enroot", time="5m")
+        cfg = load_config().cluster("dev24")
+        bare = cfg.model_copy(update={"setup": [*(cfg.setup or []), "export PATH=/usr/bin:/bin"]})
+        with Cluster(bare) as c:
+            for runtime in ("enroot", "apptainer"):
+                with pytest.raises(UsageError, match=f"{runtime} is not on dev24's login node"):
+                    c.submit(inside, 1, container=PYTORCH, container_runtime=runtime, time="5m")
+        no_pyxis = f"export SLURM_CONF={NO_PYXIS_CONF}"
+        plain = cfg.model_copy(update={"setup": [*(cfg.setup or []), no_pyxis]})
+        with Cluster(plain) as c:
             with pytest.raises(UsageError, match="pyxis is not installed"):
                 c.submit(inside, 1, container=PYTORCH, container_runtime="pyxis", time="5m")
 
