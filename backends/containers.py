@@ -230,10 +230,14 @@ def prepare_script(
     cache: str,
     init: str | None,
     check_import: str | None = None,
+    progress_log: str | None = None,
 ) -> str:
     """ONE bash script for the login node: the runtime exists, the image opens (a registry
     image imported once into `cache`, an enroot container created once), and the image's
     Python version, remembered per image in `cache` until the image file changes.
+
+    A registry import writes its progress (the runtime's own lines) to `progress_log`, a
+    file the caller reads while the script runs; logs over an hour old are removed.
 
     Prints `HPCUI_CONTAINER status=ok image=<for the node> python=3.11.2` or
     `HPCUI_CONTAINER status=<problem>` after the runtime's own words.
@@ -267,9 +271,14 @@ def prepare_script(
         fetch = (
             f'{runtime} pull "$file" "$img"' if ext == "sif" else 'enroot import -o "$file" "$img"'
         )
+        plog = q(progress_log) if progress_log else '"$cache/.import-last.log"'
         lines += [
-            f'file="$cache/{_safe(image)}.{ext}"',
-            f'if [ ! -s "$file" ]; then {fetch} >&2 || {{ rm -f "$file"; say import; }}; fi',
+            f'file="$cache/{_safe(image)}.{ext}"; plog={plog}',
+            "find \"$cache\" -maxdepth 1 -name '.import-*.log' -mmin +60 -delete 2>/dev/null",
+            'if [ ! -s "$file" ]; then'
+            ' echo "importing $img into $file (once: later submits reuse it)" >>"$plog";'
+            f' {fetch} >>"$plog" 2>&1 ||'
+            ' { tail -n +2 "$plog" | tail -n 20 >&2; rm -f "$file"; say import; }; fi',
             'img="$file"',
         ]
     if kind in ("registry", "file"):

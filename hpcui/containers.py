@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from hpcui.backends.containers import (
@@ -29,6 +33,16 @@ from hpcui.transport.base import Transport
 
 #: the runtime's own words about a problem are cut to this many characters in a message
 _SAID = 600
+
+#: who hears a registry import's progress, a line at a time, while it runs (an import of an
+#: NGC image takes minutes); None: stderr, as `hpcui: <line>`. The app sets its own.
+import_progress: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "hpcui_import_progress", default=None
+)
+
+
+def _on_stderr(line: str) -> None:
+    print(f"hpcui: {line}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ def prepare(
     runtime, image = alloc.container_runtime, alloc.container
     assert runtime is not None and image is not None
     python, init = _settings(alloc, profile)
+    plog = None
+    if image_kind(image) == "registry":
+        plog = f"{base}/containers/.import-{uuid.uuid4().hex[:12]}.log"
     script = prepare_script(
         runtime,
         image,
@@ -74,12 +91,15 @@ def prepare(
         cache=f"{base}/containers",
         init=init,
         check_import=check_import,
+        progress_log=plog,
     )
     # the cluster's setup lines and the job's modules (MN5: `singularity`) come first
     first = [*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())]
     if first:
         script = "\n".join([*first, script])
-    res = transport.run(["bash", "-c", script], timeout=1800)
+    say = import_progress.get() or _on_stderr
+    with _following(transport, plog, say) if plog else _nothing():
+        res = transport.run(["bash", "-c", script], timeout=1800)
     fields = parse_prepare(res.stdout)
     said = (res.stderr.strip() or res.stdout.strip())[-_SAID:]
     status = fields.get("status")
@@ -156,6 +176,61 @@ def prepare(
         has_module=has,
         name=fields.get("name", ""),
     )
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _following:
+    """Read `log` every `every` s while the prepare script runs, and say each new line (a
+    redrawn progress line at most once per read); a last read after it ended."""
+
+    def __init__(
+        self, transport: Transport, log: str, say: Callable[[str], None], every: float = 1.0
+    ) -> None:
+        from hpcui.logs import ProgressLines  # the one place that collapses \r redraws
+
+        self.transport, self.log, self.say, self.every = transport, log, say, every
+        self.lines, self.offset, self.shown = ProgressLines(), 0, ""
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="hpcui-import-progress", daemon=True)
+
+    def __enter__(self) -> None:
+        self.thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            ended = self.stop.wait(self.every)
+            self._read()
+            if ended:
+                for line in self.lines.feed("\n"):
+                    if line.strip() and line != self.shown:
+                        self.say(line)
+                return
+
+    def _read(self) -> None:
+        try:
+            data = self.transport.read_file(self.log, offset=self.offset)
+        except Exception:  # not written yet (no import: the image is cached), or a hiccup
+            return
+        self.offset += len(data)
+        for line in self.lines.feed(data.decode("utf-8", "replace")):
+            if line.strip() and line != self.shown:
+                self.say(line)
+            self.shown = ""
+        now = self.lines.current
+        if now.strip() and now != self.shown:
+            self.say(now)  # a bar redrawn with \r: its state now
+            self.shown = now
 
 
 def launch(

@@ -1,10 +1,10 @@
-"""The dev cluster's second site, `dev24`: Debian trixie's Slurm 24.11 and Lmod 8.7 in a chroot.
+"""The dev cluster's second site, `dev24`: Debian trixie's Slurm 24.11 and Lmod 8.7 in its own root.
 
 A real site runs newer software than Debian 12's Slurm 22.05 and Lmod 8.6, and its system
 Python (trixie: 3.13) differs from the laptop's (3.11). This site is a Debian trixie root
 filesystem (mmdebstrap, cached under /var/lib/hpcui-devcluster/dev24) in which run munged,
 MariaDB, slurmdbd, slurmctld, two slurmd nodes and an OpenSSH server, each a real daemon
-started by `scripts/devcluster up` with `chroot` inside a private mount namespace (its own
+started by `scripts/devcluster up` with `pivot_root` inside a private mount namespace (its own
 /proc, the host's /dev and /sys bound in; nothing is left mounted on the host, so the root
 filesystem can always be deleted safely). It shares only the loopback network with the
 first site, on ports of its own:

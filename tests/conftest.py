@@ -14,7 +14,7 @@ DEVCLUSTER = ROOT / ".devcluster"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TEST_USER_HOME = Path("/home/hpcuser")
 #: the dev cluster's sites: Debian 12's Slurm 22.05 + Lmod 8.6, and Debian 13's Slurm 24.11 +
-#: Lmod 8.7 in a chroot (scripts/devcluster_dev24.py); tests that matter run on both
+#: Lmod 8.7 in its own root filesystem (scripts/devcluster_dev24.py); tests that matter run on both
 SITES = ("dev", "dev24")
 NODE_PREFIX = {"dev": "node", "dev24": "dev24n"}
 SITE_HOMES = {

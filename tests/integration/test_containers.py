@@ -23,6 +23,7 @@ import pytest
 from hpcui.backends.states import JobState
 from hpcui.errors import JobFailedError, JobLostError, RemotePythonError, UsageError
 from tests.conftest import ROOT
+from tests.integration.stalling_registry import stalling_registry
 
 IMAGES = Path("/var/lib/hpcui-devcluster/images")
 PYTORCH = str(IMAGES / "pytorch.sqsh")
@@ -273,6 +274,33 @@ def test_image_problems_are_said_before_submit(dev, kwargs, words) -> None:
     assert _submitted_named(name) == []
 
 
+def test_a_registry_imports_progress_is_said_while_it_runs(dev) -> None:
+    """No registry is reachable here: a listener on loopback that holds each connection 2 s
+    and closes it stands for a slow one. enroot's own lines reach the caller while the
+    import runs (the follower reads the login node's import log each second), and the
+    failure is said before any sbatch."""
+    import time
+
+    from hpcui import containers as prep
+
+    said: list[tuple[float, str]] = []
+    name = f"refused-{uuid.uuid4().hex[:8]}"
+    token = prep.import_progress.set(lambda line: said.append((time.monotonic(), line)))
+    try:
+        with stalling_registry() as port:
+            ref = f"docker://127.0.0.1:{port}/slow/img:1"
+            with pytest.raises(UsageError, match=f"Importing {ref}"):
+                dev.submit(inside, 1, container=ref, time="5m", name=name)
+            ended = time.monotonic()
+    finally:
+        prep.import_progress.reset(token)
+    lines = [line for _, line in said]
+    assert lines[0].startswith(f"importing {ref} into "), lines
+    assert "[INFO] Querying registry for permission grant" in lines
+    assert ended - said[0][0] > 1.0, said  # said while the import still ran, not after
+    assert _submitted_named(name) == []
+
+
 def test_a_runtime_the_site_lacks_is_said_before_submit(devcluster: Path) -> None:
     """dev24's login node as a user sees it without the runtimes: a PATH without
     /usr/local/bin (where the site installs enroot and apptainer: a module not loaded) and a
@@ -306,6 +334,17 @@ def test_a_container_that_cannot_start_fails_the_job_with_the_runtimes_words(dev
     assert "FATAL:   container creation failed: mount /nonexistent/hpcui" in str(err.value)
 
 
+def _cli_env(devcluster: Path, tmp_path: Path) -> dict[str, str]:
+    """The CLI's environment: the dev cluster's config, a data folder of the test's own."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),
+        "HPCUI_CONFIG": str(devcluster),
+        "HPCUI_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
 def test_the_cli_runs_a_plain_script_inside_the_image(devcluster: Path, tmp_path: Path) -> None:
     (tmp_path / "where.py").write_text(
         textwrap.dedent(
@@ -315,13 +354,7 @@ def test_the_cli_runs_a_plain_script_inside_the_image(devcluster: Path, tmp_path
             """
         )
     )
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/root"),
-        "HPCUI_CONFIG": str(devcluster),
-        "HPCUI_DATA_DIR": str(tmp_path / "data"),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = _cli_env(devcluster, tmp_path)
     res = subprocess.run(
         [sys.executable, "-m", "hpcui.cli", "run", "--time", "5m", "--follow", "--container",
          PYTORCH, "--container-runtime", "pyxis", "where.py", "--epochs", "2"],
@@ -330,3 +363,20 @@ def test_the_cli_runs_a_plain_script_inside_the_image(devcluster: Path, tmp_path
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "inside: hpcui dev image pytorch" in res.stdout and "['--epochs', '2']" in res.stdout
+
+
+def test_the_cli_prints_a_registry_imports_progress_on_stderr(
+    devcluster: Path, tmp_path: Path
+) -> None:
+    env = _cli_env(devcluster, tmp_path)
+    with stalling_registry() as port:
+        ref = f"docker://127.0.0.1:{port}/slow/img:1"
+        res = subprocess.run(
+            [sys.executable, "-m", "hpcui.cli", "submit", "--json", "--time", "5m",
+             "--container", ref, "--args", "[1]", "tests.integration.test_containers:inside"],
+            env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WAIT,
+        )  # fmt: skip
+    assert res.returncode != 0, res.stdout  # refused: no job id printed as submitted
+    assert f"hpcui: importing {ref} into " in res.stderr, res.stderr
+    assert "hpcui: [INFO] Querying registry for permission grant" in res.stderr
+    assert f"Importing {ref} on dev failed" in res.stderr + res.stdout

@@ -757,3 +757,39 @@ def test_the_table_hears_a_jobs_end_pushed_not_at_the_queues_next_look(dev):
     finally:
         if not job.done():
             job.cancel()
+
+
+def test_the_forms_status_line_shows_a_registry_imports_progress(dev_env):
+    """Issue 32: a registry image is imported on the login node before the first submit
+    (minutes for an NGC image); the form's status line follows the runtime's own lines,
+    then says why it failed (no registry is reachable here: a stalling loopback one)."""
+    from tests.integration.stalling_registry import stalling_registry
+
+    async def go(port: int):
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+            await pilot.press("3")
+            form = app.screen
+            form.query_one("#target").value = "tests.integration.test_tui_dev:add"
+            form.query_one("#args").value = "[1, 2]"
+            form.query_one("#res-time").value = "5m"
+            form.query_one("#res-container").value = f"docker://127.0.0.1:{port}/slow/img:1"
+            await wait_for(pilot, lambda: "enroot" in form.preview_text, 15, "preview")
+            await pilot.press("ctrl+s")
+            status = form.query_one("#submit-status")
+            seen: list[str] = []
+
+            def shown() -> bool:
+                text = str(status.render())
+                if not seen or seen[-1] != text:
+                    seen.append(text)
+                return "Importing docker://" in text  # the failure, said last
+
+            await wait_for(pilot, shown, 90, lambda: f"status line, saw {seen}")
+            return seen
+
+    with stalling_registry() as port:
+        seen = run_closing(lambda: go(port))
+    assert "importing the image: [INFO] Querying registry for permission grant" in seen, seen
+    assert "failed" in seen[-1]

@@ -223,3 +223,57 @@ def test_an_unknown_runtime_in_a_profile_is_refused_with_the_choices():
     with pytest.raises(ValueError, match=r"apptainer.*singularity.*enroot.*pyxis"):
         Profile(name="p", container={"runtime": "docker"})
     assert ContainerSite(runtime="enroot").python == "python3"
+
+
+def test_a_registry_import_writes_its_progress_to_the_log_the_client_reads(tmp_path):
+    script = containers.prepare_script(
+        "enroot", "docker://nvcr.io#nvidia/pytorch:24.12-py3", python="python3",
+        cache="/c", init=None, progress_log="/c/.import-ab12 x.log",
+    )  # fmt: skip
+    assert "plog='/c/.import-ab12 x.log'" in script  # quoted: a path never runs as code
+    assert 'enroot import -o "$file" "$img" >>"$plog" 2>&1' in script
+    path = tmp_path / "p.sh"
+    path.write_text(script)
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    # a file image needs no log
+    assert "plog" not in containers.prepare_script(
+        "enroot", "/i/x.sqsh", python="python3", cache="/c", init=None
+    )
+
+
+def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
+    """The client's follower over a real file written by a real process: complete lines
+    once, a bar redrawn with \\r as its state at each read, the rest after it ended."""
+    import threading
+    import time
+
+    from hpcui import containers as prep
+    from hpcui.transport.local import LocalTransport
+
+    log = tmp_path / ".import-x.log"
+    writer = (
+        "import sys, time\n"
+        "f = open(sys.argv[1], 'w', buffering=1)\n"
+        "f.write('importing docker://x into /c/x.sqsh\\n'); time.sleep(0.5)\n"
+        "f.write('[INFO] Querying registry\\n'); f.write('layer 10%'); f.flush(); time.sleep(0.5)\n"
+        "f.write('\\rlayer 60%'); f.flush(); time.sleep(0.5)\n"
+        "f.write('\\rlayer 100%\\n[INFO] Creating squashfs\\n')\n"
+    )
+    said: list[tuple[float, str]] = []
+    t0 = time.monotonic()
+    with prep._following(
+        LocalTransport(), str(log), lambda line: said.append((time.monotonic() - t0, line)),
+        every=0.1,
+    ):  # fmt: skip
+        proc = threading.Thread(
+            target=subprocess.run, args=([sys.executable, "-c", writer, str(log)],)
+        )
+        proc.start()
+        proc.join()
+        first_seen = said[0][0] if said else None
+    lines = [line for _, line in said]
+    assert lines[0] == "importing docker://x into /c/x.sqsh"
+    assert first_seen is not None and first_seen < 1.0  # said while the writer still ran
+    assert "layer 10%" in lines and "layer 60%" in lines  # the bar's states as it went
+    assert lines[-2:] == ["layer 100%", "[INFO] Creating squashfs"]
+    assert len(lines) == len(set(lines))  # nothing said twice

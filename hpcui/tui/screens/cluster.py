@@ -363,6 +363,6 @@ class ClusterScreen(Screen[None]):
 
 
 def _esc(text: str) -> str:
-    from rich.markup import escape  # textual (0.17 s): when the app or a dialog shows
+    from hpcui.tui.markup import escape  # not rich's: see that module
 
     return escape(text)

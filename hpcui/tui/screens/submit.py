@@ -406,8 +406,21 @@ class SubmitScreen(Screen[None]):
         self.query_one("#submit-status", Static).update("submitting…")
         self._submit(cluster, form)
 
+    def _hear_imports(self) -> None:
+        """A registry image's import (minutes, once) shows its progress in the status line."""
+        from hpcui.containers import import_progress
+
+        def said(line: str) -> None:
+            self.app.call_from_thread(
+                self.query_one("#submit-status", Static).update,
+                f"importing the image: {_esc(line)}",
+            )
+
+        import_progress.set(said)  # this worker thread's context only
+
     @work(thread=True, exclusive=True, group="submit", exit_on_error=False)
     def _submit(self, cluster: Cluster, form: SubmitForm) -> None:
+        self._hear_imports()
         try:
             call = form.call()
             resources = form.resource_kwargs()
@@ -443,6 +456,7 @@ class SubmitScreen(Screen[None]):
         from hpcui import forwarding, services  # textual screens: when shown
 
         kind = services.KINDS["jupyter"]
+        self._hear_imports()
         try:
             services.check_installed(cluster, kind, **form.resource_kwargs())
             job = services.submit(cluster, kind, None, **form.resource_kwargs())
@@ -483,7 +497,7 @@ def _binding_keys(binding: BindingType) -> list[str]:
 
 
 def _esc(text: str) -> str:
-    from rich.markup import escape  # textual (0.17 s): when the app or a dialog shows
+    from hpcui.tui.markup import escape  # not rich's: see that module
 
     return escape(text)
 
