@@ -408,7 +408,7 @@ class SubmitScreen(Screen[None]):
 
     def _hear_imports(self) -> None:
         """A registry image's import (minutes, once) shows its progress in the status line."""
-        from hpcui.containers import import_progress
+        from hpcui.containers import import_progress  # the core, when a submit runs
 
         def said(line: str) -> None:
             self.app.call_from_thread(
