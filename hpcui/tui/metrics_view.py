@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,6 +14,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from hpcui.metrics import Metrics, read_metrics
+from hpcui.tui.markup import escape  # every "[": Textual drops [UPPER] tags
 
 #: metrics drawn side by side; the label names the rest (at 80 columns four is already tight)
 MAX_PANELS = 4

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.markup import escape
-
 from hpcui.formatting import figure, usage_bar
+from hpcui.tui.markup import escape  # every "[": Textual drops [UPPER] tags
 from hpcui.usage import UsageSample, gpu_figures, summary, task_line, verdicts
 
 SPARKS = "▁▂▃▄▅▆▇█"
