@@ -1,6 +1,7 @@
 """What running in a container image costs (issue 32).
 
-    python -m benchmarks.container_bench      # the dev cluster up (scripts/devcluster up)
+    python -m benchmarks.container_bench              # the dev cluster up (scripts/devcluster up)
+    python -m benchmarks.container_bench --site dev24 # the second site (Slurm 24.11)
 
 Time from `submit` to the result of a trivial function on an idle dev cluster, medians of
 N, beside the reference from the same run: the same function with the cluster's own Python
@@ -34,21 +35,30 @@ def timed(c: Cluster, **kw: object) -> float:
     return time.perf_counter() - t0
 
 
-def wipe_node_containers() -> None:
-    """The nodes' enroot containers (dev cluster: /var/tmp/hpcui-enroot-data/node*-UID)."""
+#: where each site's nodes keep their enroot containers, as this machine sees it
+DATA = {
+    "dev": "/var/tmp/hpcui-enroot-data/node*-*",
+    "dev24": "/var/lib/hpcui-devcluster/dev24/rootfs/var/tmp/hpcui-enroot-data/dev24n*-*",
+}
+
+
+def wipe_node_containers(site: str) -> None:
+    """The nodes' enroot containers (a folder per node and user: ENROOT_DATA_PATH)."""
+    d = DATA[site]
     subprocess.run(
-        "rm -rf /var/tmp/hpcui-enroot-data/node*-*/hpcui-* "
-        "/var/tmp/hpcui-enroot-data/node*-*/apptainer-standin-* "
-        "/var/tmp/hpcui-enroot-data/node*-*/pyxis_*",
-        shell=True, check=False,
-    )  # fmt: skip
+        f"rm -rf {d}/hpcui-* {d}/apptainer-standin-* {d}/pyxis_*", shell=True, check=False
+    )
 
 
 def main() -> None:
+    import argparse
     import os
 
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--site", choices=sorted(DATA), default="dev")
+    site = ap.parse_args().site
     os.environ["HPCUI_CONFIG"] = str(DEVCLUSTER / "hpcui.toml")
-    cfg = load_config().cluster("dev")
+    cfg = load_config().cluster(site)
     rows = []
     with Cluster(cfg) as c:
         timed(c)  # the runtime bundle installed, the connection warm
@@ -60,11 +70,11 @@ def main() -> None:
             warm = statistics.median(
                 timed(c, container=IMAGE, container_runtime=runtime) for _ in range(N)
             )
-            wipe_node_containers()
+            wipe_node_containers(site)
             cold = timed(c, container=IMAGE, container_runtime=runtime)
         rows.append((runtime, first, warm))
         rows.append((f"{runtime}, node container made anew", None, cold))
-    print(f"submit -> result of a trivial function, dev cluster, median of {N} (s)")
+    print(f"submit -> result of a trivial function, site {site}, median of {N} (s)")
     print(f"{'':40} {'first submit':>13} {'warm':>8}")
     for name, first, warm in rows:
         print(f"{name:40} {'' if first is None else f'{first:.2f}':>13} {warm:8.2f}")
