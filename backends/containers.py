@@ -260,6 +260,12 @@ def prepare_script(
         # one prepare of an image at a time (two hpcui processes, or two runtimes of it)
         f'exec 9>"$cache/.lock-{cache_key("enroot", image)}" && flock 9',
     ]
+    if progress_log:  # an import by another process holds the lock for minutes: say so
+        lines[-1] = (
+            f'exec 9>"$cache/.lock-{cache_key("enroot", image)}" && {{ flock -n 9 || {{'
+            f' echo "waiting for another hpcui process that prepares this image" >>{q(progress_log)};'
+            " flock 9; }; }"
+        )
     if runtime == "pyxis":
         lines.append(
             "command -v srun >/dev/null 2>&1 && srun --help 2>&1 | grep -q -- --container-image"

@@ -301,6 +301,33 @@ def test_a_registry_imports_progress_is_said_while_it_runs(dev) -> None:
     assert _submitted_named(name) == []
 
 
+def test_waiting_for_another_processs_import_is_said(dev) -> None:
+    """Two hpcui processes importing one image: the second waits on the first's lock (for
+    minutes, with a real registry) and says so instead of nothing."""
+    import threading
+    import time
+
+    from hpcui import containers as prep
+    from hpcui.backends.containers import cache_key
+
+    said: list[str] = []
+    ref = "docker://127.0.0.1:9/held/img:1"
+    lock = f"{dev.remote_info().base}/containers/.lock-{cache_key('enroot', ref)}"
+    dev.run(["mkdir", "-p", lock.rsplit("/", 1)[0]]).check()
+    holder = threading.Thread(target=dev.run, args=(["flock", lock, "sleep", "3"],))
+    holder.start()  # the other process's import, as the lock shows it
+    time.sleep(1)
+    token = prep.import_progress.set(said.append)
+    try:
+        with pytest.raises(UsageError, match=f"Importing {ref}"):
+            dev.submit(inside, 1, container=ref, time="5m")
+    finally:
+        prep.import_progress.reset(token)
+        holder.join()
+    assert said[0] == "waiting for another hpcui process that prepares this image", said
+    assert said[1].startswith(f"importing {ref} into "), said
+
+
 def test_a_runtime_the_site_lacks_is_said_before_submit(devcluster: Path) -> None:
     """dev24's login node as a user sees it without the runtimes: a PATH without
     /usr/local/bin (where the site installs enroot and apptainer: a module not loaded) and a
