@@ -11,6 +11,7 @@ problem is said here, before any sbatch/qsub. The runtimes' command lines live i
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import threading
@@ -30,6 +31,8 @@ from hpcui.errors import RemotePythonError, UsageError
 from hpcui.profiles import Profile
 from hpcui.resources import Allocation
 from hpcui.transport.base import Transport
+
+log = logging.getLogger(__name__)
 
 #: the runtime's own words about a problem are cut to this many characters in a message
 _SAID = 600
@@ -208,14 +211,17 @@ class _following:
         self.thread.join(timeout=30)
 
     def _run(self) -> None:
-        while True:
-            ended = self.stop.wait(self.every)
-            self._read()
-            if ended:
-                for line in self.lines.feed("\n"):
-                    if line.strip() and line != self.shown:
-                        self.say(line)
-                return
+        try:
+            while True:
+                ended = self.stop.wait(self.every)
+                self._read()
+                if ended:
+                    for line in self.lines.feed("\n"):
+                        if line.strip() and line != self.shown:
+                            self.say(line)
+                    return
+        except Exception:  # a listener that fails (an app closing) ends the following only
+            log.debug("import progress listener failed", exc_info=True)
 
     def _read(self) -> None:
         try:

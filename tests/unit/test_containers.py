@@ -277,3 +277,24 @@ def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
     assert "layer 10%" in lines and "layer 60%" in lines  # the bar's states as it went
     assert lines[-2:] == ["layer 100%", "[INFO] Creating squashfs"]
     assert len(lines) == len(set(lines))  # nothing said twice
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_failing_progress_listener_ends_the_following_only(tmp_path):
+    """The prepare goes on (its answer matters, the progress does not)."""
+    from hpcui import containers as prep
+    from hpcui.transport.local import LocalTransport
+
+    log = tmp_path / ".import-y.log"
+    log.write_text("importing docker://x into /c/x.sqsh\n")
+    calls: list[str] = []
+
+    def broken(line: str) -> None:
+        calls.append(line)
+        raise RuntimeError("the app is gone")
+
+    following = prep._following(LocalTransport(), str(log), broken, every=0.05)
+    with following:
+        following.thread.join(timeout=5)  # it ended by itself, at the first line
+        assert not following.thread.is_alive()
+    assert calls == ["importing docker://x into /c/x.sqsh"]

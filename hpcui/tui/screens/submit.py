@@ -411,10 +411,7 @@ class SubmitScreen(Screen[None]):
         from hpcui.containers import import_progress  # the core, when a submit runs
 
         def said(line: str) -> None:
-            self.app.call_from_thread(
-                self.query_one("#submit-status", Static).update,
-                f"importing the image: {_esc(line)}",
-            )
+            self.app.call_from_thread(self._status, f"importing the image: {_esc(line)}")
 
         import_progress.set(said)  # this worker thread's context only
 
@@ -481,6 +478,9 @@ class SubmitScreen(Screen[None]):
             self.notify, f"JupyterLab of job {job.job_id}: {fwd.address} (URL copied)",
             title="JupyterLab", timeout=15,
         )  # fmt: skip
+
+    def _status(self, markup: str) -> None:
+        self.query_one("#submit-status", Static).update(markup)
 
     def _failed(self, message: str) -> None:
         self.query_one("#submit-status", Static).update(f"[red]{_esc(message)}[/]")
