@@ -44,6 +44,8 @@ ENROOT_RUNTIME_PATH        ${TMPDIR:-/tmp}/enroot-runtime-$(id -u)
 # containers are node-local, as on most sites (NVIDIA's example config: /tmp): a folder per
 # host name, so the login node and each compute node (own UTS namespace) keep their own
 ENROOT_DATA_PATH           /var/tmp/hpcui-enroot-data/$(hostname)-$(id -u)
+# the dev registry on loopback (127.0.0.1:5005) speaks plain HTTP: no certificate to trust
+ENROOT_ALLOW_HTTP          yes
 """
 IMAGE_RECIPE = "6"  # bump when the images' recipe below changes
 
@@ -84,6 +86,7 @@ def ensure_enroot() -> bool:
     stamp = ENROOT / ".hpcui-source-sha256"
     want = _sha256(tarball)
     if stamp.exists() and stamp.read_text().strip() == want:
+        _setcap(ENROOT / "bin")
         return write(ENROOT_CONF_D, ENROOT_CONF_EXTRA) | _link_enroot()
     t0 = time.monotonic()
     say(f"building enroot from {tarball.name} (first time only)")
@@ -102,6 +105,7 @@ def ensure_enroot() -> bool:
                        timeout=600)  # fmt: skip
     if p.returncode != 0:
         raise DevclusterError(f"building enroot failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    _setcap(ENROOT / "bin")
     stamp.write_text(want + "\n")
     shutil.rmtree(BUILD / "enroot", ignore_errors=True)
     say(f"enroot built and installed in {time.monotonic() - t0:.0f} s")
@@ -111,6 +115,19 @@ def ensure_enroot() -> bool:
 
 
 ENROOT_DATA = Path("/var/tmp/hpcui-enroot-data")  # see ENROOT_CONF_EXTRA
+#: what enroot's `make setcap` gives its helpers (NVIDIA's enroot+caps package): importing a
+#: layered registry image converts its whiteouts with them
+CAPS = {
+    "enroot-mksquashovlfs": "cap_sys_admin+pe",
+    "enroot-aufs2ovlfs": "cap_sys_admin,cap_mknod+pe",
+}
+
+
+def _setcap(bindir: Path) -> None:
+    for exe, caps in CAPS.items():
+        path = bindir / exe
+        if "cap_sys_admin" not in run(["getcap", str(path)]).stdout:
+            run(["setcap", caps, str(path)])
 
 
 def _link_enroot() -> bool:
@@ -349,6 +366,7 @@ def up_in_root(root: Path) -> bool:
         return False
     inside = root / str(OPT).lstrip("/")
     _copy_tree(ENROOT, inside / ENROOT.name)
+    _setcap(inside / ENROOT.name / "bin")
     write(root / str(ENROOT_CONF_D).lstrip("/"), ENROOT_CONF_EXTRA)
     for exe in sorted((ENROOT / "bin").iterdir()):
         _link(root / str(BIN).lstrip("/") / exe.name, str(exe))
@@ -366,9 +384,114 @@ def up_in_root(root: Path) -> bool:
     return write(root / str(PLUGSTACK).lstrip("/"), conf) or changed
 
 
+# --------------------------------------------------------------------------- a registry
+
+
+REGISTRY = "127.0.0.1:5005"
+#: what tests import with `enroot import` (Debian 12's python3 and a marker, 77 MB)
+REGISTRY_IMAGE = "hpcui/py311:1"
+REGISTRY_DATA = Path("/var/lib/hpcui-devcluster/registry")
+REGISTRY_RUN = Path("/run/hpcui-devcluster/registry")
+REGISTRY_RECIPE = "1"  # bump when the pushed image's recipe changes
+
+
+def _registry_pid() -> int | None:
+    try:
+        pid = int((REGISTRY_RUN / "pid").read_text().split()[0])
+        return pid if os.readlink(f"/proc/{pid}/exe") == "/usr/bin/docker-registry" else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _registry_has(image: str) -> bool:
+    import urllib.request
+
+    repo, tag = image.rsplit(":", 1)
+    req = urllib.request.Request(
+        f"http://{REGISTRY}/v2/{repo}/manifests/{tag}", method="HEAD",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def ensure_registry() -> None:
+    """Distribution's registry (Debian's docker-registry 2.8) on loopback, plain HTTP, no
+    auth, holding one image pushed by skopeo (Docker schema 2: enroot asks for it), so
+    `enroot import docker://127.0.0.1:5005#hpcui/py311:1` runs for real, start to end."""
+    if _registry_pid() is None:
+        REGISTRY_RUN.mkdir(parents=True, exist_ok=True)
+        REGISTRY_DATA.mkdir(parents=True, exist_ok=True)
+        conf = REGISTRY_RUN / "config.yml"
+        write(conf, f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                    f"    rootdirectory: {REGISTRY_DATA}\nhttp:\n  addr: {REGISTRY}\n")  # fmt: skip
+        with open(REGISTRY_RUN / "log", "ab") as log:
+            p = subprocess.Popen(["/usr/bin/docker-registry", "serve", str(conf)],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True, close_fds=True, cwd="/")  # fmt: skip
+        (REGISTRY_RUN / "pid").write_text(f"{p.pid}\n")
+        deadline = time.monotonic() + 30
+        while not _registry_up() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not _registry_up():
+            raise DevclusterError(
+                f"the dev registry did not answer on {REGISTRY} within 30 s; its log: "
+                f"{REGISTRY_RUN / 'log'}"
+            )
+    stamp = REGISTRY_DATA / "pushed.stamp"
+    if (
+        stamp.exists()
+        and stamp.read_text().strip() == REGISTRY_RECIPE
+        and _registry_has(REGISTRY_IMAGE)
+    ):
+        return
+    t0 = time.monotonic()
+    say(f"pushing {REGISTRY_IMAGE} to the dev registry {REGISTRY} (first time only)")
+    with tempfile.TemporaryDirectory(dir=IMAGES.parent) as tmp:
+        root = Path(tmp) / "root"
+        _debian_root("bookworm", ["python3"], root)
+        (root / "etc/hpcui-image").write_text(
+            "hpcui dev image py311 from the registry: Debian 12, Python 3.11\n"
+        )
+        for junk in ("dev", "var/cache/apt/archives", "var/lib/apt/lists"):
+            for entry in (root / junk).glob("*"):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        layer = Path(tmp) / "layer.tar.gz"
+        run(["tar", "-C", str(root), "--numeric-owner", "-czf", str(layer), "."], timeout=600)
+        run(["skopeo", "copy", "--quiet", "--format", "v2s2", "--dest-tls-verify=false",
+             f"tarball:{layer}", f"docker://{REGISTRY}/{REGISTRY_IMAGE}"], timeout=600)  # fmt: skip
+    stamp.write_text(REGISTRY_RECIPE + "\n")
+    say(f"registry image pushed in {time.monotonic() - t0:.0f} s")
+
+
+def _registry_up() -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def stop_registry() -> bool:
+    pid = _registry_pid()
+    if pid is None:
+        return False
+    os.kill(pid, 15)
+    return True
+
+
 def up_images(venv: Path) -> None:
     if available() is None:
         ensure_images(venv)
+        ensure_registry()
 
 
 def status_line() -> str:
@@ -381,5 +504,6 @@ def status_line() -> str:
         f"pyxis {'in ' + str(PLUGSTACK) if PLUGSTACK.exists() else 'MISSING'}",
         "apptainer stand-in " + ("installed" if (STANDIN / "apptainer").exists() else "MISSING"),
         "images " + (" ".join(p.name for p in sorted(IMAGES.glob("*.sqsh"))) or "MISSING"),
+        f"registry {REGISTRY} " + ("running" if _registry_pid() else "stopped"),
     ]
     return "containers    " + ", ".join(parts)

@@ -301,6 +301,49 @@ def test_a_registry_imports_progress_is_said_while_it_runs(dev) -> None:
     assert _submitted_named(name) == []
 
 
+#: the dev cluster's registry on loopback (scripts/devcluster_containers.py: Distribution
+#: 2.8, plain HTTP), holding Debian 12's python3 and a marker
+REGISTRY_REF = "docker://127.0.0.1:5005#hpcui/py311:1"
+
+
+@pytest.mark.parametrize("site", ["dev", "dev24"])
+def test_a_registry_image_is_imported_once_then_reused(devcluster: Path, site: str) -> None:
+    """`enroot import` for real, from a registry, with its progress said; a later process
+    finds the imported file by name and imports nothing."""
+    import time
+
+    from hpcui import containers as prep
+    from hpcui.cluster import Cluster
+    from hpcui.config import load_config
+
+    def submit_once(clean: bool) -> tuple[dict[str, Any], list[str]]:
+        said: list[str] = []
+        token = prep.import_progress.set(said.append)
+        try:
+            with Cluster(load_config().cluster(site)) as c:  # a process of its own
+                if clean:  # an earlier run's import: gone, so this one imports
+                    base = c.remote_info().base
+                    c.run(["sh", "-c", f"rm -f {base}/containers/127.0.0.1+5005*"]).check()
+                out = c.submit(inside, 2, container=REGISTRY_REF, time="5m").result(timeout=WAIT)
+        finally:
+            prep.import_progress.reset(token)
+        return out, said
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HPCUI_CONFIG", str(devcluster))
+        t0 = time.monotonic()
+        out, said = submit_once(clean=True)
+        took = time.monotonic() - t0
+        again, said_again = submit_once(clean=False)
+    assert out["image"] == "hpcui dev image py311 from the registry: Debian 12, Python 3.11"
+    assert out["double"] == 4 and tuple(out["python"]) == sys.version_info[:2]
+    assert said[0].startswith(f"importing {REGISTRY_REF} into "), said
+    for line in ("[INFO] Fetching image manifest", "[INFO] Extracting image layers..."):
+        assert line in said, said
+    assert again["image"] == out["image"] and said_again == [], said_again  # reused by name
+    print(f"\nimport + first job on {site}: {took:.1f} s")
+
+
 def test_waiting_for_another_processs_import_is_said(dev) -> None:
     """Two hpcui processes importing one image: the second waits on the first's lock (for
     minutes, with a real registry) and says so instead of nothing."""
