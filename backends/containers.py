@@ -257,15 +257,17 @@ def prepare_script(
         'case "$img" in "~/"*) img="$HOME/${img#\\~/}";; esac',
         'mkdir -p "$cache" && chmod 700 "$cache" || { echo "' + MARK + ' status=cache"; exit 0; }',
         f'say() {{ echo "{MARK} status=$1"; exit 0; }}',
-        # one prepare of an image at a time (two hpcui processes, or two runtimes of it)
-        f'exec 9>"$cache/.lock-{cache_key("enroot", image)}" && flock 9',
     ]
-    if progress_log:  # an import by another process holds the lock for minutes: say so
-        lines[-1] = (
-            f'exec 9>"$cache/.lock-{cache_key("enroot", image)}" && {{ flock -n 9 || {{'
-            f' echo "waiting for another hpcui process that prepares this image" >>{q(progress_log)};'
-            " flock 9; }; }"
+    # one prepare of an image at a time (two hpcui processes, or two runtimes of it); an
+    # import by another process holds the lock for minutes: said where progress is read
+    lock = f'exec 9>"$cache/.lock-{cache_key("enroot", image)}"'
+    if progress_log:
+        waiting = "waiting for another hpcui process that prepares this image"
+        lines.append(
+            f'{lock} && {{ flock -n 9 || {{ echo "{waiting}" >>{q(progress_log)}; flock 9; }}; }}'
         )
+    else:
+        lines.append(f"{lock} && flock 9")
     if runtime == "pyxis":
         lines.append(
             "command -v srun >/dev/null 2>&1 && srun --help 2>&1 | grep -q -- --container-image"

@@ -11,6 +11,7 @@ problem is said here, before any sbatch/qsub. The runtimes' command lines live i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
@@ -101,7 +102,7 @@ def prepare(
     if first:
         script = "\n".join([*first, script])
     say = import_progress.get() or _on_stderr
-    with _following(transport, plog, say) if plog else _nothing():
+    with _following(transport, plog, say) if plog else contextlib.nullcontext():
         res = transport.run(["bash", "-c", script], timeout=1800)
     fields = parse_prepare(res.stdout)
     said = (res.stderr.strip() or res.stdout.strip())[-_SAID:]
@@ -179,14 +180,6 @@ def prepare(
         has_module=has,
         name=fields.get("name", ""),
     )
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 class _following:

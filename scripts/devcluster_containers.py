@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -130,16 +131,30 @@ def _setcap(bindir: Path) -> None:
             run(["setcap", caps, str(path)])
 
 
-def _link_enroot() -> bool:
-    ENROOT_DATA.mkdir(exist_ok=True)
-    os.chmod(ENROOT_DATA, 0o1777)
+HOST = Path("/")
+
+
+def _at(root: Path, path: Path) -> Path:
+    """`path` of a site whose root filesystem is `root` (HOST: the first site's)."""
+    return root / str(path).lstrip("/")
+
+
+def _link(link: Path, target: str) -> bool:
+    if link.is_symlink() and os.readlink(link) == target:
+        return False
+    link.unlink(missing_ok=True)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return True
+
+
+def _link_enroot(root: Path = HOST) -> bool:
+    data = _at(root, ENROOT_DATA)
+    data.mkdir(parents=True, exist_ok=True)
+    os.chmod(data, 0o1777)
     changed = False
     for exe in sorted((ENROOT / "bin").iterdir()):
-        link = BIN / exe.name
-        if not link.is_symlink() or os.readlink(link) != str(exe):
-            link.unlink(missing_ok=True)
-            link.symlink_to(exe)
-            changed = True
+        changed = _link(_at(root, BIN / exe.name), str(exe)) or changed
     return changed
 
 
@@ -167,23 +182,24 @@ def ensure_pyxis() -> bool:
         shutil.rmtree(BUILD / "pyxis", ignore_errors=True)
         say(f"pyxis built in {time.monotonic() - t0:.0f} s")
         changed = True
-    # pyxis's defaults otherwise (container_scope=global: a named container stays on its
-    # node, in the node-local ENROOT_DATA_PATH, for the next job)
-    conf = f"required {plugin} runtime_path=/run/hpcui-devcluster/pyxis\n"
-    return write(PLUGSTACK, conf) or changed
+    return _write_plugstack(HOST) or changed
 
 
-def ensure_standin() -> bool:
+def _write_plugstack(root: Path) -> bool:
+    """pyxis's defaults otherwise (container_scope=global: a named container stays on its
+    node, in the node-local ENROOT_DATA_PATH, for the next job)."""
+    runtime = Path("/run/hpcui-devcluster")  # pyxis makes its runtime_path, not the parent
+    _at(root, runtime).mkdir(parents=True, exist_ok=True)
+    conf = f"required {PYXIS / 'spank_pyxis.so'} runtime_path={runtime / 'pyxis'}\n"
+    return write(_at(root, PLUGSTACK), conf)
+
+
+def ensure_standin(root: Path = HOST) -> bool:
     """The STAND-IN `apptainer` and `singularity` commands (tests/stand_ins/apptainer)."""
     source = (REPO / "tests" / "stand_ins" / "apptainer").read_bytes()
-    changed = write(STANDIN / "apptainer", source, mode=0o755)
+    changed = write(_at(root, STANDIN / "apptainer"), source, mode=0o755)
     for name in ("apptainer", "singularity"):
-        link = BIN / name
-        target = str(STANDIN / "apptainer")
-        if not link.is_symlink() or os.readlink(link) != target:
-            link.unlink(missing_ok=True)
-            link.symlink_to(target)
-            changed = True
+        changed = _link(_at(root, BIN / name), str(STANDIN / "apptainer")) or changed
     return changed
 
 
@@ -198,7 +214,8 @@ def _debian_root(suite: str, packages: list[str], into: Path) -> None:
         raise DevclusterError(f"mmdebstrap {suite} failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
 
 
-def _squash(root: Path, image: Path, marker: str) -> None:
+def _as_image(root: Path, marker: str) -> None:
+    """A root filesystem made an image: its marker in, apt's caches and device files out."""
     (root / "etc/hpcui-image").write_text(marker + "\n")
     for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
         shutil.rmtree(root / junk, ignore_errors=True)
@@ -209,6 +226,10 @@ def _squash(root: Path, image: Path, marker: str) -> None:
             shutil.rmtree(dev)
         else:
             dev.unlink()
+
+
+def _squash(root: Path, image: Path, marker: str) -> None:
+    _as_image(root, marker)
     tmp = image.with_suffix(".sqsh.new")
     tmp.unlink(missing_ok=True)
     run(["mksquashfs", str(root), str(tmp), "-noappend", "-comp", "lz4", "-quiet"], timeout=900)
@@ -297,18 +318,9 @@ def _copy_tree(src: Path, dest: Path) -> bool:
     return True
 
 
-def _link(link: Path, target: str) -> bool:
-    if link.is_symlink() and os.readlink(link) == target:
-        return False
-    link.unlink(missing_ok=True)
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(target)
-    return True
-
-
 def _same_images(root: Path) -> None:
     """The images at the same path inside `root`: hard links (one file system, no copy)."""
-    dest = root / str(IMAGES).lstrip("/")
+    dest = _at(root, IMAGES)
     dest.mkdir(parents=True, exist_ok=True)
     os.chmod(dest, 0o755)
     for image in sorted(IMAGES.glob("*.sqsh")):
@@ -327,7 +339,7 @@ def _pyxis_for(root: Path, include: Path) -> bool:
     resolves Slurm's symbols when slurmd loads it). True when the plugin changed."""
     tarball = _tarball("pyxis")
     assert tarball is not None
-    plugin = root / str(PYXIS).lstrip("/") / "spank_pyxis.so"
+    plugin = _at(root, PYXIS / "spank_pyxis.so")
     stamp = plugin.parent / ".hpcui-source-sha256"
     version = (include / "slurm" / "slurm_version.h").read_text()
     want = f"{_sha256(tarball)} slurm-headers {hashlib.sha256(version.encode()).hexdigest()[:16]}"
@@ -359,29 +371,19 @@ def up_in_root(root: Path) -> bool:
     images hard-linked, pyxis built against that site's Slurm. True when its nodes must
     restart (plugstack.conf or the plugin changed)."""
     if available() is not None:
-        plug = root / str(PLUGSTACK).lstrip("/")
+        plug = _at(root, PLUGSTACK)
         if plug.exists():
             plug.unlink()
             return True
         return False
-    inside = root / str(OPT).lstrip("/")
-    _copy_tree(ENROOT, inside / ENROOT.name)
-    _setcap(inside / ENROOT.name / "bin")
-    write(root / str(ENROOT_CONF_D).lstrip("/"), ENROOT_CONF_EXTRA)
-    for exe in sorted((ENROOT / "bin").iterdir()):
-        _link(root / str(BIN).lstrip("/") / exe.name, str(exe))
-    data = root / str(ENROOT_DATA).lstrip("/")
-    data.mkdir(parents=True, exist_ok=True)
-    os.chmod(data, 0o1777)
-    write(inside / STANDIN.name / "apptainer", (STANDIN / "apptainer").read_bytes(), mode=0o755)
-    for name in ("apptainer", "singularity"):
-        _link(root / str(BIN).lstrip("/") / name, str(STANDIN / "apptainer"))
+    _copy_tree(ENROOT, _at(root, ENROOT))
+    _setcap(_at(root, ENROOT / "bin"))
+    write(_at(root, ENROOT_CONF_D), ENROOT_CONF_EXTRA)
+    _link_enroot(root)
+    ensure_standin(root)
     _same_images(root)
     changed = _pyxis_for(root, root / "usr/include")
-    runtime = Path("/run/hpcui-devcluster")  # pyxis makes its runtime_path, not the parent
-    (root / str(runtime).lstrip("/")).mkdir(parents=True, exist_ok=True)
-    conf = f"required {PYXIS}/spank_pyxis.so runtime_path={runtime / 'pyxis'}\n"
-    return write(root / str(PLUGSTACK).lstrip("/"), conf) or changed
+    return _write_plugstack(root) or changed
 
 
 # --------------------------------------------------------------------------- a registry
@@ -453,15 +455,7 @@ def ensure_registry() -> None:
     with tempfile.TemporaryDirectory(dir=IMAGES.parent) as tmp:
         root = Path(tmp) / "root"
         _debian_root("bookworm", ["python3"], root)
-        (root / "etc/hpcui-image").write_text(
-            "hpcui dev image py311 from the registry: Debian 12, Python 3.11\n"
-        )
-        for junk in ("dev", "var/cache/apt/archives", "var/lib/apt/lists"):
-            for entry in (root / junk).glob("*"):
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
+        _as_image(root, "hpcui dev image py311 from the registry: Debian 12, Python 3.11")
         layer = Path(tmp) / "layer.tar.gz"
         run(["tar", "-C", str(root), "--numeric-owner", "-czf", str(layer), "."], timeout=600)
         run(["skopeo", "copy", "--quiet", "--format", "v2s2", "--dest-tls-verify=false",
@@ -484,7 +478,7 @@ def stop_registry() -> bool:
     pid = _registry_pid()
     if pid is None:
         return False
-    os.kill(pid, 15)
+    os.kill(pid, signal.SIGTERM)
     return True
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
+from typing import TypeVar
 
 from hpcui.backends import pbs, pbs_nodes, pbs_queues, pbs_script, usage
 from hpcui.backends.batch import BatchSpec
@@ -38,6 +39,7 @@ from hpcui.schedulers.slurm import SlurmScheduler, sacct_statuses
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 WRAPPER = "slurm-torque-wrapper"
 
@@ -301,12 +303,7 @@ class PbsScheduler(Scheduler):
     def partitions(self) -> list[PartitionInfo]:
         """The server's queues from ``qstat -Q`` (PBS has no node counts per queue there)."""
         self.dialect  # noqa: B018 - probe first, so an unknown qstat gets its own message
-        self.calls += 1
-        res = _checked(self.transport.run(pbs_queues.QSTAT_Q_COMMAND), "qstat -Q")
-        try:
-            return pbs_queues.parse_qstat_q(res.stdout)
-        except ValueError as exc:
-            raise SchedulerError(f"qstat -Q printed something hpcui cannot read: {exc}") from exc
+        return self._read(pbs_queues.QSTAT_Q_COMMAND, "qstat -Q", pbs_queues.parse_qstat_q)
 
     def submit_advice(self, said: str) -> str:
         return pbs_script.qsub_advice(said) or super().submit_advice(said)
@@ -320,12 +317,16 @@ class PbsScheduler(Scheduler):
             return self._slurm.nodes()
         if dialect != "pbspro":
             return super().nodes()
+        return self._read(pbs_nodes.FREE_COMMAND, "pbsnodes", pbs_nodes.parse_free)
+
+    def _read(self, command: Command, tool: str, parse: Callable[[str], _T]) -> _T:
+        """One round trip whose output one parser reads; what it cannot read is said."""
         self.calls += 1
-        res = _checked(self.transport.run(pbs_nodes.FREE_COMMAND), "pbsnodes")
+        res = _checked(self.transport.run(command), tool)
         try:
-            return pbs_nodes.parse_free(res.stdout)
+            return parse(res.stdout)
         except ValueError as exc:
-            raise SchedulerError(f"pbsnodes printed something hpcui cannot read: {exc}") from exc
+            raise SchedulerError(f"{tool} printed something hpcui cannot read: {exc}") from exc
 
     def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
         if self.dialect == WRAPPER:
