@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DEVCLUSTER, ROOT, SITES
+from tests.integration.clusters import site_cluster
 from tests.integration.ranks import VENV_PYTHON
 
 #: how each dev site's jobs get torch: the first site names its venv's python, the second
@@ -24,14 +25,8 @@ TORCH = {
 
 
 def _torch_cluster(devcluster, site: str) -> Iterator[Any]:
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HPCUI_CONFIG", str(devcluster))
-        cfg = load_config().cluster(site).model_copy(update=TORCH[site])
-        with Cluster(cfg) as c:
-            yield c
+    with site_cluster(devcluster, site, **TORCH[site]) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

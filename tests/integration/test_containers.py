@@ -23,6 +23,7 @@ import pytest
 from hpcui.backends.states import JobState
 from hpcui.errors import JobFailedError, JobLostError, RemotePythonError, UsageError
 from tests.conftest import ROOT
+from tests.integration.clusters import site_cluster
 from tests.integration.stalling_registry import stalling_registry
 
 IMAGES = Path("/var/lib/hpcui-devcluster/images")
@@ -102,25 +103,15 @@ def ddp_in_image(steps: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def dev(devcluster: Path) -> Iterator[Any]:
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HPCUI_CONFIG", str(devcluster))
-        with Cluster(load_config().cluster("dev")) as c:
-            yield c
+    with site_cluster(devcluster, "dev") as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
 def dev24(devcluster: Path) -> Iterator[Any]:
     """The second site (Slurm 24.11, trixie): the same runtimes in its own root filesystem."""
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HPCUI_CONFIG", str(devcluster))
-        with Cluster(load_config().cluster("dev24")) as c:
-            yield c
+    with site_cluster(devcluster, "dev24") as c:
+        yield c
 
 
 #: each site's jobs, each runtime: what the result tests run
@@ -313,14 +304,12 @@ def test_a_registry_image_is_imported_once_then_reused(devcluster: Path, site: s
     import time
 
     from hpcui import containers as prep
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
 
     def submit_once(clean: bool) -> tuple[dict[str, Any], list[str]]:
         said: list[str] = []
         token = prep.import_progress.set(said.append)
         try:
-            with Cluster(load_config().cluster(site)) as c:  # a process of its own
+            with site_cluster(devcluster, site) as c:  # a process of its own
                 if clean:  # an earlier run's import: gone, so this one imports
                     base = c.remote_info().base
                     c.run(["sh", "-c", f"rm -f {base}/containers/127.0.0.1+5005*"]).check()
@@ -329,12 +318,10 @@ def test_a_registry_image_is_imported_once_then_reused(devcluster: Path, site: s
             prep.import_progress.reset(token)
         return out, said
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HPCUI_CONFIG", str(devcluster))
-        t0 = time.monotonic()
-        out, said = submit_once(clean=True)
-        took = time.monotonic() - t0
-        again, said_again = submit_once(clean=False)
+    t0 = time.monotonic()
+    out, said = submit_once(clean=True)
+    took = time.monotonic() - t0
+    again, said_again = submit_once(clean=False)
     assert out["image"] == "hpcui dev image py311 from the registry: Debian 12, Python 3.11"
     assert out["double"] == 4 and tuple(out["python"]) == sys.version_info[:2]
     assert said[0].startswith(f"importing {REGISTRY_REF} into "), said
@@ -375,22 +362,14 @@ def test_a_runtime_the_site_lacks_is_said_before_submit(devcluster: Path) -> Non
     """dev24's login node as a user sees it without the runtimes: a PATH without
     /usr/local/bin (where the site installs enroot and apptainer: a module not loaded) and a
     Slurm configuration without SPANK plugins (a cluster without pyxis)."""
-    from hpcui.cluster import Cluster
-    from hpcui.config import load_config
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HPCUI_CONFIG", str(devcluster))
-        cfg = load_config().cluster("dev24")
-        bare = cfg.model_copy(update={"setup": [*(cfg.setup or []), "export PATH=/usr/bin:/bin"]})
-        with Cluster(bare) as c:
-            for runtime in ("enroot", "apptainer"):
-                with pytest.raises(UsageError, match=f"{runtime} is not on dev24's login node"):
-                    c.submit(inside, 1, container=PYTORCH, container_runtime=runtime, time="5m")
-        no_pyxis = f"export SLURM_CONF={NO_PYXIS_CONF}"
-        plain = cfg.model_copy(update={"setup": [*(cfg.setup or []), no_pyxis]})
-        with Cluster(plain) as c:
-            with pytest.raises(UsageError, match="pyxis is not installed"):
-                c.submit(inside, 1, container=PYTORCH, container_runtime="pyxis", time="5m")
+    with site_cluster(devcluster, "dev24", more_setup=["export PATH=/usr/bin:/bin"]) as c:
+        for runtime in ("enroot", "apptainer"):
+            with pytest.raises(UsageError, match=f"{runtime} is not on dev24's login node"):
+                c.submit(inside, 1, container=PYTORCH, container_runtime=runtime, time="5m")
+    no_pyxis = f"export SLURM_CONF={NO_PYXIS_CONF}"
+    with site_cluster(devcluster, "dev24", more_setup=[no_pyxis]) as c:
+        with pytest.raises(UsageError, match="pyxis is not installed"):
+            c.submit(inside, 1, container=PYTORCH, container_runtime="pyxis", time="5m")
 
 
 def test_a_container_that_cannot_start_fails_the_job_with_the_runtimes_words(dev) -> None:

@@ -655,6 +655,19 @@ def add(a, b):
     return a + b
 
 
+async def add_in_form(pilot, app, fields: dict[str, str], *, preview: str):
+    """The Submit form of the app connected to dev, set to call `add` with `fields` (widget
+    id -> value), once its preview shows `preview`."""
+    await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
+    await pilot.press("3")
+    form = app.screen
+    form.query_one("#target").value = "tests.integration.test_tui_dev:add"
+    for wid, value in fields.items():
+        form.query_one(f"#{wid}").value = value
+    await wait_for(pilot, lambda: preview in form.preview_text, 15, "preview")
+    return form
+
+
 def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
     """Issue 23, defect 6: the form had no array field. Now [[1, 2], [3, 4], [5, 6]] is
     ONE job array of three elements (one sbatch), each with its own result."""
@@ -663,13 +676,8 @@ def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
     async def go():
         app = HpcuiApp("dev", connect=["dev"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
-            await pilot.press("3")
-            form = app.screen
-            form.query_one("#target").value = "tests.integration.test_tui_dev:add"
-            form.query_one("#array").value = "[[1, 2], [3, 4], [5, 6]]"
-            form.query_one("#res-time").value = "5m"
-            await wait_for(pilot, lambda: "--array=0-2" in form.preview_text, 15, "preview")
+            fields = {"array": "[[1, 2], [3, 4], [5, 6]]", "res-time": "5m"}
+            await add_in_form(pilot, app, fields, preview="--array=0-2")
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
             return app.current_job
@@ -768,14 +776,9 @@ def test_the_forms_status_line_shows_a_registry_imports_progress(dev_env):
     async def go(port: int):
         app = HpcuiApp("dev", connect=["dev"])
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60, "dev")
-            await pilot.press("3")
-            form = app.screen
-            form.query_one("#target").value = "tests.integration.test_tui_dev:add"
-            form.query_one("#args").value = "[1, 2]"
-            form.query_one("#res-time").value = "5m"
-            form.query_one("#res-container").value = f"docker://127.0.0.1:{port}/slow/img:1"
-            await wait_for(pilot, lambda: "enroot" in form.preview_text, 15, "preview")
+            image = f"docker://127.0.0.1:{port}/slow/img:1"
+            fields = {"args": "[1, 2]", "res-time": "5m", "res-container": image}
+            form = await add_in_form(pilot, app, fields, preview="enroot")
             await pilot.press("ctrl+s")
             status = form.query_one("#submit-status")
             seen: list[str] = []
