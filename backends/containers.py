@@ -138,22 +138,32 @@ exec enroot start "$@"
 
 def conf_lines(launch: ContainerLaunch, folder: str) -> list[str]:
     """enroot: the start helper, and the conf file that passes the job's variables in
-    (written once, by the first node, before any task starts); nothing for the others."""
+    (written by the first node before its tasks start); nothing for the others."""
     if launch.runtime != "enroot":
         return []
     return [
-        f"cat > {quote(folder + '/enroot-start.sh')} <<'HPCUI_ENROOT_START'",
-        *ENROOT_START.splitlines(),
-        "HPCUI_ENROOT_START",
-        f"cat > {quote(folder + '/enroot.conf')} <<'HPCUI_ENROOT_CONF'",
-        "environ() {  # the job's variables reach the process inside, as pyxis passes them",
-        '  local v; for v in $(compgen -e); do case "$v" in',
-        f"    {_NOT_PASSED}) ;;",
-        """    *) printf '%s=%s\\n' "$v" "${!v//$'\\n'/ }" ;;""",
-        "  esac; done",
-        "}",
-        "HPCUI_ENROOT_CONF",
+        *_whole(folder + "/enroot-start.sh", "HPCUI_ENROOT_START", ENROOT_START.splitlines()),
+        *_whole(
+            folder + "/enroot.conf",
+            "HPCUI_ENROOT_CONF",
+            [
+                "environ() {  # the job's variables reach the process inside, as pyxis passes them",
+                '  local v; for v in $(compgen -e); do case "$v" in',
+                f"    {_NOT_PASSED}) ;;",
+                """    *) printf '%s=%s\\n' "$v" "${!v//$'\\n'/ }" ;;""",
+                "  esac; done",
+                "}",
+            ],
+        ),
     ]
+
+
+def _whole(path: str, mark: str, body: list[str]) -> list[str]:
+    """`body` written to `path` by a rename, never seen half written: every element of an
+    array writes the same files into the job folder while the others' tasks read them (a
+    `cat >` truncated the helper under a starting task, which then ran nothing, exit 0)."""
+    tmp = f'{quote(path)}."$(hostname).$$"'
+    return [f"cat > {tmp} <<'{mark}'", *body, mark, f"mv -f {tmp} {quote(path)}"]
 
 
 def script_lines(launch: ContainerLaunch, folder: str) -> list[str]:

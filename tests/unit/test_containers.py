@@ -298,3 +298,33 @@ def test_a_failing_progress_listener_ends_the_following_only(tmp_path):
         following.thread.join(timeout=5)  # it ended by itself, at the first line
         assert not following.thread.is_alive()
     assert calls == ["importing docker://x into /c/x.sqsh"]
+
+
+def test_the_enroot_helpers_are_never_seen_half_written(tmp_path):
+    """Every element of an array writes enroot-start.sh and enroot.conf into the one job
+    folder while the others' tasks start from them: a reader never finds either empty or
+    cut (a `cat >` truncated the helper under a starting task, which then ran nothing)."""
+    script = render_slurm(_enroot_spec())
+    lines = script.splitlines()
+    first = next(i for i, line in enumerate(lines) if "<<'HPCUI_ENROOT_START'" in line)
+    last = lines.index("HPCUI_ENROOT_CONF") + 1
+    while lines[last].startswith("mv -f"):  # the writes' own last lines
+        last += 1
+    folder = tmp_path / "job"
+    folder.mkdir()
+    writer = tmp_path / "write.sh"
+    writer.write_text("\n".join(lines[first:last]).replace("/h/.hpcui/jobs/T", str(folder)) + "\n")
+    helper, conf = folder / "enroot-start.sh", folder / "enroot.conf"
+    subprocess.run(["bash", str(writer)], check=True)
+    want = (helper.read_text(), conf.read_text())
+    assert want[0] == containers.ENROOT_START and want[1].startswith("environ() {")
+    loop = f"for i in $(seq 40); do bash {writer}; done"  # bounded: 4 writers x 40 writes
+    writers = [subprocess.Popen(["bash", "-c", loop]) for _ in range(4)]
+    seen = set()
+    while any(w.poll() is None for w in writers):
+        seen.add((helper.read_text(), conf.read_text()))
+    assert all(w.wait() == 0 for w in writers)
+    assert seen <= {want}, [s for s in seen if s != want][:1]
+    assert not [
+        p.name for p in folder.iterdir() if p.name not in ("enroot-start.sh", "enroot.conf")
+    ]
