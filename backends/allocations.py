@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .records import AllocationEntry
+from hpcui.backends.records import AllocationEntry
 
 #: the site tool by profile key -> its argv
 ALLOCATION_COMMANDS: dict[str, list[str]] = {

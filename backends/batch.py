@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .containers import ContainerLaunch
+from hpcui.backends.containers import ContainerLaunch
 
 
 @dataclass(frozen=True)

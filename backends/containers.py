@@ -24,7 +24,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .shell import quote
+from hpcui.backends.shell import quote
 
 RUNTIMES = ("apptainer", "singularity", "enroot", "pyxis")
 #: an image as the user writes it: a path, an enroot name or a registry reference

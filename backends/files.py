@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from .records import RemoteFile
-from .shell import quote
+from hpcui.backends.records import RemoteFile
+from hpcui.backends.shell import quote
 
 #: type, size, mtime (epoch), name, each entry ended by a NUL: the one byte a file name
 #: cannot hold (a name may hold a newline or a tab, and -printf escapes nothing)

@@ -18,14 +18,14 @@ Stream = Literal["stdout", "stderr"]
 
 #: the batch script, as uploaded
 SCRIPT = "submission.sh"
-#: the submitting shell's pid while sbatch/qsub runs (hpcui.submission's guard)
+#: the submitting shell's pid while sbatch/qsub runs (hpcui.store.remote's guard)
 SUBMITTING = ".submitting"
 #: the scheduler's answer to the submit
 JOB_ID_FILE = "job_id"
 #: every task's result, for one ``ls``-like listing of a folder
 RESULT_GLOB = "*_result.pkl"
 #: the job's result-signing key (hex, 0600): written by the client with the pickles, read
-#: by the compute-side runner (hpcui.compute.signed) to sign each result file
+#: by the compute-side runner (hpcui.node.signed) to sign each result file
 RESULT_KEY = ".hpcui-result-key"
 #: at the end of each result file: this, then HMAC-SHA256 of the bytes before it under
 #: RESULT_KEY (hex) and a newline; unpickling stops before it

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .batch import BatchSpec
-from .job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
-from .shell import quote, verify_lines
-from .states import JobState
+from hpcui.backends.batch import BatchSpec
+from hpcui.backends.job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
+from hpcui.backends.shell import quote, verify_lines
+from hpcui.backends.states import JobState
 
 
 def render_script(
@@ -23,7 +23,7 @@ def render_script(
     ticket: int = 0,
 ) -> str:
     """The launcher. With `gpu_var` (CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES) and the
-    machine's `gpu_ids`, a job that asks for GPUs waits for its own (hpcui.compute.gpu_slots,
+    machine's `gpu_ids`, a job that asks for GPUs waits for its own (hpcui.node.gpu_slots,
     first come first served by `ticket`, the submit time in ns) and every rank sees just
     those; ranks pick theirs by LOCAL_RANK (hpcui.distributed), as on a Slurm node. A job
     without GPUs sees none (NVIDIA)."""
@@ -66,7 +66,7 @@ def render_script(
         "  local k rc=0 pids=()",
     ]
     if want:
-        slots = f"{python} -m hpcui.compute.gpu_slots"
+        slots = f"{python} -m hpcui.node.gpu_slots"
         ids = quote(",".join(gpu_ids))
         log0 = f'{folder}/"{log_name("$1", "0", "stderr")}"'
         lines += [
@@ -77,7 +77,7 @@ def render_script(
     lines += [
         f"  for ((k = 0; k < {ntasks}; k++)); do",
         '    SUBMITIT_LOCAL_JOB_ID="$1" SUBMITIT_LOCAL_LOCALID=$k SUBMITIT_LOCAL_GLOBALID=$k \\',
-        f"      {python} -u -m hpcui.compute.signed {folder} \\",
+        f"      {python} -u -m hpcui.node.signed {folder} \\",
         f'      >>{folder}/"{out}" 2>>{folder}/"{err}" &',
         "    pids+=($!)",
         "  done",

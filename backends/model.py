@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict
 
 class Model(BaseModel):
     """Every hpcui model: its validator and serializer are built on first use, not at import
-    (``defer_build``). Building ~40 schemas cost ~70 ms of every ``import hpcui.api`` and
+    (``defer_build``). Building ~40 schemas cost ~70 ms of every ``import hpcui.clusters.api`` and
     CLI call, most of them for models that call never touches. Subclasses' own
     ``model_config`` is merged with this one."""
 

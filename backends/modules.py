@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from .model import Model
+from hpcui.backends.model import Model
 
 __all__ = [
     "Module",

@@ -16,7 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from pydantic import ConfigDict, computed_field, field_validator
 
-from .model import Model
+from hpcui.backends.model import Model
 
 __all__ = [
     "QUOTA_COMMANDS",

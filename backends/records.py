@@ -10,8 +10,8 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from .model import Model
-from .states import JobState
+from hpcui.backends.model import Model
+from hpcui.backends.states import JobState
 
 M = TypeVar("M", bound=BaseModel)
 

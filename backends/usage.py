@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .gpu_smi import (
+from hpcui.backends.gpu_smi import (
     GpuQueryError,
     GpuReading,
     nvidia_query_command,
@@ -22,9 +22,8 @@ from .gpu_smi import (
     parse_rocm_json,
     rocm_query_command,
 )
-from .pbs_job import duration_s
-from .shell import quote
-from .slurm_queue import parse_duration, parse_mem
+from hpcui.backends.scheduler_text import duration_s, parse_duration, parse_mem
+from hpcui.backends.shell import quote
 
 __all__ = [
     "NodeReading",
@@ -333,7 +332,7 @@ def parse_slurm_usage(text: str) -> UsageReading:
 
 def local_usage_command(job_id: str, state_dir: str) -> str:
     """The local cluster: the job's processes (its launcher's session), the GPUs it holds
-    (hpcui.compute.gpu_slots) and this machine's GPU table."""
+    (hpcui.node.gpu_slots) and this machine's GPU table."""
     launcher = job_id.partition("_")[0]
     if not launcher.isdigit():
         raise ValueError(f"not a local job id: {job_id!r}")

@@ -95,6 +95,7 @@ def agent_section(runs: int, env: dict[str, str]) -> None:
 
     sys.path.insert(0, str(ROOT))
     from backends.slurm_queue import squeue_command
+
     from hpcui.transport.quoting import quote_argv
 
     ssh_config = str(ROOT / ".devcluster" / "ssh" / "config")
@@ -173,7 +174,7 @@ def main() -> None:
         ("python -c pass (floor)", [*py, "-c", "pass"]),
         ('python -c "import hpcui"', [*py, "-c", "import hpcui"]),
         ('python -c "import pydantic" (its share below)', [*py, "-c", "import pydantic"]),
-        ('python -c "import hpcui.api"', [*py, "-c", "import hpcui.api"]),
+        ('python -c "import hpcui.clusters.api"', [*py, "-c", "import hpcui.clusters.api"]),
         ("hpcui --help", [*py, "-m", "hpcui.cli", "--help"]),
         ("hpcui jobs --help", [*py, "-m", "hpcui.cli", "jobs", "--help"]),
         ("hpcui profiles --json (no network)", [*py, "-m", "hpcui.cli", "profiles", "--json"]),
@@ -196,7 +197,7 @@ def main() -> None:
     for argv in (["--help"], ["jobs", "--help"]):
         heavy = heavy_imports(argv, env)
         print(f"heavy modules imported by `hpcui {' '.join(argv)}`: {', '.join(heavy) or 'none'}")
-    for module in ("hpcui", "hpcui.cli", "hpcui.api"):
+    for module in ("hpcui", "hpcui.cli", "hpcui.clusters.api"):
         total, slow = importtime(module, env)
         print(f"\npython -X importtime -c 'import {module}': {total:.1f} ms cumulative; slowest:")
         print("\n".join("  " + s for s in slow))

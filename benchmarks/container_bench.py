@@ -17,7 +17,7 @@ import statistics
 import subprocess
 import time
 
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
 from tests.conftest import DEVCLUSTER
 

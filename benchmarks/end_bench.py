@@ -5,7 +5,7 @@
 20 jobs of different lengths (5 to 176 s, one ending every 9 s) run at once on the dev cluster; for each, the
 latency is the moment `result()` returned on the client minus the result file's mtime on
 the cluster (both read on this machine's clock: the dev cluster is on loopback). The
-same 20 jobs run twice in the same run: with the end pushed (hpcui.end_push) and with the
+same 20 jobs run twice in the same run: with the end pushed (hpcui.jobs.end_push) and with the
 status poll alone (the reference: it backs off to 30 s while jobs run). Goal: p95 <= 1 s.
 """
 
@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
 
 JOBS = 20
@@ -59,7 +59,7 @@ def _p(values: list[float], q: float) -> float:
 
 def main() -> None:
     print(f"{JOBS} jobs of 5-176 s on the dev cluster; result written -> result() returned")
-    for label, pushed in (("pushed (hpcui.end_push)", True), ("poll only (reference)", False)):
+    for label, pushed in (("pushed (hpcui.jobs.end_push)", True), ("poll only (reference)", False)):
         lat = _run(pushed)
         print(
             f"  {label:26s} p50 {statistics.median(lat):6.2f} s  p95 {_p(lat, 0.95):6.2f} s  "

@@ -23,8 +23,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from hpcui.api import connect
 from hpcui.backends.states import JobState
+from hpcui.clusters.api import connect
 from tests.conftest import DEVCLUSTER, ROOT
 from tests.integration.ranks import VENV_PYTHON
 

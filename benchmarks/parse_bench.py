@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpcui.backends import slurm_queue as sq
+from hpcui.backends.slurm import queue as sq
 from hpcui.sitestate import HistoryJob, QueueJob
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests/fixtures/slurm-22.05.8-dev"

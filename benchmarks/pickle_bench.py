@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpcui import pickling
+from hpcui.submit import pickling
 
 FILLER = "".join(f"def unrelated_{i}(x):\n    return x + {i}\n\n\n" for i in range(250))
 MODULE = (

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--timeout", type=float, default=1200)
     ns = p.parse_args(argv)
 
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cfg = load_config().cluster(ns.cluster).model_copy(update={"python": ns.python})

@@ -19,7 +19,7 @@ import time
 
 os.environ["HPCUI_DATA_DIR"] = tempfile.mkdtemp(prefix="hpcui-site-bench-")
 
-from hpcui.api import connect
+from hpcui.clusters.api import connect
 from hpcui.sitestate import QueueSnapshot
 
 HELD = ("--hold",)

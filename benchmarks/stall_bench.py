@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
 from hpcui.errors import HpcuiError
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from hpcui.api import connect
+from hpcui.clusters.api import connect
 
 SUBMITIT_SIDE = r"""
 import os, sys, time
@@ -64,7 +64,7 @@ def _hpcui_map(dev) -> float:  # type: ignore[no-untyped-def]
 def _result_reads(dev) -> None:  # type: ignore[no-untyped-def]
     """Reading a finished job's result: signature checked (two reads) against the unsigned
     read before results were signed (one read), alternating on the same finished job."""
-    from hpcui.job import Job
+    from hpcui.jobs.job import Job
 
     job = dev.submit(add, 2, 3, time="5m")
     job.result(timeout=120)

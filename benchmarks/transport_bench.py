@@ -17,7 +17,7 @@ from pathlib import Path
 
 import paramiko
 
-from hpcui.transport.ssh import SshTransport
+from hpcui.transport.ssh.session import SshTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 SSH_CONFIG = str(ROOT / ".devcluster" / "ssh" / "config")

@@ -68,7 +68,7 @@ _DIGITS = re.compile(r"^\d+")
 
 def synthetic_jobs(n: int) -> list[Any]:
     """``n`` QueueJobs: the captured lines over and over, each copy with new job ids."""
-    from hpcui.backends.slurm_queue import parse_squeue
+    from hpcui.backends.slurm.queue import parse_squeue
     from hpcui.sitestate.jobs import QueueJob
 
     base = [QueueJob.from_entry(e) for e in parse_squeue(FIXTURE.read_text())]
@@ -151,9 +151,9 @@ class PaintProbe:
 
 
 def fresh_clusters() -> None:
-    import hpcui.api
+    import hpcui.clusters.api
 
-    hpcui.api._clusters = {}  # type: ignore[attr-defined]
+    hpcui.clusters.api._clusters = {}  # type: ignore[attr-defined]
 
 
 async def first_paint(probe: PaintProbe) -> float:

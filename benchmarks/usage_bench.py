@@ -16,10 +16,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from hpcui.api import connect
 from hpcui.backends.states import JobState
 from hpcui.backends.usage import parse_slurm_usage
-from hpcui.usage import to_sample
+from hpcui.clusters.api import connect
+from hpcui.jobs.usage import to_sample
 
 N = 15
 

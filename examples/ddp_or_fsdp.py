@@ -200,7 +200,7 @@ def run_spawn(modes: list[str], n: int, args: tuple) -> dict[str, list[dict]]:
 
 def run_cluster(modes: list[str], ns: argparse.Namespace) -> dict[str, list[dict]]:
     """One job per mode through `cluster.submit(..., gpus=N)`; results come back per rank."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cfg = load_config().cluster(ns.cluster)

@@ -12,25 +12,25 @@ from typing import TYPE_CHECKING, Any
 from hpcui.version import __version__ as __version__
 
 _LAZY = {
-    "connect": "hpcui.api",
-    "submit": "hpcui.api",
-    "get_job": "hpcui.api",
-    "Cluster": "hpcui.cluster",
-    "Job": "hpcui.job",
+    "connect": "hpcui.clusters.api",
+    "submit": "hpcui.clusters.api",
+    "get_job": "hpcui.clusters.api",
+    "Cluster": "hpcui.clusters.cluster",
+    "Job": "hpcui.jobs.job",
     "JobState": "hpcui.backends.states",
-    "Resources": "hpcui.resources",
+    "Resources": "hpcui.request.resources",
     "HpcuiError": "hpcui.errors",
 }
 
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:
-    from hpcui.api import connect, get_job, submit  # noqa: F401
     from hpcui.backends.states import JobState  # noqa: F401
-    from hpcui.cluster import Cluster  # noqa: F401
+    from hpcui.clusters.api import connect, get_job, submit  # noqa: F401
+    from hpcui.clusters.cluster import Cluster  # noqa: F401
     from hpcui.errors import HpcuiError  # noqa: F401
-    from hpcui.job import Job  # noqa: F401
-    from hpcui.resources import Resources  # noqa: F401
+    from hpcui.jobs.job import Job  # noqa: F401
+    from hpcui.request.resources import Resources  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

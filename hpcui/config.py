@@ -17,10 +17,10 @@ from pydantic import (
 )
 
 from hpcui.backends.model import Model
-from hpcui.config_file import config_path
+from hpcui.common.config_path import config_path
+from hpcui.common.units import parse_time, persist_seconds
 from hpcui.errors import ConfigError
 from hpcui.profiles import resolve_profile
-from hpcui.units import parse_time, persist_seconds
 
 LOCAL = "local"
 #: what a [clusters.NAME] may be called

@@ -56,7 +56,7 @@ Every rank calls save_sharded/load_sharded (each writes/reads its own shard; DCP
 reshards on load, so 4 ranks' checkpoint loads on 2). A checkpoint counts as complete
 once its `.metadata` exists (DCP writes it last), so a job killed mid-save resumes from
 the previous one. stop_requested() also turns true at the scheduler's early signal
-(`signal_delay` before the time limit; hpcui/compute/time_limit.py): the job runs on to
+(`signal_delay` before the time limit; hpcui/node/time_limit.py): the job runs on to
 its limit unless it stops itself. On a time limit, resubmit the same function (or use submitit's
 Checkpointable, whose `checkpoint()` can simply return a resubmission of the same call:
 the function finds the newest checkpoint itself).
@@ -258,7 +258,7 @@ class _State:
     info: RankInfo | None = None
     device: Any = None
     stop: bool = False
-    #: the scheduler's early signal came (hpcui.compute.time_limit): the limit is near
+    #: the scheduler's early signal came (hpcui.node.time_limit): the limit is near
     time_limit_near: bool = False
     time_limit_callbacks: list[Callable[[], Any]] = []
 
@@ -274,7 +274,7 @@ def _dist() -> Any:
 def _gpu_identity(device: Any) -> str:
     """Which physical GPU this rank uses: host and UUID (indices differ per task where a
     site binds one GPU per task)."""
-    import torch  # torch (2 s): only where a job uses it
+    import torch
 
     props = torch.cuda.get_device_properties(device)
     uuid = getattr(props, "uuid", None)
@@ -327,8 +327,8 @@ def setup(
         MASTER_ADDR=info.master_addr,
         MASTER_PORT=str(info.master_port),
     )
-    import torch  # torch (2 s): only where a job uses it
-    import torch.distributed as dist  # torch (2 s): only where a job uses it
+    import torch
+    import torch.distributed as dist
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if gpus:
@@ -373,7 +373,7 @@ def _rank() -> int:
 
 def _comm_device() -> Any:
     """Where collective tensors must live for the current backend (cuda for nccl)."""
-    import torch  # torch (2 s): only where a job uses it
+    import torch
 
     dist = _dist()
     if dist is not None and dist.get_backend() == "nccl":
@@ -416,7 +416,7 @@ def save0(obj: Any, path: str) -> None:
     For DDP, where every rank holds the full model. For FSDP use save_sharded.
     """
     if _rank() == 0:
-        import torch  # torch (2 s): only where a job uses it
+        import torch
 
         tmp = f"{path}.tmp{os.getpid()}"
         torch.save(obj, tmp)
@@ -471,7 +471,7 @@ def stop_requested() -> bool:
     flag = _rank() == 0 and (_State.time_limit_near or (path is not None and os.path.exists(path)))
     dist = _dist()
     if dist is not None and dist.get_world_size() > 1:
-        import torch  # torch (2 s): only where a job uses it
+        import torch
 
         t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=_comm_device())
         dist.broadcast(t, src=0)
@@ -514,9 +514,9 @@ def save_sharded(
     `extra` (step, RNG seeds, config: anything picklable) is stored once and returned by
     load_sharded. Call on ALL ranks: it is a collective.
     """
-    import torch.distributed.checkpoint as dcp  # torch (2 s): only where a job uses it
+    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
-        get_state_dict,  # torch (2 s): only where a job uses it
+        get_state_dict,
     )
 
     msd, osd = get_state_dict(model, _optimizers(optimizer))
@@ -531,8 +531,8 @@ def load_sharded(path: str, model: Any, optimizer: Any = None) -> dict[str, Any]
 
     The world size may differ from the saving job's: DCP reshards (4 ranks -> 2 works).
     """
-    import torch.distributed.checkpoint as dcp  # torch (2 s): only where a job uses it
-    from torch.distributed.checkpoint.state_dict import (  # torch (2 s): only where a job uses it
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
         get_state_dict,
         set_state_dict,
     )

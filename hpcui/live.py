@@ -24,7 +24,7 @@ from hpcui.errors import HpcuiError, JobFailedError
 
 
 class Job(Protocol):
-    """What a display reads of `hpcui.job.Job` (a protocol: hpcui.job imports this module)."""
+    """What a display reads of `hpcui.jobs.job.Job` (a protocol: hpcui.jobs.job imports this module)."""
 
     cluster: Any
     job_id: str

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from hpcui.backends.model import Model
-from hpcui.logs import is_runtime_line
+from hpcui.logs.follow import is_runtime_line
 
 if TYPE_CHECKING:
-    from hpcui.any_job import OtherJob
-    from hpcui.cluster import Cluster
-    from hpcui.job import Job
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.job import Job
+    from hpcui.jobs.other import OtherJob
 
 #: x axes in order of preference; they label the other series and are not series themselves
 X_KEYS = ("step", "global_step", "iteration", "iter", "epoch")

@@ -6,7 +6,7 @@ Usage (the dev cluster up, from the repository root):
 
 Submits the same five jobs on any site (a completed one, a failed one, a 2-GPU one, an
 array of 6 limited to 2 at a time, a held one), waits until the array runs, then runs the
-command lines hpcui builds (backends/slurm_queue.py) for exactly those jobs and writes what
+command lines hpcui builds (backends/slurm/queue.py) for exactly those jobs and writes what
 they printed, unedited, with COMMANDS.txt naming the site and the commands.
 """
 
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import hpcui
-from hpcui.backends.slurm_queue import sacct_command, sinfo_command, squeue_command
+from hpcui.backends.slurm.queue import sacct_command, sinfo_command, squeue_command
 
 
 def ok() -> int:
@@ -67,7 +67,7 @@ def main(cluster_name: str, out: Path) -> int:
     (out / "COMMANDS.txt").write_text(
         f"Captured verbatim from the dev cluster's site {cluster_name!r} ({version}) by\n"
         "scripts/capture_slurm_fixtures.py: the command lines hpcui builds\n"
-        "(backends/slurm_queue.py) for the five jobs it submitted, output unedited:\n"
+        "(backends/slurm/queue.py) for the five jobs it submitted, output unedited:\n"
         + "".join(f"{shlex.join(argv)}\n" for argv in commands.values())
     )
     c.scheduler.cancel([gpu.job_id, array[0].job_id.split("_")[0], held_id])

@@ -76,9 +76,9 @@ def local_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[clusters.local]\nscheduler = "local"\nremote_base = "{tmp_path}/base"\n')
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
-    import hpcui.api
+    import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     return cfg
 
 
@@ -111,15 +111,15 @@ def devcluster() -> Path:
 @pytest.fixture
 def dev_env(devcluster: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HPCUI_CONFIG", str(devcluster))
-    import hpcui.api
+    import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     return devcluster
 
 
 @pytest.fixture
 def dev(dev_env: Path):
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     cluster = connect("dev")
     yield cluster
@@ -135,7 +135,7 @@ def site_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def site(dev_env: Path, site_name: str):
     """A connected Cluster for each dev site in turn."""
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     cluster = connect(site_name)
     yield cluster

@@ -176,7 +176,7 @@ def serve_call(conn: socket.socket, req: dict[str, Any]) -> None:
     with serving(client), deadline.within(budget):
         try:
             from hpcui.cli.common import (
-                connect,  # the agent loads a cluster's parts when a call needs them
+                connect,
             )
 
             t = connect(name).transport

@@ -146,7 +146,7 @@ def relay(sock: socket.socket, argv: Sequence[str]) -> int:
 
 def answer(question: str, secret: bool) -> str:
     if secret:
-        import getpass  # the core (0.16 s): when the command runs
+        import getpass
 
         try:
             return getpass.getpass(question)
@@ -158,7 +158,7 @@ def answer(question: str, secret: bool) -> str:
 
 
 def direct(argv: Sequence[str]) -> int:
-    from hpcui.cli import main as cli_main  # the core (0.16 s): when the command runs
+    from hpcui.cli import main as cli_main
 
     return cli_main(argv)
 

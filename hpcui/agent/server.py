@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hpcui import forwarding
 from hpcui.cli.routing import Client, ClientGone, serving
+from hpcui.jobs import forwarding
 from hpcui.transport.agent import paths, wire
 
 log = logging.getLogger("hpcui.agent")
@@ -60,7 +60,7 @@ def config_stamp() -> tuple[str, tuple[tuple[str, float | None], ...]]:
     edited Port, a removed key or jump host must not stay in use in a long-lived agent,
     which is replaced when any of them changes (its next caller starts a new one)."""
 
-    from hpcui.config import (  # the agent loads a cluster's parts when a call needs them
+    from hpcui.config import (
         config_path,
         load_config,
     )
@@ -114,7 +114,7 @@ class Agent:
 
     def prepare(self) -> None:
         """What every request needs, loaded once: the CLI, routed stdio, shared clusters."""
-        from hpcui.cli import (  # the agent loads a cluster's parts when a call needs them
+        from hpcui.cli import (
             common,
             routing,
         )
@@ -161,7 +161,7 @@ class Agent:
         deadline = time.monotonic() + 30  # requests in flight may finish, boundedly
         while self.active and time.monotonic() < deadline:
             time.sleep(0.05)
-        from hpcui import api  # the agent loads a cluster's parts when a call needs them
+        from hpcui.clusters import api
 
         for cluster in list(api._clusters.values()):
             try:
@@ -215,7 +215,7 @@ class Agent:
             self._cli(conn, req)
         elif op == "call":
             from hpcui.agent.calls import (
-                serve_call,  # the agent loads a cluster's parts when a call needs them
+                serve_call,
             )
 
             serve_call(conn, req)
@@ -232,7 +232,7 @@ class Agent:
             wire.send(conn, {"error": "argv must be a list of strings"})
             return
         from hpcui.agent.this_machine import (
-            local_clusters,  # the agent loads a cluster's parts when a call needs them
+            local_clusters,
         )
 
         here = local_clusters(argv)
@@ -243,7 +243,7 @@ class Agent:
             conn, tty if isinstance(tty, dict) else {}, env if isinstance(env, dict) else {}
         )
         client.send({"ack": True})
-        from hpcui.cli import main  # the agent loads a cluster's parts when a call needs them
+        from hpcui.cli import main
 
         watch = HangupWatch(conn)
         with serving(client), watch:
@@ -259,7 +259,7 @@ class Agent:
         client.send({"exit": code})
 
     def status(self) -> dict[str, Any]:
-        from hpcui import api  # the agent loads a cluster's parts when a call needs them
+        from hpcui.clusters import api
 
         clusters = []
         for name, cluster in sorted(api._clusters.items()):

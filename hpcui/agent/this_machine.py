@@ -40,7 +40,9 @@ def local_clusters(argv: Sequence[str]) -> list[str]:
     listed as the agent sees this machine). A config that does not load leaves the call to
     the agent, whose run of it reports the error as a direct run would.
     """
-    from hpcui.config import load_config  # the agent loads a cluster's parts when a call needs them
+    from hpcui.config import (
+        load_config,
+    )
 
     try:
         cfg = load_config()

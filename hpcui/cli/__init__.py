@@ -14,8 +14,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from hpcui.errors import HpcuiError
-from hpcui.units import UnitWarning
+from hpcui.common.units import UnitWarning
+from hpcui.errors import HpcuiError, UsageError
 
 #: Exit codes (docs/cli.md). They follow `HpcuiError.exit_code`, plus 6 for a timeout.
 EXIT_OK = 0
@@ -79,7 +79,7 @@ def exit_code_for(exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hpcui` script; returns the exit code."""
-    from hpcui.cli.parser import (  # the core (0.16 s): when the command runs
+    from hpcui.cli.parser import (
         attach_dashed_values,
         shared_parser,
     )
@@ -98,11 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        from hpcui.errors import HpcuiError  # the core (0.16 s): when the command runs
 
         if isinstance(exc, UnicodeEncodeError) and "surrogates" in str(exc.reason):
-            from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
-
             bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
             shown = bad.encode("utf-8", "surrogateescape") if bad else b""
             exc = UsageError(
@@ -119,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return exit_code_for(exc)
     finally:
-        from hpcui.cli import common  # the core (0.16 s): when the command runs
+        from hpcui.cli import common
 
         common.close_all()
 
@@ -154,17 +151,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     _logging(args.debug)
     _say_warnings()
     if args.command is None:
-        from hpcui.tui.app import run_app  # textual (0.17 s): when the app or a dialog shows
+        from hpcui.tui.app import run_app
 
         run_app(args.cluster)
         return EXIT_OK
     if args.command == "completion":
-        from hpcui.cli.completion import script  # the core (0.16 s): when the command runs
+        from hpcui.cli.completion import script
 
         sys.stdout.write(script(args.shell))
         return EXIT_OK
     if getattr(args, "json_schema", False):
-        from hpcui.cli.models import print_schema  # pydantic (0.19 s): when it prints
+        from hpcui.cli.models import print_schema
 
         print_schema(args)
         return EXIT_OK

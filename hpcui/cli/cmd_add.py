@@ -29,7 +29,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     args.host = args.host or _ask("Login host (or ssh alias)")
     if not args.host:
         raise UsageError("No host given: nothing was written.")
-    from hpcui.onboarding import split_destination  # the core (0.16 s): when the command runs
+    from hpcui.clusters.onboarding import (
+        split_destination,
+    )
 
     host = split_destination(args.host)[1]  # a wrong form is said now, not after every question
     args.name = args.name or _ask("Name for it in hpcui", host.split(".")[0].replace(":", "-"))
@@ -40,8 +42,11 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from hpcui import onboarding  # the core (0.16 s): when the command runs
-    from hpcui.config import ClusterConfig, config_path  # the core (0.16 s): when the command runs
+    from hpcui.clusters import onboarding
+    from hpcui.config import (
+        ClusterConfig,
+        config_path,
+    )
 
     if not args.host:
         raise UsageError("hpcui add needs --host HOST (a login node or an ssh config alias).")

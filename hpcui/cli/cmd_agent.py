@@ -11,6 +11,7 @@ import time
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.models import AgentStatus
+from hpcui.errors import UsageError
 from hpcui.transport.agent import paths, wire
 
 
@@ -40,13 +41,11 @@ def _gone(pid: int | None, path: str, timeout: float = 10.0) -> bool:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from hpcui.transport.agent.reach import (
-        platform_without_agent,  # the core (0.16 s): when the command runs
+        platform_without_agent,
     )
 
     why = platform_without_agent()
     if why:
-        from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
-
         raise UsageError(f"there is no agent here: {why}. Every call logs in by itself.")
     path = paths.socket_path()
     if args.action == "stop":

@@ -12,7 +12,7 @@ from hpcui.cli.common import cluster_name, connect, split_job_ref
 from hpcui.errors import UsageError
 
 if TYPE_CHECKING:
-    from hpcui.control import Verb
+    from hpcui.jobs.control import Verb
 
 
 def cmd_hold(args: argparse.Namespace) -> int:
@@ -28,17 +28,17 @@ def cmd_requeue(args: argparse.Namespace) -> int:
 
 
 def _verb(args: argparse.Namespace, verb: Verb) -> int:
-    """One scheduler call per cluster named (hpcui.control.fan_out, as the app); each
+    """One scheduler call per cluster named (hpcui.jobs.control.fan_out, as the app); each
     job's outcome reported on its own."""
     refs = [split_job_ref(ref, cluster_name(args)) for ref in args.jobs]
     return report_fan_out(args, verb, refs)
 
 
 def report_fan_out(args: argparse.Namespace, verb: Verb, refs: list[tuple[str | None, str]]) -> int:
-    """`verb` over jobs of any clusters, one scheduler call per cluster (hpcui.control);
+    """`verb` over jobs of any clusters, one scheduler call per cluster (hpcui.jobs.control);
     a line per job (or `--json` rows), the first failure's exit code."""
-    from hpcui.cli.models import ActionOutput  # pydantic: when a command reports
-    from hpcui.control import DONE, fan_out  # the core: when a command runs
+    from hpcui.cli.models import ActionOutput
+    from hpcui.jobs.control import DONE, fan_out
 
     results: list[ActionOutput] = []
     code = EXIT_OK
@@ -83,7 +83,7 @@ def cmd_resubmit(args: argparse.Namespace) -> int:
         sys.stdout.write(script)
         return EXIT_OK
     if args.edit:
-        from hpcui.terminal import edit_text  # the core (0.16 s): when the command runs
+        from hpcui.services.terminal import edit_text
 
         script = edit_text(script, suffix=".sh")
         if not script.strip():

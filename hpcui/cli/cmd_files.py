@@ -17,18 +17,18 @@ from hpcui.cli.common import (
     resource_kwargs,
     split_job_ref,
 )
+from hpcui.common.formatting import printable, size
 from hpcui.errors import UsageError
-from hpcui.formatting import printable, size
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
     """A login shell inside the job (srun --overlap --pty). With the agent on, the pty
     channel is opened on the agent's login and relayed (a 2FA site asks no second code);
     the command itself always runs here, where the terminal is."""
-    from hpcui.terminal import (  # the core (0.16 s): when the command runs
+    from hpcui.services.terminal import (
         bridge,
         shell_unavailable,
         window,
@@ -41,7 +41,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
         raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")
     resources = resource_kwargs(args)
     if args.new:
-        from hpcui.resources import explain  # the core (0.16 s): when the command runs
+        from hpcui.request.resources import explain
 
         if args.job is not None or args.node:
             raise UsageError("`hpcui shell --new` makes its own job: name no JOB or --node.")
@@ -76,14 +76,12 @@ def _folder(args: argparse.Namespace) -> tuple[Cluster, str, str]:
     base = cluster.files.folder(job_id)
     sub = (getattr(args, "path", None) or "").strip("/")
     if ".." in Path(sub).parts:
-        from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
-
         raise UsageError(f"Give a path inside the job's folder, not {sub!r}.")
     return cluster, job_id, f"{base.rstrip('/')}/{sub}" if sub else base
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    from hpcui.backends.records import RemoteFile  # the core (0.16 s): when the command runs
+    from hpcui.backends.records import RemoteFile
 
     cluster, _job_id, path = _folder(args)
     try:

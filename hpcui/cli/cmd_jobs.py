@@ -25,9 +25,9 @@ from hpcui.cli.notify import tell
 from hpcui.errors import JobError, JobTimeoutError, UsageError
 
 if TYPE_CHECKING:
-    from hpcui.any_job import OtherJob
     from hpcui.cli.models import ResultOutput
-    from hpcui.job import Job
+    from hpcui.jobs.job import Job
+    from hpcui.jobs.other import OtherJob
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     cluster = connect(cluster_name(args))
     rows = _job_rows(args, cluster, notes=not args.json)
     if args.json:
-        from hpcui.cli.models import output_type  # pydantic (0.19 s): when it prints
+        from hpcui.cli.models import output_type
 
         out.emit_json(output_type(args), rows)
         return EXIT_OK
@@ -57,7 +57,7 @@ def _where(args: argparse.Namespace) -> str:
 def _cluster_list(value: str | None) -> list[str] | None:
     """`-c a,b` or `-c all` (every configured cluster, as squeue -M all): the names, or None
     for one cluster. Unknown names fail here, before any connection."""
-    from hpcui.config import load_config  # the core (0.16 s): when the command runs
+    from hpcui.config import load_config
 
     if value is None or not several_clusters(value):
         return None
@@ -75,7 +75,7 @@ def _cluster_list(value: str | None) -> list[str] | None:
 
 
 def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[Any]:
-    from hpcui.sitestate.jobs import jobs_from_records  # the core (0.16 s): when the command runs
+    from hpcui.sitestate.jobs import jobs_from_records
 
     caps = cluster.capabilities
     rows: list[Any]
@@ -105,9 +105,9 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
 def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
     """Several clusters at once, asked in parallel; one that fails is reported and the
     others still listed (exit status: the first failure's)."""
-    from concurrent.futures import ThreadPoolExecutor  # the core (0.16 s): when the command runs
+    from concurrent.futures import ThreadPoolExecutor
 
-    from hpcui.cli.models import cluster_row_type  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import cluster_row_type
 
     def fetch(name: str) -> list[Any]:
         return _job_rows(args, connect(name), notes=False)
@@ -137,12 +137,12 @@ def _jobs_of_clusters(args: argparse.Namespace, names: list[str]) -> int:
 
 def _one_per_site(listed: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Two tables for one login list the same jobs: each once (hpcui.sitestate.same_site)."""
-    from hpcui.config import load_config  # the core (0.16 s): when the command runs
-    from hpcui.registry import job_records  # the core (0.16 s): when the command runs
-    from hpcui.sitestate.same_site import (  # the core (0.16 s): when the command runs
+    from hpcui.config import load_config
+    from hpcui.sitestate.same_site import (
         one_per_site,
         shared_sites,
     )
+    from hpcui.store.registry import job_records
 
     configs = load_config().clusters
     groups = shared_sites({n: c for n, c in configs.items() if n in listed})
@@ -214,7 +214,7 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
 def _folded(rows: list[tuple[str, Any]], *, history: bool) -> list[tuple[str, Any]]:
     """Each cluster's arrays of FOLD_MIN or more tasks as one row: `401_[0-299]`, one state
     for all, the counts by state where the reason or the end would be."""
-    from hpcui.sitestate.arrays import fold  # the core (0.16 s): when the command runs
+    from hpcui.sitestate.arrays import fold
 
     out: list[tuple[str, Any]] = []
     for name in dict.fromkeys(n for n, _ in rows):
@@ -239,8 +239,8 @@ def _folded(rows: list[tuple[str, Any]], *, history: bool) -> list[tuple[str, An
 
 
 def _registry_jobs(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import RegistryJob, output_type  # pydantic (0.19 s): when it prints
-    from hpcui.registry import job_records  # the core (0.16 s): when the command runs
+    from hpcui.cli.models import RegistryJob, output_type
+    from hpcui.store.registry import job_records
 
     recs = job_records().list(cluster_name(args))
     if args.state:
@@ -268,8 +268,8 @@ def _registry_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from hpcui.any_job import OtherJob  # the core (0.16 s): when the command runs
-    from hpcui.cli.models import ShowOutput  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import ShowOutput
+    from hpcui.jobs.other import OtherJob
 
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)
@@ -348,7 +348,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
     """A job hpcui did not submit: what the scheduler says of it."""
-    from hpcui.cli.models import ShowOutput  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import ShowOutput
 
     d = job.details
     info = ShowOutput(
@@ -394,11 +394,11 @@ def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from hpcui.any_job import OtherJob  # the core (0.16 s): when the command runs
-    from hpcui.backends.states import JobState  # the core (0.16 s): when the command runs
-    from hpcui.logs import (
-        LogChunk,  # the core (0.16 s): when the command runs
-        QuietRuntime,  # the core (0.16 s): when the command runs
+    from hpcui.backends.states import JobState
+    from hpcui.jobs.other import OtherJob
+    from hpcui.logs.follow import (
+        LogChunk,
+        QuietRuntime,
     )
 
     job = job_handle(args, args.job)
@@ -417,8 +417,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if isinstance(job, OtherJob):  # one handle from the id to the scheduler and back
         job_id, details = job.job_id, job.details
         if args.rank not in (None, 0):
-            from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
-
             raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")
         if details.state is JobState.PENDING:  # its file is not its log yet
             out.note(
@@ -441,8 +439,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return EXIT_OK
     stream = "stderr" if args.stderr else "stdout"
     if args.rank is not None and not 0 <= args.rank < job.num_tasks:
-        from hpcui.errors import UsageError  # the core (0.16 s): when the command runs
-
         raise UsageError(
             f"Job {job.job_id} has {job.num_tasks} task(s): --rank must be 0..{job.num_tasks - 1}."
         )
@@ -469,7 +465,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     """Until every job named ends (or --timeout): one line per end as it happens, told on
     the desktop (or by the bell) with --notify; exit 0 when all completed, 5 when one did
     not, 6 when time ran out first."""
-    from hpcui.cli.models import WaitOutput  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import WaitOutput
 
     jobs = [get_job(args, ref, refresh=False) for ref in args.jobs]
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -516,7 +512,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_result(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ResultOutput  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import ResultOutput
 
     job = get_job(args, args.job, refresh=False)
     res, code = collect_result(job, args.timeout, all_ranks=args.all_ranks)
@@ -534,7 +530,7 @@ def collect_result(
 
     A job failure is an answer here, not a crash: it is returned so --json can print it.
     """
-    from hpcui.cli.models import (  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import (
         ErrorInfo,
         ResultOutput,
         jsonable,

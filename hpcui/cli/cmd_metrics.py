@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from hpcui.metrics import read_metrics  # the core (0.16 s): when the command runs
+    from hpcui.metrics import read_metrics
 
     if args.json and args.csv:
         raise UsageError("Choose one of --json and --csv.")
@@ -39,7 +39,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             )
         )
     if args.json:
-        from hpcui.metrics import Metrics  # pydantic (0.19 s): when it prints
+        from hpcui.metrics import Metrics
 
         out.emit_json(list[Metrics], found)
     elif args.csv:

@@ -26,14 +26,14 @@ def app_command(cluster: str | None) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from textual_serve.server import Server  # textual (0.17 s): when the app or a dialog shows
+        from textual_serve.server import Server
     except ImportError as exc:  # pragma: no cover - a dependency of hpcui
         raise UsageError(
             "`hpcui serve` needs the textual-serve package: pip install 'textual-serve>=1.1'."
         ) from exc
     cluster = getattr(args, "cluster", None)
     if cluster:
-        from hpcui.config import load_config  # the core (0.16 s): when the command runs
+        from hpcui.config import load_config
 
         load_config().cluster(cluster)  # an unknown name fails here, not in the browser
     if args.host not in LOOPBACK:

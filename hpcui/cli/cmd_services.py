@@ -9,15 +9,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from hpcui import forwarding
 from hpcui.cli import EXIT_OK, common
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, resource_kwargs, split_job_ref
 from hpcui.cli.models import ForwardOutput
 from hpcui.errors import UsageError
+from hpcui.jobs import forwarding
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
@@ -129,7 +129,7 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> int:
     """Check it is installed there, submit it, wait for its own runtime file, forward its
     port, print the local URL (with a token where it has one), open the browser."""
-    from hpcui import services  # the core (0.16 s): when the command runs
+    from hpcui.services import web as services
 
     kind = services.KINDS[kind_name]
     cluster = connect(cluster_name(args))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from hpcui.cli import EXIT_OK, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, host_key_decision
-from hpcui.errors import HpcuiError, UsageError
+from hpcui.errors import HostKeyError, HpcuiError, UsageError
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ClusterCheck
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def cmd_quota(args: argparse.Namespace) -> int:
-    from hpcui.sitestate import QuotaReport  # the core (0.16 s): when the command runs
+    from hpcui.sitestate import QuotaReport
 
     report = connect(cluster_name(args)).site.quota_report()
     if args.json:
@@ -75,7 +75,7 @@ def cmd_quota(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
 
-    from hpcui.housekeeping import CleanReport  # the core (0.16 s): when the command runs
+    from hpcui.jobs.cleanup import CleanReport
 
     older = None if args.older_than is None else timedelta(seconds=args.older_than)
     report = connect(cluster_name(args)).clean(older_than=older, dry_run=args.dry_run)
@@ -95,8 +95,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_modules(args: argparse.Namespace) -> int:
-    from hpcui.backends.modules import Module  # the core (0.16 s): when the command runs
-    from hpcui.sitestate import listed, module_label  # the core (0.16 s): when the command runs
+    from hpcui.backends.modules import Module
+    from hpcui.sitestate import listed, module_label
 
     cluster = connect(cluster_name(args))
     unlisted = 0  # hidden modules --avail leaves out
@@ -154,7 +154,7 @@ def cmd_modules(args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(args: argparse.Namespace) -> int:
-    from hpcui.backends.records import PartitionInfo  # the core (0.16 s): when the command runs
+    from hpcui.backends.records import PartitionInfo
 
     cluster = connect(cluster_name(args))
     parts = cluster.site.partitions() if cluster.capabilities.partitions else []
@@ -214,8 +214,8 @@ def _counts(*values: int | None) -> str:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ClusterRow  # pydantic (0.19 s): when it prints
-    from hpcui.config import load_config  # the core (0.16 s): when the command runs
+    from hpcui.cli.models import ClusterRow
+    from hpcui.config import load_config
 
     cfg = load_config()
     if args.names_only:  # shell completion: fast, no network
@@ -269,7 +269,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 def _check(name: str) -> ClusterCheck:
     """Log in, probe home/job folder/Python in one round trip, check the setup modules."""
-    from hpcui.cli.models import ClusterCheck  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import ClusterCheck
 
     started = time.monotonic()
     try:
@@ -293,16 +293,16 @@ def _check(name: str) -> ClusterCheck:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ProfileRow  # pydantic (0.19 s): when it prints
-    from hpcui.config import load_config  # the core (0.16 s): when the command runs
-    from hpcui.local_machine import (  # the core (0.16 s): when the command runs
-        describe,
-        scheduler_kind,
-    )
-    from hpcui.profiles import (  # the core (0.16 s): when the command runs
+    from hpcui.cli.models import ProfileRow
+    from hpcui.config import load_config
+    from hpcui.profiles import (
         Profile,
         builtin_profiles,
         resolve_profile,
+    )
+    from hpcui.profiles.local_machine import (
+        describe,
+        scheduler_kind,
     )
 
     user = load_config().profiles
@@ -420,8 +420,6 @@ def cmd_trust(args: argparse.Namespace) -> int:
         cluster.run("true").check("connection test")
     except Exception as exc:
         if refused:
-            from hpcui.errors import HostKeyError  # the core (0.16 s): when the command runs
-
             raise HostKeyError(
                 "not a terminal: re-run with --yes after checking the fingerprint above",
                 host=refused[0],

@@ -7,11 +7,11 @@ import argparse
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect
-from hpcui.formatting import printable
+from hpcui.common.formatting import printable
 
 
 def cmd_free(args: argparse.Namespace) -> int:
-    from hpcui.sitestate import FreeReport  # the core (0.16 s): when the command runs
+    from hpcui.sitestate import FreeReport
 
     cluster = connect(cluster_name(args))
     report = cluster.site.free()
@@ -63,7 +63,7 @@ def _state_colour(cell: str) -> str | None:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    from hpcui.sitestate import Standing  # the core (0.16 s): when the command runs
+    from hpcui.sitestate import Standing
 
     cluster = connect(cluster_name(args))
     st = cluster.site.standing()

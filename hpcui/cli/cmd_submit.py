@@ -14,12 +14,15 @@ from hpcui.cli.common import cluster_name, connect, resource_kwargs
 from hpcui.errors import JobTimeoutError
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
-    from hpcui.job import Job
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.job import Job
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from hpcui.targets import json_value, load_function  # the core (0.16 s): when the command runs
+    from hpcui.submit.targets import (
+        json_value,
+        load_function,
+    )
 
     call_args = json_value(args.args, "--args", list)
     call_kwargs = json_value(args.kwargs, "--kwargs", dict)
@@ -29,7 +32,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from hpcui.targets import script_call  # the core (0.16 s): when the command runs
+    from hpcui.submit.targets import script_call
 
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:
@@ -49,12 +52,12 @@ def _submit(
     call_kwargs: dict[str, Any],
     res: dict[str, Any],
 ) -> int:
-    from hpcui.cli.cmd_jobs import (  # the core (0.16 s): when the command runs
+    from hpcui.cli.cmd_jobs import (
         collect_result,
         print_result,
     )
-    from hpcui.cli.models import SubmitOutput  # pydantic (0.19 s): when it prints
-    from hpcui.resources import explain  # the core (0.16 s): when the command runs
+    from hpcui.cli.models import SubmitOutput
+    from hpcui.request.resources import explain
 
     alloc = cluster.plan(
         **res
@@ -137,7 +140,7 @@ def _progress(job: Job, timeout: float | None, *, quiet: bool) -> None:
 
 
 def cmd_script(args: argparse.Namespace) -> int:
-    from hpcui.cli.models import ScriptOutput  # pydantic (0.19 s): when it prints
+    from hpcui.cli.models import ScriptOutput
 
     cluster = connect(cluster_name(args))
     preview = cluster.preview_script(array_size=args.array, **resource_kwargs(args))

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, TextIO
 from hpcui.cli import EXIT_OK, EXIT_USAGE
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, split_job_ref
-from hpcui.formatting import figure, usage_bar
+from hpcui.common.formatting import figure, usage_bar
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
-    from hpcui.usage import UsageReport, UsageSample
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.usage import UsageReport, UsageSample
 
 #: `top` without a job looks at this many of your running jobs at most
 TOP_JOBS = 8
@@ -30,7 +30,7 @@ def bar(pct: float | None, width: int = BAR, stream: TextIO | None = None) -> st
 
 def render(sample: UsageSample, report: UsageReport, stream: TextIO) -> None:
     """One job's look: a bar per GPU, the tasks, the history's summary, the verdicts."""
-    from hpcui.usage import gpu_figures, task_line  # the core (0.16 s): when the command runs
+    from hpcui.jobs.usage import gpu_figures, task_line
 
     stream.write(out.style(f"job {sample.job_id} on {sample.cluster}", "bold", stream=stream))
     stream.write(f"  ({report.samples} sample(s) over {report.span_s:.0f} s)\n")
@@ -49,7 +49,7 @@ def render(sample: UsageSample, report: UsageReport, stream: TextIO) -> None:
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    from hpcui.usage import UsageReport  # the core (0.16 s): when the command runs
+    from hpcui.jobs.usage import UsageReport
 
     name, job_id = split_job_ref(args.job, cluster_name(args))
     cluster = connect(name)  # any job of yours, not only hpcui's: no registry needed
@@ -89,7 +89,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 
 def _running(cluster: Cluster) -> list[str]:
-    from hpcui.backends.states import JobState  # the core (0.16 s): when the command runs
+    from hpcui.backends.states import JobState
 
     if not cluster.capabilities.queue:  # the local cluster: hpcui's own jobs
         recs = cluster.records(limit=200)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from hpcui.cli.parser import RESOURCE_PREFIX
 
 if TYPE_CHECKING:
-    from hpcui.any_job import OtherJob
-    from hpcui.cluster import Cluster
-    from hpcui.job import Job
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.job import Job
+    from hpcui.jobs.other import OtherJob
 
 _open: list[Cluster] = []
 #: True in the agent (hpcui.agent.server): clusters are shared by every request and stay
@@ -85,16 +85,20 @@ def connect(name: str | None, **kwargs: Any) -> Cluster:
     Without a terminal no callback is passed: the core then fails with an
     AuthenticationError or HostKeyError that says what to do, instead of hanging.
     """
-    from hpcui.api import connect as core_connect  # the core (0.16 s): when the command runs
+    from hpcui.clusters.api import (
+        connect as core_connect,
+    )
 
     def asking(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
-        from hpcui.config import load_config  # the name is looked up only when a prompt comes
+        from hpcui.config import (
+            load_config,  # the name is looked up only when a prompt comes
+        )
 
         label = name or load_config().cluster(None).name
         return terminal_prompt(title, instructions, prompts, cluster=label)
 
     if SHARED_BY_AGENT:  # one Cluster per name for every client; each asks its own terminal
-        from hpcui.cli.routing import (  # the core (0.16 s): when the command runs
+        from hpcui.cli.routing import (
             RoutedHostKey,
             RoutedPrompt,
         )

@@ -20,13 +20,13 @@ from hpcui.backends.model import Model
 from hpcui.backends.modules import Module
 from hpcui.backends.records import JobDetails, PartitionInfo, RemoteFile
 from hpcui.backends.states import JobState
-from hpcui.housekeeping import CleanReport
-from hpcui.logs import LogChunk
+from hpcui.jobs.cleanup import CleanReport
+from hpcui.jobs.usage import GpuSummary
+from hpcui.logs.follow import LogChunk
 from hpcui.metrics import Metrics
 from hpcui.profiles import Profile
-from hpcui.resources import Allocation
+from hpcui.request.resources import Allocation
 from hpcui.sitestate import FreeReport, HistoryJob, QueueJob, QuotaReport, Standing
-from hpcui.usage import GpuSummary
 
 
 class ClusterCheck(Model):
@@ -226,7 +226,7 @@ def output_type(args: argparse.Namespace) -> Any:
     if cmd == "jobs":
         if getattr(args, "registry", False):
             return list[RegistryJob]
-        from hpcui.cli.common import several_clusters  # the core (0.16 s): when the command runs
+        from hpcui.cli.common import several_clusters
 
         if several_clusters(getattr(args, "cluster", None)):
             return list[cluster_row_type(args)]  # type: ignore[misc]  # a model made at run time
@@ -234,11 +234,11 @@ def output_type(args: argparse.Namespace) -> Any:
     if cmd == "profiles":
         return Profile if getattr(args, "name", None) else list[ProfileRow]
     if cmd == "usage":
-        from hpcui.usage import UsageReport  # the core (0.16 s): when the command runs
+        from hpcui.jobs.usage import UsageReport
 
         return UsageReport
     if cmd in ("init", "add"):
-        from hpcui.onboarding import Proposal  # the core (0.16 s): when the command runs
+        from hpcui.clusters.onboarding import Proposal
 
         return Proposal
     return {

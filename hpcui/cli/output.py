@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from hpcui.formatting import STATE_PALETTE, hms, printable
-from hpcui.formatting import size as _size
+from hpcui.common.formatting import STATE_PALETTE, hms, printable
+from hpcui.common.formatting import size as _size
 
 _CODES = {
     "bold": "1",
@@ -28,7 +28,7 @@ _CODES = {
     "magenta": "35",
     "cyan": "36",
 }
-#: the one palette's ANSI half (hpcui.formatting.STATE_PALETTE)
+#: the one palette's ANSI half (hpcui.common.formatting.STATE_PALETTE)
 STATE_COLOURS = {state: ansi for state, (_, ansi) in STATE_PALETTE.items()}
 
 
@@ -97,7 +97,7 @@ def key_values(pairs: Iterable[tuple[str, Any]], out: TextIO | None = None) -> N
         out.write(f"{style(k.ljust(width), 'bold', stream=out)}  {v}\n")
 
 
-#: squeue's [D-]HH:MM:SS and 1024-based sizes: hpcui.formatting, shared with the app
+#: squeue's [D-]HH:MM:SS and 1024-based sizes: hpcui.common.formatting, shared with the app
 duration = hms
 size = _size
 
@@ -112,7 +112,7 @@ def when(value: datetime | float | None) -> str:
 
 def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:
     """`value` validated as the command's documented type, then printed as JSON."""
-    from pydantic import TypeAdapter  # pydantic (0.19 s): when it prints
+    from pydantic import TypeAdapter
 
     adapter = TypeAdapter(kind)
     data = adapter.dump_python(value, mode="json")
@@ -122,7 +122,7 @@ def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:
 def action_done(as_json: bool, cluster: str, job_id: str, message: str) -> None:
     """One job action's outcome: an `ActionOutput` with --json, else `JOB on CLUSTER: ...`."""
     if as_json:
-        from hpcui.cli.models import ActionOutput  # pydantic (0.19 s): when it prints
+        from hpcui.cli.models import ActionOutput
 
         done = ActionOutput(cluster=cluster, job_id=job_id, ok=True, message=message)
         emit_json(ActionOutput, done)
@@ -132,7 +132,7 @@ def action_done(as_json: bool, cluster: str, job_id: str, message: str) -> None:
 
 def emit_json_line(kind: Any, value: Any, out: TextIO | None = None) -> None:
     """One JSON document per line (streams such as `logs --json`)."""
-    from pydantic import TypeAdapter  # pydantic (0.19 s): when it prints
+    from pydantic import TypeAdapter
 
     stream = out or sys.stdout
     stream.write(TypeAdapter(kind).dump_json(value).decode() + "\n")

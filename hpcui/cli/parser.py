@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from hpcui.request_fields import REQUEST_FIELDS
+from hpcui.request.fields import REQUEST_FIELDS
 from hpcui.version import __version__
 
 RESOURCE_PREFIX = "res_"
@@ -97,7 +97,7 @@ def _json(p: argparse.ArgumentParser) -> None:
 
 def _resources(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("resources (validated against the cluster's profile)")
-    for f in REQUEST_FIELDS:  # declared once, in hpcui.request_fields
+    for f in REQUEST_FIELDS:  # declared once, in hpcui.request.fields
         dest = RESOURCE_PREFIX + f.keyword
         if f.kind is None:
             g.add_argument(f.flag, dest=dest, action="store_const", const=True, help=f.help)
@@ -120,7 +120,7 @@ def _outcome(p: argparse.ArgumentParser) -> None:
 
 def _duration(text: str) -> float:
     """`30d`, `12h`, `1-00:00:00` -> seconds; argparse turns errors into usage."""
-    from hpcui.units import parse_time  # `hpcui --help` imports argparse alone
+    from hpcui.common.units import parse_time  # `hpcui --help` imports argparse alone
 
     try:
         return float(parse_time(text))

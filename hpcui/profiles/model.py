@@ -18,8 +18,8 @@ from pydantic import (
 
 from hpcui.backends.containers import parse_bind
 from hpcui.backends.model import Model
+from hpcui.common.units import parse_mem_mb, parse_signal_delay, parse_time
 from hpcui.errors import ConfigError
-from hpcui.units import parse_mem_mb, parse_signal_delay, parse_time
 
 #: PBS sites let you ssh onto the nodes of your running job; BatchMode: never a prompt
 DEFAULT_NODE_SHELL = "ssh -o BatchMode=yes -o ConnectTimeout=10"

@@ -91,7 +91,7 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def cancel(self, job_ids: Sequence[str]) -> None: ...
 
-    # -- what a running job uses (hpcui.usage): one command per job per sample ----------------
+    # -- what a running job uses (hpcui.jobs.usage): one command per job per sample ----------------
 
     def usage_command(self, job_id: str) -> Command:
         raise UsageError(

@@ -11,7 +11,7 @@ from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
-from hpcui.local_machine import LocalMachine
+from hpcui.profiles.local_machine import LocalMachine
 from hpcui.schedulers.base import Capabilities, H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, Transport
 

@@ -18,10 +18,14 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TypeVar
 
-from hpcui.backends import pbs, pbs_nodes, pbs_queues, pbs_script, usage
+from hpcui.backends import usage
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.pbs_dialect import PbsDialect
-from hpcui.backends.pbs_job import PbsJob
+from hpcui.backends.pbs import nodes as pbs_nodes
+from hpcui.backends.pbs import queues as pbs_queues
+from hpcui.backends.pbs import script as pbs_script
+from hpcui.backends.pbs import status as pbs
+from hpcui.backends.pbs.dialect import PbsDialect
+from hpcui.backends.pbs.job import PbsJob
 from hpcui.backends.records import (
     AccountingEntry,
     FairShare,

@@ -7,14 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from hpcui.backends import (
-    slurm_control,
-    slurm_free,
-    slurm_jobids,
-    slurm_queue,
-    slurm_script,
-    usage,
-)
+from hpcui.backends import usage
 from hpcui.backends.batch import BatchSpec, format_duration
 from hpcui.backends.records import (
     AccountingEntry,
@@ -24,6 +17,11 @@ from hpcui.backends.records import (
     NodeInfo,
     QueueEntry,
 )
+from hpcui.backends.slurm import control as slurm_control
+from hpcui.backends.slurm import free as slurm_free
+from hpcui.backends.slurm import jobids as slurm_jobids
+from hpcui.backends.slurm import queue as slurm_queue
+from hpcui.backends.slurm import script as slurm_script
 from hpcui.errors import HpcuiError, JobsRefused, SchedulerError, UsageError
 from hpcui.schedulers.base import H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, CommandResult

@@ -10,6 +10,7 @@ bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem, listed, module_label
 from hpcui.backends.quota import QuotaEntry, QuotaParseError, parse_quota
 from hpcui.backends.records import PartitionInfo
+from hpcui.sitestate.footprint import OwnUsage, fetch_own_usage
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
 from hpcui.sitestate.modules import (
     ModuleError,
@@ -19,7 +20,6 @@ from hpcui.sitestate.modules import (
     search_modules,
     setup_modules,
 )
-from hpcui.sitestate.own_usage import OwnUsage, fetch_own_usage
 from hpcui.sitestate.quota import QuotaError, QuotaReport, QuotaTry, fetch_quota
 from hpcui.sitestate.standing import (
     AllocationReport,

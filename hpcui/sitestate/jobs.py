@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import computed_field
 
 from hpcui.backends.records import AccountingEntry, QueueEntry, trusted
-from hpcui.backends.slurm_script import TOKEN_PREFIX
+from hpcui.backends.slurm.script import TOKEN_PREFIX
+from hpcui.common.formatting import hms, size
 from hpcui.errors import UsageError
-from hpcui.formatting import hms, size
 
 if TYPE_CHECKING:
-    from hpcui.registry import JobRecord
+    from hpcui.store.registry import JobRecord
 
 __all__ = [
     "HistoryJob",

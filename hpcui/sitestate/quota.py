@@ -23,7 +23,7 @@ from hpcui.backends.quota import (
     parse_quota,
 )
 from hpcui.errors import HpcuiError
-from hpcui.sitestate.own_usage import OwnUsage
+from hpcui.sitestate.footprint import OwnUsage
 from hpcui.sitestate.remote import Part, first_command, parse_parts
 from hpcui.transport.base import Command, Transport
 

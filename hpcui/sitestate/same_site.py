@@ -16,8 +16,8 @@ from typing import Protocol, TypeVar
 
 from hpcui.config import ClusterConfig
 from hpcui.errors import HpcuiError
-from hpcui.registry import JobRecord
-from hpcui.transport.ssh_config import resolve
+from hpcui.store.registry import JobRecord
+from hpcui.transport.ssh.config import resolve
 
 
 class _HasJobId(Protocol):

@@ -14,8 +14,8 @@ from hpcui.backends.records import PartitionInfo
 from hpcui.config import ClusterConfig
 from hpcui.errors import HpcuiError, SchedulerError
 from hpcui.profiles import Profile
-from hpcui.registry import JobRecord, Registry
 from hpcui.schedulers.base import Scheduler
+from hpcui.sitestate.footprint import fetch_own_usage
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, since_arg
 from hpcui.sitestate.modules import (
     detect_system,
@@ -24,11 +24,11 @@ from hpcui.sitestate.modules import (
     search_modules,
     setup_modules,
 )
-from hpcui.sitestate.own_usage import fetch_own_usage
 from hpcui.sitestate.quota import QuotaEntry, QuotaReport, fetch_quota
 from hpcui.sitestate.standing import FreeReport, Standing, fetch_allocation
 from hpcui.sitestate.watcher import QueueWatcher
-from hpcui.submission import base_word
+from hpcui.store.registry import JobRecord, Registry
+from hpcui.store.remote import base_word
 from hpcui.transport.base import Transport
 
 

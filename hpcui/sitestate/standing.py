@@ -15,7 +15,7 @@ from hpcui.backends.records import (
     NodeInfo,
     PartitionFree,
 )
-from hpcui.backends.slurm_free import free_by_partition
+from hpcui.backends.slurm.free import free_by_partition
 from hpcui.transport.base import Transport
 
 

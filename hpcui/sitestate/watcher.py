@@ -19,7 +19,7 @@ from datetime import datetime
 from pydantic import ConfigDict
 
 from hpcui.backends.model import Model
-from hpcui.clock import REAL, Clock
+from hpcui.common.clock import REAL, Clock
 from hpcui.sitestate.jobs import QueueJob
 
 __all__ = ["QueueSnapshot", "QueueWatcher", "Subscription", "is_rate_limited"]

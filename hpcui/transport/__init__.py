@@ -18,11 +18,11 @@ __all__ = ["CommandResult", "Transport", "quote_argv", "quote_bytes"]
 
 def __getattr__(name: str) -> Any:
     if name in ("CommandResult", "Transport"):
-        from hpcui.transport import base  # the transport chosen at run time only
+        from hpcui.transport import base
 
         return getattr(base, name)
     if name in ("quote_argv", "quote_bytes"):
-        from hpcui.transport import quoting  # the transport chosen at run time only
+        from hpcui.transport import quoting
 
         return getattr(quoting, name)
     raise AttributeError(f"module 'hpcui.transport' has no attribute {name!r}")

@@ -163,7 +163,7 @@ class Transport(abc.ABC):
         """Bytes the user may still write on the filesystem holding `path` (`df -Pk`, read
         by the quota fallback's parser); None when df cannot tell. Asked only after a
         write failed or a job left no result, to say whether the disk is full."""
-        from hpcui.backends.quota import (  # the transport chosen at run time only
+        from hpcui.backends.quota import (
             QuotaParseError,
             parse_df,
         )

@@ -22,7 +22,7 @@ class KeyUnreadable(Exception):
 
 
 def load_private_key(path: str, passphrase: bytes | None = None) -> paramiko.PKey:
-    import paramiko  # paramiko (0.13 s): SSH clusters only
+    import paramiko
 
     try:
         return paramiko.PKey.from_path(path, passphrase)  # positional: both parameter names

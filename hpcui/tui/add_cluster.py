@@ -1,5 +1,5 @@
 """The app's "add a cluster" dialog: shown on the first run (no config file yet) and from
-the command palette. The same core as `hpcui add` (hpcui.onboarding): look at the site,
+the command palette. The same core as `hpcui add` (hpcui.clusters.onboarding): look at the site,
 show what would be written, then run a tiny test job and append the table."""
 
 from __future__ import annotations
@@ -85,9 +85,9 @@ class AddClusterModal(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="add-cluster", exit_on_error=False)
     def _look(self, host: str, name: str, answers: dict[str, str | None]) -> None:
-        from hpcui import onboarding  # textual screens: when shown
-        from hpcui.config import ClusterConfig, config_path  # textual screens: when shown
-        from hpcui.tui.bridge import (  # textual (0.17 s): when the app or a dialog shows
+        from hpcui.clusters import onboarding
+        from hpcui.config import ClusterConfig, config_path
+        from hpcui.tui.bridge import (
             host_key_bridge,
             prompt_bridge,
         )
@@ -134,9 +134,9 @@ class AddClusterModal(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="add-cluster", exit_on_error=False)
     def _write(self, proposal: Any) -> None:
-        from hpcui import onboarding  # textual screens: when shown
-        from hpcui.config import config_path  # textual screens: when shown
-        from hpcui.tui.bridge import (  # textual (0.17 s): when the app or a dialog shows
+        from hpcui.clusters import onboarding
+        from hpcui.config import config_path
+        from hpcui.tui.bridge import (
             host_key_bridge,
             prompt_bridge,
         )

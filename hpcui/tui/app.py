@@ -23,9 +23,9 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from hpcui.config import Config, config_path, load_config
-from hpcui.control import DONE, JobControl, Verb, fan_out
 from hpcui.errors import ConfigError, HpcuiError
-from hpcui.registry import JobRecords
+from hpcui.jobs.control import DONE, JobControl, Verb, fan_out
+from hpcui.store.registry import JobRecords
 from hpcui.tui.chrome import LEAD_BINDINGS
 from hpcui.tui.context import AppContext
 from hpcui.tui.end_notice import LOOK_S, EndWatch
@@ -227,7 +227,7 @@ class HpcuiApp(App[None]):
     async def action_quit(self) -> None:
         """Quit; with input typed into the Submit form and not submitted, ask first (a
         stray `q` must not lose a form, issue 35)."""
-        from hpcui.tui.modals import ConfirmModal  # textual (0.17 s): when a dialog shows
+        from hpcui.tui.modals import ConfirmModal
         from hpcui.tui.screens.submit import SubmitScreen  # the form asked, not made
 
         form = self.mode_screens.get("submit")
@@ -249,7 +249,7 @@ class HpcuiApp(App[None]):
 
     def action_add_cluster(self, first_run: bool = False) -> None:
         from hpcui.tui.add_cluster import (
-            AddClusterModal,  # textual (0.17 s): when the app or a dialog shows
+            AddClusterModal,
         )
 
         self.push_screen(AddClusterModal(first_run=first_run), callback=self._cluster_added)
@@ -263,8 +263,8 @@ class HpcuiApp(App[None]):
         self.notify(f"{name} added to {config_path()}; connecting.", title="cluster added")
 
     def action_help(self) -> None:
-        from hpcui.tui.job_table import JobTable  # textual (0.17 s): when the app or a dialog shows
-        from hpcui.tui.modals import (  # textual (0.17 s): when the app or a dialog shows
+        from hpcui.tui.job_table import JobTable
+        from hpcui.tui.modals import (
             ConfirmModal,
             HelpModal,
         )
@@ -363,7 +363,7 @@ class HpcuiApp(App[None]):
 
         def cancel() -> None:
             from hpcui.tui.modals import (
-                ConfirmModal,  # textual (0.17 s): when the app or a dialog shows
+                ConfirmModal,
             )
 
             def answered(yes: bool | None) -> None:
@@ -407,7 +407,7 @@ class HpcuiApp(App[None]):
         self._fan_out("cancel", jobs)
 
     def _fan_out(self, verb: Verb, jobs: list[tuple[str, str]]) -> None:
-        """One scheduler call per cluster (hpcui.control.fan_out, as the CLI), each
+        """One scheduler call per cluster (hpcui.jobs.control.fan_out, as the CLI), each
         cluster's outcome a notification (worker thread)."""
         for outcome in fan_out(verb, jobs, self._control_of):
             if outcome.error is not None:
@@ -486,7 +486,7 @@ def user_keymap(cfg: Config) -> dict[str, str]:
     known = binding_ids()
     unknown = sorted(set(cfg.keys) - set(known))
     if unknown:
-        import difflib  # textual screens: when shown
+        import difflib
 
         hints = []
         for name in unknown:
@@ -513,7 +513,7 @@ def run_app(cluster: str | None = None) -> None:
     Library warnings (a failed queue refresh, a dropped connection) would print over the
     screen; while the app runs they go to Textual's log (`textual console`) instead.
     """
-    from textual.logging import TextualHandler  # textual (0.17 s): when the app or a dialog shows
+    from textual.logging import TextualHandler
 
     root = logging.getLogger()
     handler = TextualHandler()

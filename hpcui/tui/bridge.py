@@ -52,7 +52,7 @@ class AppPrompt:
     def __call__(
         self, title: str, instructions: str, questions: list[tuple[str, bool]]
     ) -> list[str]:
-        from hpcui.tui.modals import PromptModal  # textual (0.17 s): when the app or a dialog shows
+        from hpcui.tui.modals import PromptModal
 
         if not questions:  # servers may send an empty round; answer it without a dialog
             return []
@@ -70,7 +70,7 @@ def prompt_bridge(app: App[Any], cluster: str) -> AppPrompt:
 
 def host_key_bridge(app: App[Any], cluster: str) -> Callable[[str, str, str], bool]:
     """The core's unknown-host callback: True accepts (the core writes known_hosts)."""
-    from hpcui.tui.modals import HostKeyModal  # textual (0.17 s): when the app or a dialog shows
+    from hpcui.tui.modals import HostKeyModal
 
     def confirm(host: str, key_type: str, fingerprint: str) -> bool:
         return ask_from_thread(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpcui.config import Config
-from hpcui.registry import JobRecords, job_records
+from hpcui.store.registry import JobRecords, job_records
 from hpcui.tui.hub import Hub
 from hpcui.tui.messages import JobKey
 

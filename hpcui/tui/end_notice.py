@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from hpcui.backends.states import JobState
-from hpcui.registry import JobRecord
+from hpcui.store.registry import JobRecord
 
 #: how often the app looks (a registry read: milliseconds)
 LOOK_S = 3.0

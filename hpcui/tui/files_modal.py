@@ -14,12 +14,12 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Label, Static
 
+from hpcui.common.formatting import printable, size
 from hpcui.errors import HpcuiError
-from hpcui.formatting import printable, size
 
 if TYPE_CHECKING:
     from hpcui.backends.records import RemoteFile
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
 
 
 class TextPromptModal(ModalScreen[str]):

@@ -19,7 +19,7 @@ from hpcui.errors import AnswersRejected, ClusterConnectionError, HpcuiError
 if TYPE_CHECKING:
     from textual.app import App
 
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ class Hub:
         )
 
     def _connect(self, name: str) -> None:
-        import hpcui  # textual screens: when shown
-        from hpcui.tui.bridge import (  # textual (0.17 s): when the app or a dialog shows
+        import hpcui
+        from hpcui.tui.bridge import (
             AppPrompt,
             host_key_bridge,
             prompt_bridge,
@@ -150,7 +150,7 @@ class Hub:
         """UI thread: a refused 2FA answer. Cancelled by the person: just say so; a wrong
         code: show why and offer another try (a new code, a new connection)."""
         from hpcui.tui.modals import (
-            ConfirmModal,  # textual (0.17 s): when the app or a dialog shows
+            ConfirmModal,
         )
 
         if cancelled:

@@ -13,13 +13,13 @@ from textual import work
 from textual.binding import Binding
 from textual.screen import Screen
 
-from hpcui.control import DONE
 from hpcui.errors import HpcuiError
+from hpcui.jobs.control import DONE
 from hpcui.tui.files_modal import FilesModal, TextPromptModal
 from hpcui.tui.modals import ConfirmModal
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.tui.context import AppContext
 
 #: where the app puts downloads: one folder per cluster and job
@@ -122,7 +122,7 @@ class JobControlScreen(Screen[None]):
 
     @work(thread=True, group="job-control", exit_on_error=False)
     def _open_service(self, cluster: Cluster, job_id: str) -> None:
-        from hpcui import services  # textual screens: when shown
+        from hpcui.services import web as services
 
         try:
             job = cluster.get_job(job_id)
@@ -142,7 +142,7 @@ class JobControlScreen(Screen[None]):
 
     @work(thread=True, group="job-control", exit_on_error=False)
     def _forward(self, cluster: Cluster, job_id: str, port: int, server: Any) -> None:
-        from hpcui import forwarding  # textual screens: when shown
+        from hpcui.jobs import forwarding
 
         held = [
             f for f in forwarding.active()
@@ -202,7 +202,7 @@ class JobControlScreen(Screen[None]):
 
     @work(thread=True, group="job-control", exit_on_error=False)
     def _open_shell(self, cluster: Cluster, job_id: str) -> None:
-        from hpcui.terminal import shell_unavailable, window  # textual screens: when shown
+        from hpcui.services.terminal import shell_unavailable, window
 
         why = shell_unavailable()
         if why:
@@ -217,7 +217,7 @@ class JobControlScreen(Screen[None]):
         self.app.call_from_thread(self._bridge, chan, job_id)
 
     def _bridge(self, chan: Any, job_id: str) -> None:
-        from hpcui.terminal import bridge  # textual screens: when shown
+        from hpcui.services.terminal import bridge
 
         try:
             with self.app.suspend():
@@ -254,7 +254,7 @@ class JobControlScreen(Screen[None]):
         self.app.call_from_thread(self._edit, cluster, job_id, details.work_dir, script)
 
     def _edit(self, cluster: Cluster, job_id: str, work_dir: str, script: str) -> None:
-        from hpcui.terminal import edit_text  # textual screens: when shown
+        from hpcui.services.terminal import edit_text
 
         try:
             with self.app.suspend():

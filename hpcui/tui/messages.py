@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.message import Message
 
-from hpcui.control import Verb
+from hpcui.jobs.control import Verb
 
 JobKey = tuple[str, str]  # (cluster, job id)
 

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from rich.text import Text
 
 from hpcui.backends.states import JobState
-from hpcui.formatting import STATE_PALETTE
-from hpcui.formatting import hms as _hms
-from hpcui.registry import JobRecord
+from hpcui.common.formatting import STATE_PALETTE
+from hpcui.common.formatting import hms as _hms
 from hpcui.sitestate.arrays import ELEMENT, FAILED, FOLD_MIN, ArraySummary
 from hpcui.sitestate.jobs import HistoryJob, QueueJob
+from hpcui.store.registry import JobRecord
 
 #: (key, label) of the live table; "sel" shows the multi-select mark.
 JOB_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -52,7 +52,7 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("efficiency", "efficiency"),
 )
 
-#: the one palette's explicit colours (hpcui.formatting.STATE_PALETTE; the contrast is
+#: the one palette's explicit colours (hpcui.common.formatting.STATE_PALETTE; the contrast is
 #: checked by tests/system/test_tui_daily_driver.py)
 STATE_STYLE: dict[JobState, str] = {JobState(k): app for k, (app, _) in STATE_PALETTE.items()}
 
@@ -65,7 +65,7 @@ def state_text(state: JobState) -> Text:
 
 
 def hms(seconds: float | None) -> str:
-    """``0:05:00``: hpcui.formatting's squeue-style duration, hours unpadded in tables."""
+    """``0:05:00``: hpcui.common.formatting's squeue-style duration, hours unpadded in tables."""
     return _hms(seconds, pad_hours=False)
 
 

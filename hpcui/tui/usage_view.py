@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hpcui.formatting import figure, usage_bar
+from hpcui.common.formatting import figure, usage_bar
+from hpcui.jobs.usage import UsageSample, gpu_figures, summary, task_line, verdicts
 from hpcui.tui.markup import escape  # every "[": Textual drops [UPPER] tags
-from hpcui.usage import UsageSample, gpu_figures, summary, task_line, verdicts
 
 SPARKS = "▁▂▃▄▅▆▇█"
 BAR = 24

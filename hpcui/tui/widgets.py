@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import RichLog, Static
 
-from hpcui.logs import ProgressLines, is_runtime_line
+from hpcui.logs.follow import ProgressLines, is_runtime_line
 
 # -- logs ------------------------------------------------------------------------------------
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from hpcui.backends import pbs, pbs_nodes, pbs_queues, pbs_script
+from hpcui.backends.pbs import nodes as pbs_nodes
+from hpcui.backends.pbs import queues as pbs_queues
+from hpcui.backends.pbs import script as pbs_script
+from hpcui.backends.pbs import status as pbs
 from hpcui.backends.states import JobState
 from tests.conftest import fixture_text
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends.pbs import (
+from hpcui.backends.pbs.queues import parse_qstat_q
+from hpcui.backends.pbs.status import (
     PbsJobId,
     PbsParseError,
     decode_exit_status,
@@ -21,7 +22,6 @@ from hpcui.backends.pbs import (
     pbs_id_matches,
     pbs_state,
 )
-from hpcui.backends.pbs_queues import parse_qstat_q
 from hpcui.backends.states import JobState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

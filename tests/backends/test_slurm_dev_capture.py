@@ -4,7 +4,7 @@
 
 import pytest
 
-from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.slurm.queue import parse_sacct, parse_sinfo, parse_squeue
 from hpcui.backends.states import JobState
 from tests.conftest import fixture_text
 

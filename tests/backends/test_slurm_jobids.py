@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends.slurm_jobids import SlurmJobId, parse_job_id, parse_sbatch_parsable
+from hpcui.backends.slurm.jobids import SlurmJobId, parse_job_id, parse_sbatch_parsable
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -89,7 +89,7 @@ def test_parse_sbatch_parsable_without_id(stdout):
 
 
 def test_expand_array_ids():
-    from hpcui.backends.slurm_jobids import expand_array_ids
+    from hpcui.backends.slurm.jobids import expand_array_ids
 
     assert expand_array_ids("123_[1-3,7%2]") == ["123_1", "123_2", "123_3", "123_7"]
     assert expand_array_ids("9_[0-6:3]") == ["9_0", "9_3", "9_6"]

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends.slurm_queue import (
+from hpcui.backends.slurm.queue import (
     SACCT_FIELDS,
     SINFO_FIELDS,
     SQUEUE_FIELDS,

@@ -1,8 +1,8 @@
-"""scancel's own words (backends/slurm_script.py), as captured on the dev sites."""
+"""scancel's own words (backends/slurm/script.py), as captured on the dev sites."""
 
 from __future__ import annotations
 
-from hpcui.backends.slurm_script import parse_scancel_refusals, scancel_command
+from hpcui.backends.slurm.script import parse_scancel_refusals, scancel_command
 from tests.conftest import fixture_text
 
 

@@ -18,7 +18,7 @@ def site_cluster(
     """A Cluster of dev site `site` from the dev cluster's client config (a process's own:
     its own connection and memos), the config `update`d and `more_setup` run after its
     setup lines."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     with pytest.MonkeyPatch.context() as mp:

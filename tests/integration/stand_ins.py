@@ -39,8 +39,8 @@ TEXTS = {"sbatch": SBATCH}
 def install(*names: str):
     """Put the stand-ins `names` in hpcuser's ~/bin (first on PATH) and return a fresh
     connection (a new Cluster: its login shell finds them) to the dev site."""
-    from hpcui.api import connect
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.api import connect
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     setup = connect("dev")

@@ -430,7 +430,7 @@ def add(a: int, b: int) -> int:
 @pytest.fixture
 def api_via_agent(agent_env, monkeypatch):  # type: ignore[no-untyped-def]
     """This test process as an API script with the agent on (the suite runs without)."""
-    from hpcui import api
+    from hpcui.clusters import api
 
     env = agent_env("5m")
     for key in ("XDG_RUNTIME_DIR", "HPCUI_CONFIG", "HPCUI_DATA_DIR"):
@@ -568,7 +568,7 @@ def test_the_app_through_the_agent_follows_a_log_and_shares_the_login(api_via_ag
     from tests.integration.test_tui_dev import wait_for
 
     env = api_via_agent
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     job = connect("dev").submit(lines, 8, time="5m", name="agent-tui")
 
@@ -603,7 +603,7 @@ def test_the_apps_shell_key_opens_the_shell_on_the_agents_login(api_via_agent):
     its side: no active request, still one login."""
     import asyncio
 
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
     from hpcui.tui.app import HpcuiApp
     from tests.integration.test_any_job import sbatch_script, wait_state
     from tests.integration.test_tui_dev import open_foreign_job, wait_for
@@ -646,7 +646,7 @@ def test_the_apps_shell_key_opens_the_shell_on_the_agents_login(api_via_agent):
 def test_the_agents_connection_reconnects_when_its_link_is_cut(api_via_agent):
     """The sshd serving the agent's connection is killed: the next call reconnects (as a
     direct connection would), still through the same agent."""
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
     from tests.conftest import session_sshd_pids
 
     env = api_via_agent
@@ -688,7 +688,7 @@ def test_agent_killed_while_sbatch_runs_gives_one_job(api_via_agent, monkeypatch
     the submission finds its job by its token through a new agent — never two jobs."""
     import threading
 
-    from hpcui import api
+    from hpcui.clusters import api
     from tests.integration import stand_ins
     from tests.integration.test_submit_faults import (
         CALLS,
@@ -764,7 +764,7 @@ def test_a_stopped_agent_is_gone_around_by_the_cli_and_the_api(api_via_agent, ca
     connection, said once; the caller's own time limit bounds what follows."""
     import logging
 
-    from hpcui import api
+    from hpcui.clusters import api
     from hpcui.transport.agent.reach import ACK_S
 
     env = api_via_agent
@@ -819,7 +819,7 @@ def size_of(blob: bytes) -> int:
 def test_a_30_mb_argument_goes_through_the_agent(api_via_agent):
     """The adversarial run: "frame ... over the 33554432 limit" where the direct path took
     it. Large files of an upload follow the request in chunks."""
-    from hpcui import api
+    from hpcui.clusters import api
     from hpcui.transport.agent.remote import AgentTransport
 
     cluster = api.connect("dev")
@@ -835,7 +835,7 @@ def test_a_prompt_left_unanswered_elsewhere_does_not_hold_a_call_past_its_timeou
     bounds the caller's own wait for the agent's answer (2 s margin)."""
     import threading
 
-    from hpcui import api
+    from hpcui.clusters import api
     from hpcui.errors import CommandTimeout, HpcuiError
     from tests.support.pty_session import run_on_pty
 
@@ -871,8 +871,8 @@ def quiet(seconds: float) -> None:
 def test_following_a_quiet_log_through_the_agent_ends_at_its_timeout(api_via_agent):
     """The adversarial run: `logs(follow=True, timeout=10)` through the agent returned after
     16-17 s (10 s direct). The caller's budget travels with each request now."""
-    from hpcui import api
-    from hpcui.logs import LogTimeout
+    from hpcui.clusters import api
+    from hpcui.logs.follow import LogTimeout
 
     cluster = api.connect("dev")
     job = cluster.submit(quiet, 90, time="5m", name="agent-quiet")

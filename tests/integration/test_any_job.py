@@ -88,7 +88,7 @@ def test_a_job_id_walks_to_the_scheduler_and_back_through_one_handle(site, monke
     and hands back an `OtherJob`; following its log (to the end) goes through that handle
     alone: the Cluster's own job methods are gone meanwhile, and the scheduler is asked
     only whether the job ended."""
-    from hpcui.any_job import OtherJob
+    from hpcui.jobs.other import OtherJob
 
     job_id = sbatch_script(site, PLAIN.format(tag="w"))
     before = site.scheduler.calls
@@ -198,7 +198,7 @@ def test_a_job_the_controller_forgot_is_described_from_accounting(site):
     unexpanded: hpcui expands it) and `AccountingStoreFlags=job_script` the script. Here
     the job is still remembered, so both sources are compared on the same job; 22.05's
     sacct has no StdOut field: no record, and scontrol's message stands."""
-    from hpcui.backends import slurm_control
+    from hpcui.backends.slurm import control as slurm_control
 
     job_id = sbatch_script(site, QUICK)
     wait_state(site, job_id, {JobState.COMPLETED}, timeout=120)

@@ -66,7 +66,7 @@ def test_clean_keeps_what_is_running_or_unfetched_and_fetched_results_stay_reada
 def test_the_keep_policy_cleans_old_ended_jobs_after_a_submit_at_most_once_a_day(dev_env):
     import os
 
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     dev = Cluster(load_config().cluster("dev").model_copy(update={"keep": "1s"}))
@@ -112,7 +112,7 @@ def test_a_map_leaves_four_files_per_element(dev, capsys):
 def test_clean_frees_fire_and_forget_jobs_the_registry_still_calls_pending(dev_env):
     """`hpcui submit` without --wait: no process heard the jobs end, so the registry says
     PENDING. Before: clean kept them ("kept 2 with pending or running jobs") forever."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cfg = load_config().cluster("dev")

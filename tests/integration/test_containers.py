@@ -225,7 +225,7 @@ def test_torchrun_runs_inside_the_image_on_each_node(dev) -> None:
     assert {r["world"] for r in results} == {4} and {r["sum"] for r in results} == {10.0}
     assert all(r["elastic"] for r in results)
     assert all(r["image"].startswith("hpcui dev image pytorch") for r in results)
-    assert "hpcui.torchrun agent" in dev.control.batch_script(job.job_id)
+    assert "hpcui.node.torchrun agent" in dev.control.batch_script(job.job_id)
 
 
 def _submitted_named(name: str) -> list[str]:
@@ -272,7 +272,7 @@ def test_a_registry_imports_progress_is_said_while_it_runs(dev) -> None:
     failure is said before any sbatch."""
     import time
 
-    from hpcui import containers as prep
+    from hpcui.submit import containers as prep
 
     said: list[tuple[float, str]] = []
     name = f"refused-{uuid.uuid4().hex[:8]}"
@@ -303,7 +303,7 @@ def test_a_registry_image_is_imported_once_then_reused(devcluster: Path, site: s
     finds the imported file by name and imports nothing."""
     import time
 
-    from hpcui import containers as prep
+    from hpcui.submit import containers as prep
 
     def submit_once(clean: bool) -> tuple[dict[str, Any], list[str]]:
         said: list[str] = []
@@ -337,8 +337,8 @@ def test_waiting_for_another_processs_import_is_said(dev) -> None:
     import threading
     import time
 
-    from hpcui import containers as prep
     from hpcui.backends.containers import cache_key
+    from hpcui.submit import containers as prep
 
     said: list[str] = []
     ref = "docker://127.0.0.1:9/held/img:1"

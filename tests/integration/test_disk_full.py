@@ -27,7 +27,7 @@ def add(a, b):
 
 @pytest.fixture
 def tiny(dev_env):
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cfg = load_config().cluster("dev").model_copy(update={"remote_base": f"{TINY}/base"})

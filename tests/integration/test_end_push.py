@@ -1,4 +1,4 @@
-"""A job's end is pushed over the open connection (hpcui.end_push) on the dev cluster.
+"""A job's end is pushed over the open connection (hpcui.jobs.end_push) on the dev cluster.
 
 With the status poll slowed far past the job's length, result() can only return in time
 if the login node's reader told the client that a result file appeared.

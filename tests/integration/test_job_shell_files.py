@@ -141,7 +141,7 @@ def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
 def test_shell_new_is_an_allocation_that_ends_with_the_shell(devcluster, tmp_path):
     """Issue 35: `hpcui shell --new [resources]` (salloc-like): a job whose shell opens on
     its node under a real pty, with the resources asked; exiting the shell ends the job."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     env = {

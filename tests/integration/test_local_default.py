@@ -18,11 +18,11 @@ def square(x):
 
 def test_local_uses_slurm_when_sbatch_is_on_path(devcluster, tmp_path, monkeypatch):
     import hpcui
-    import hpcui.api
+    import hpcui.clusters.api
 
     monkeypatch.setenv("HPCUI_CONFIG", str(tmp_path / "empty.toml"))
     (tmp_path / "empty.toml").write_text("")
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     assert shutil.which("sbatch")
     cfg = load_config().cluster(None)
     assert cfg.name == "local" and cfg.is_local

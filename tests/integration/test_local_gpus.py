@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcui import local_machine
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import ClusterConfig
 from hpcui.errors import JobCancelledError, UsageError
+from hpcui.profiles import local_machine
 
 STAND_INS = Path(__file__).parent.parent / "stand_ins"
 H100_UUID = "GPU-9a2b51ca-4649-b4d6-4420-1e97534c61e6"

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from hpcui.log_push import follow_pushed
-from hpcui.logs import LogFollower
-from hpcui.transport.ssh import SshTransport
+from hpcui.logs.follow import LogFollower
+from hpcui.logs.push import follow_pushed
+from hpcui.transport.ssh.session import SshTransport
 from tests.conftest import DEVCLUSTER
 
 pytestmark = pytest.mark.devcluster

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcui import onboarding
+from hpcui.clusters import onboarding
 from hpcui.config import ClusterConfig, load_config
 from hpcui.errors import UsageError
 from tests.conftest import DEVCLUSTER
@@ -107,7 +107,7 @@ def test_wrong_answers_leave_the_config_untouched(devcluster, tmp_path, args, wo
 
 
 def test_no_matching_python_is_said_plainly(devcluster):
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
 
     base = ClusterConfig(name="probe", host="hpcui-dev24", ssh_config=SSH)
     with Cluster(base) as c:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends import pbs
+from hpcui.backends.pbs import status as pbs
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError, UsageError
 from hpcui.transport.base import Command, CommandResult, Transport
 from hpcui.transport.quoting import to_command
@@ -287,7 +287,7 @@ def test_torchrun_on_two_pbs_nodes(dev_env):
     with _cluster(python="/opt/hpcui-devcluster/venv/bin/python") as cluster:
         job = cluster.submit(torchrun_ranks, gpus=8, launcher="torchrun", time="5m")
         script = cluster.registry.get(cluster.name, job.job_id).meta["script"]
-        assert "-m hpcui.torchrun agent" in script and "mpiprocs=1" in script
+        assert "-m hpcui.node.torchrun agent" in script and "mpiprocs=1" in script
         values = job.results(timeout=300)
         assert [v["rank"] for v in values] == list(range(8))
         assert {(v["world"], v["sum"], v["elastic"]) for v in values} == {(8, 36.0, True)}

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends import pbs
+from hpcui.backends.pbs import status as pbs
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError, SchedulerError, UsageError
 from tests.support.jobs import wait_job_state
 
@@ -33,7 +33,7 @@ HOSTS = ("pbs-n1", "pbs-n2")
 
 @pytest.fixture
 def site(dev_env) -> Iterator[Cluster]:
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     cluster = connect("pbs")
     yield cluster
@@ -76,7 +76,7 @@ def ranks():
 
 
 def test_two_hosts_of_four_ngpus(site):
-    from hpcui.backends.pbs_nodes import parse_pbsnodes_json
+    from hpcui.backends.pbs.nodes import parse_pbsnodes_json
 
     text = site.run(["pbsnodes", "-a", "-F", "json"]).check().stdout
     nodes = parse_pbsnodes_json(text, ["normal"], "normal")
@@ -310,7 +310,7 @@ def test_another_jobs_log_at_its_end_by_default_and_live_with_k_oed(site):
     hpcui says so; with `-k oed` the file is written in place and followed while it runs."""
     import uuid
 
-    from hpcui.any_job import OtherJob
+    from hpcui.jobs.other import OtherJob
 
     out = f"/home/hpcuser/pbslogs-{uuid.uuid4().hex[:8]}"  # -k oed appends to a file
     spooled = (

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from hpcui.backends import pbs
+from hpcui.backends.pbs import status as pbs
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.errors import JobCancelledError, JobFailedError, UsageError
 from tests.support.jobs import wait_job_state
 

@@ -50,7 +50,7 @@ def listing_through(fwd) -> str:
 
 
 def test_a_jobs_port_is_reached_here_until_the_job_ends(site, monkeypatch):
-    from hpcui import forwarding
+    from hpcui.jobs import forwarding
 
     monkeypatch.setattr(forwarding, "JOB_CHECK_S", 1.0)
     port = 20000 + int(uuid.uuid4().int % 5000)
@@ -188,7 +188,7 @@ def screenshot(url: str, out: Path) -> bytes:
 def test_an_api_forward_rides_the_agents_login(lab_env, monkeypatch):
     """`cluster.forward` in a script with the agent on: each connection is a tunnel the
     agent opens on its own login and relays (no second login, no second 2FA code)."""
-    from hpcui import api
+    from hpcui.clusters import api
     from hpcui.transport.agent.remote import AgentTransport
 
     for key in ("XDG_RUNTIME_DIR", "HPCUI_CONFIG", "HPCUI_DATA_DIR"):
@@ -251,8 +251,8 @@ def test_tensorboard_over_a_jobs_folder(lab_env, dev):
 def test_the_job_screen_opens_a_jupyter_jobs_lab(devcluster, tmp_path, monkeypatch):
     """The app (its own connection, Pilot): B on a JupyterLab job that hpcui started finds
     its server, forwards, opens the URL with its token and copies it."""
-    import hpcui.api
-    from hpcui import services
+    import hpcui.clusters.api
+    from hpcui.services import web as services
     from hpcui.tui.app import HpcuiApp
     from hpcui.tui.screens.job import JobScreen
     from tests.support.pilot import wait_for
@@ -264,7 +264,7 @@ def test_the_job_screen_opens_a_jupyter_jobs_lab(devcluster, tmp_path, monkeypat
     )
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
     monkeypatch.setenv("HPCUI_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     kind = services.KINDS["jupyter"]
     opened: list[str] = []
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
 from hpcui.errors import JobFailedError, JobLostError, UsageError
-from hpcui.runtime_bundle import build_bundle
+from hpcui.submit.runtime_bundle import build_bundle
 
 pytestmark = pytest.mark.devcluster
 
@@ -36,9 +36,9 @@ def _evil_bundle(marker: Path) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("hpcui/__init__.py", "")
-        zf.writestr("hpcui/compute/__init__.py", "")
+        zf.writestr("hpcui/node/__init__.py", "")
         zf.writestr(
-            "hpcui/compute/signed.py",
+            "hpcui/node/signed.py",
             f"import getpass\nopen({str(marker)!r}, 'w').write(getpass.getuser())\n",
         )
     return buf.getvalue()

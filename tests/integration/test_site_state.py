@@ -230,7 +230,7 @@ def add_one(x):
 
 
 def test_missing_setup_module_is_refused_before_submitting(dev_env, site_name):
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
     from hpcui.errors import UsageError
 

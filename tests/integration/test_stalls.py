@@ -20,7 +20,7 @@ import pytest
 from hpcui.backends.states import JobState
 from hpcui.errors import CommandTimeout, ConnectionLost, HpcuiError, JobTimeoutError
 from hpcui.transport import deadline
-from hpcui.transport.ssh import SshTransport
+from hpcui.transport.ssh.session import SshTransport
 from tests.conftest import DEVCLUSTER, session_sshd_pids
 
 pytestmark = pytest.mark.devcluster
@@ -135,7 +135,7 @@ def test_an_sftp_read_on_a_frozen_link_keeps_the_callers_deadline(devcluster):
 def watched_dev(dev_env):
     """A fresh dev Cluster whose keepalives run every second and never give up (the
     stall stays a stall for the whole test)."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cluster = Cluster(load_config().cluster("dev"))
@@ -177,7 +177,7 @@ def test_wait_during_a_stall_says_the_state_is_old(watched_dev):
 
 
 def test_the_app_header_says_stalled_and_then_connected_again(dev_env, monkeypatch):
-    import hpcui.transport.ssh as ssh
+    import hpcui.transport.ssh.session as ssh
     from hpcui.tui.app import HpcuiApp
 
     monkeypatch.setattr(ssh, "ALIVE_INTERVAL_S", 0.5)

@@ -1,6 +1,6 @@
 """A drop or a client SIGKILL at each step of a submit ends in exactly one job hpcui knows.
 
-The steps of one submit (hpcui.submitter.Submitter.submit): the record, the upload (SFTP), the claim
+The steps of one submit (hpcui.submit.submitter.Submitter.submit): the record, the upload (SFTP), the claim
 of the job folder, sbatch, the job id landing in the folder, the client reading it. (A
 map's calls go up as one pack file since issue 20, written directly: there is no tar to
 unpack after the claim any more, so that step and its faults are gone.) Faults are injected where a real one strikes:
@@ -26,9 +26,9 @@ import pytest
 
 from hpcui.backends.states import JobState
 from hpcui.errors import SubmitOutcomeUnknown, UsageError
-from hpcui.registry import shared_registry
-from hpcui.result_signing import job_key
-from hpcui.submit_recovery import NOT_SUBMITTED
+from hpcui.store.registry import shared_registry
+from hpcui.store.signing import job_key
+from hpcui.submit.recovery import NOT_SUBMITTED
 from tests.integration import stand_ins
 
 pytestmark = pytest.mark.devcluster
@@ -144,7 +144,7 @@ def test_a_drop_at_each_submit_step_gives_one_job(faulty, step):
 CLIENT = textwrap.dedent(
     """
     import operator, os, signal, sys
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
     name, step = sys.argv[1:3]
     dev = Cluster(load_config().cluster("dev"))

@@ -201,7 +201,7 @@ def test_get_job_from_a_fresh_process(site, tmp_path):
 def test_python_version_mismatch_refused_before_submitting(dev_env):
     """Nothing reaches the cluster's job folders: a remote_base of this test's own (other
     tests on the other worker submit into ~/.hpcui meanwhile; counting that folder raced)."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     base = f"~/.hpcui-mismatch-{uuid.uuid4().hex[:8]}"
@@ -218,7 +218,7 @@ def test_python_version_mismatch_refused_before_submitting(dev_env):
 def test_site_python_313_refused_with_the_module_to_load(dev_env):
     """dev24's system python3 is a real 3.13 (Debian trixie); without its `module load
     python/3.11` setup, submitting from this 3.11 is refused before anything is sent."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cfg = load_config().cluster("dev24")
@@ -237,7 +237,7 @@ def test_site_python_313_refused_with_the_module_to_load(dev_env):
 
 
 def test_missing_remote_python_refused(dev_env):
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     cfg = load_config().cluster("dev").model_copy(update={"python": "/nonexistent/python9"})
@@ -300,15 +300,15 @@ def test_tracks_state_with_accounting_disabled(site, exclusive_cluster):
 def test_round_trips_per_submit_are_counted(dev_env):
     """Steady state: one shell command per submit (sbatch rides with the unpack); the
     runtime bundle is uploaded once per version, not per process."""
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     first = connect("dev")
     first.submit(add, 0, 1).result(timeout=120)  # probe + bundle (if missing) paid here
     first.close()
 
-    import hpcui.api
+    import hpcui.clusters.api
 
-    hpcui.api._clusters.clear()
+    hpcui.clusters.api._clusters.clear()
     dev = connect("dev")
     calls: dict[str, list] = {"run": [], "write": []}
     run, write = dev.transport.run, dev.transport.write_file
@@ -330,7 +330,7 @@ def test_round_trips_per_submit_are_counted(dev_env):
 def test_the_job_base_is_made_private_but_an_existing_one_is_left_alone(dev_env):
     """A new remote_base is created 0700; a shared project directory (2775) keeps its mode
     (tests/integration/test_shared_base.py: what goes in it)."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     tag = uuid.uuid4().hex[:8]

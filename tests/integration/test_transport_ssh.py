@@ -14,7 +14,7 @@ from hpcui.errors import (
     ConnectionLost,
     HostKeyError,
 )
-from hpcui.transport.ssh import SshTransport
+from hpcui.transport.ssh.session import SshTransport
 from tests.conftest import DEVCLUSTER, session_sshd_pids
 
 pytestmark = pytest.mark.devcluster

@@ -81,14 +81,14 @@ async def wait_for_prompt(pilot, app, what: str) -> None:
 
 def run_closing(go):  # type: ignore[no-untyped-def]
     """Run the Pilot coroutine, then close and forget the clusters it connected."""
-    import hpcui.api
+    import hpcui.clusters.api
 
     try:
         return asyncio.run(go())
     finally:
-        for c in hpcui.api._clusters.values():
+        for c in hpcui.clusters.api._clusters.values():
             c.close()
-        hpcui.api._clusters.clear()
+        hpcui.clusters.api._clusters.clear()
 
 
 def job_state(cluster, job_id: str) -> str:
@@ -199,7 +199,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
 def test_both_sites_in_one_jobs_screen(dev_env):
     """Slurm 22.05 (dev) and 24.11 (dev24) side by side in the Jobs screen's live table,
     each row keyed by its cluster."""
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     jobs = {s: connect(s).submit(nap, 300, name=f"tui-{s}", time="10m") for s in ("dev", "dev24")}
 
@@ -262,9 +262,9 @@ def _fresh_config(tmp_path, known_hosts):
 def test_host_key_dialog_accept_writes_known_hosts(devcluster, tmp_path, monkeypatch):
     kh = tmp_path / "known_hosts"
     monkeypatch.setenv("HPCUI_CONFIG", str(_fresh_config(tmp_path, kh)))
-    import hpcui.api
+    import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     fp = subprocess.run(
         ["ssh-keygen", "-lf", str(DEVCLUSTER / "ssh" / "host_main_ed25519.pub")],
         capture_output=True,
@@ -293,7 +293,7 @@ def test_host_key_dialog_accept_writes_known_hosts(devcluster, tmp_path, monkeyp
     try:
         shown = asyncio.run(go())
     finally:
-        for c in hpcui.api._clusters.values():
+        for c in hpcui.clusters.api._clusters.values():
             c.close()
     assert fp in shown
     assert kh.read_text().startswith("[127.0.0.1]:2222 ssh-ed25519 ")
@@ -370,7 +370,7 @@ def test_job_details_follow_the_job_and_show_its_outcome(dev_env):
     """Issue 23, defect 3: the Details tab was frozen at the moment the job was opened
     (PENDING, elapsed 0:00:00). Now it follows the job and, once it has ended, shows the
     exit code, nodes, start/end and efficiency from sacct."""
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     job = connect("dev").submit(nap, 3, name="tui-details", time="5m")
 
@@ -465,9 +465,9 @@ def test_key_passphrase_dialog_unlocks_the_key(devcluster, tmp_path, monkeypatch
     )
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    import hpcui.api
+    import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
 
     async def go():
         app = HpcuiApp("locked", connect=["locked"])
@@ -485,7 +485,7 @@ def test_key_passphrase_dialog_unlocks_the_key(devcluster, tmp_path, monkeypatch
     try:
         hidden, questions = asyncio.run(go())
     finally:
-        for c in hpcui.api._clusters.values():
+        for c in hpcui.clusters.api._clusters.values():
             c.close()
     assert hidden  # typed without echo
     assert questions == [f"Passphrase for {key}: "]
@@ -671,7 +671,7 @@ async def add_in_form(pilot, app, fields: dict[str, str], *, preview: str):
 def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
     """Issue 23, defect 6: the form had no array field. Now [[1, 2], [3, 4], [5, 6]] is
     ONE job array of three elements (one sbatch), each with its own result."""
-    from hpcui.api import connect
+    from hpcui.clusters.api import connect
 
     async def go():
         app = HpcuiApp("dev", connect=["dev"])
@@ -733,7 +733,7 @@ def test_hold_and_release_several_jobs_from_the_table(dev):
 
 def test_the_table_hears_a_jobs_end_pushed_not_at_the_queues_next_look(dev):
     """With the queue and the status poll both slowed to 5 minutes, the row can only turn
-    COMPLETED in time if the job's end was pushed (hpcui.end_push -> status service ->
+    COMPLETED in time if the job's end was pushed (hpcui.jobs.end_push -> status service ->
     a queue refresh). Before, a job the queue listed was not followed at all."""
     name = f"tuiend{uuid.uuid4().hex[:8]}"
     job = dev.submit(nap, 12, name=name, time="5m")

@@ -16,8 +16,8 @@ def env_and_executable(name):
 
 
 def test_user_profile_python_and_setup_reach_the_job(devcluster, tmp_path, monkeypatch):
-    import hpcui.api
-    from hpcui.cluster import Cluster
+    import hpcui.clusters.api
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config
 
     dev = load_config(devcluster).cluster("dev")
@@ -39,7 +39,7 @@ remote_base = "{dev.remote_base}"
         encoding="utf-8",
     )
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     mine = load_config().cluster("mine")
     assert mine.python is None and mine.setup is None  # the cluster sets neither
     with Cluster(mine) as c:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from hpcui.clock import Clock
+from hpcui.common.clock import Clock
 
 #: real seconds a test waits for a loop to come back to its wait (a bound, not a timing)
 LOOP_TIMEOUT_S = 10.0

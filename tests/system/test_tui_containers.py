@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from hpcui.registry import JobRecord, shared_registry
+from hpcui.store.registry import JobRecord, shared_registry
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.screens.job import JobScreen
 from tests.support.pilot import wait_for

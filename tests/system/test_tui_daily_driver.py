@@ -113,7 +113,7 @@ def test_the_palette_finds_help_and_the_open_jobs_actions(local_box):
 
 
 def array_jobs(n: int = 50, pending: int = 8):
-    from hpcui.backends.slurm_queue import parse_squeue
+    from hpcui.backends.slurm.queue import parse_squeue
     from hpcui.sitestate.jobs import QueueJob
     from tests.conftest import fixture_text
 

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from hpcui.backends.states import JobState
-from hpcui.registry import JobRecord
+from hpcui.store.registry import JobRecord
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.end_notice import EndWatch
 from tests.support.pilot import wait_for

@@ -1,12 +1,12 @@
-"""`hpcui add`'s table (hpcui.onboarding.write_table): whatever a value holds, the table
+"""`hpcui add`'s table (hpcui.clusters.onboarding.write_table): whatever a value holds, the table
 reads back as written, a dotted name stays one cluster, and a symlinked config stays a
 link (the adversarial run: `add a.b` and a newline or ESC in a value failed naming a
 temporary file; a symlinked config was replaced by a regular file)."""
 
 from __future__ import annotations
 
+from hpcui.clusters.onboarding import write_table
 from hpcui.config import ClusterConfig, load_config
-from hpcui.onboarding import write_table
 
 
 def test_a_dotted_name_and_control_characters_read_back_as_written(tmp_path):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcui import units
 from hpcui.agent import client
+from hpcui.common import units
 from hpcui.config import load_config
 from hpcui.errors import ConfigError
 from hpcui.transport.agent import paths, reach, wire
@@ -265,7 +265,7 @@ def test_peer_uid_uses_local_peercred_on_macos(monkeypatch):
 
 
 def test_file_lock_without_flock_or_msvcrt(monkeypatch, tmp_path):
-    from hpcui import file_lock
+    from hpcui.common import file_lock
 
     monkeypatch.setattr(file_lock, "fcntl", None)
     monkeypatch.setattr(file_lock, "msvcrt", None)

@@ -9,12 +9,12 @@ import stat
 import pytest
 
 from hpcui.cli import output
+from hpcui.common.formatting import printable
 from hpcui.config import load_config
 from hpcui.errors import ConfigError, UsageError
-from hpcui.formatting import printable
 from hpcui.profiles import load_profile
-from hpcui.registry import Registry
-from hpcui.resources import Resources
+from hpcui.request.resources import Resources
+from hpcui.store.registry import Registry
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, "inf", 1e300, "400d"])
@@ -93,7 +93,7 @@ def test_ordinary_values_still_pass():
 )  # fmt: skip
 def test_extra_may_not_replace_hpcuis_own_directives(extra):
     from hpcui.backends.batch import BatchSpec
-    from hpcui.backends.slurm_script import render_script
+    from hpcui.backends.slurm.script import render_script
 
     with pytest.raises(ValueError, match="would replace hpcui's own"):
         render_script(BatchSpec(folder="/f", token="t", name="n", extra=(extra,)))
@@ -106,7 +106,7 @@ def test_extra_may_not_replace_hpcuis_own_directives(extra):
 )
 def test_pbs_extra_may_not_replace_hpcuis_own_directives(extra, dialect):
     from hpcui.backends.batch import BatchSpec
-    from hpcui.backends.pbs_script import directives
+    from hpcui.backends.pbs.script import directives
 
     spec = BatchSpec(folder="/f", token="t", name="n", extra=(extra,))
     with pytest.raises(ValueError, match="would replace hpcui's own"):
@@ -122,7 +122,7 @@ def test_pbs_extra_may_not_replace_hpcuis_own_directives(extra, dialect):
 )  # fmt: skip
 def test_ordinary_extra_directives_still_pass(extra):
     from hpcui.backends.batch import BatchSpec
-    from hpcui.backends.slurm_script import directives
+    from hpcui.backends.slurm.script import directives
 
     assert extra in directives(BatchSpec(folder="/f", token="t", name="n", extra=(extra,)))
 

@@ -8,11 +8,11 @@ import pytest
 
 from hpcui.cli import main
 from hpcui.errors import UsageError
-from hpcui.registry import JobRecord, shared_registry
 from hpcui.schedulers.base import Capabilities
 from hpcui.schedulers.local import LocalScheduler
 from hpcui.schedulers.pbs import WRAPPER, PbsScheduler
 from hpcui.schedulers.slurm import SlurmScheduler
+from hpcui.store.registry import JobRecord, shared_registry
 from tests.canned import CannedTransport
 
 

@@ -181,7 +181,7 @@ def test_json_schema_flag_through_main(capsys):
 
 def test_exit_codes_follow_the_error_hierarchy():
     from hpcui import errors
-    from hpcui.logs import LogTimeout
+    from hpcui.logs.follow import LogTimeout
 
     assert exit_code_for(errors.UsageError("x")) == 2
     assert exit_code_for(errors.ConfigError("x")) == 2
@@ -214,7 +214,7 @@ def test_unexpected_errors_have_no_traceback_without_debug(monkeypatch, capsys):
 
 
 def test_run_script_executes_source_as_main(capsys):
-    from hpcui.compute.runscript import run_script
+    from hpcui.node.runscript import run_script
 
     src = textwrap.dedent(
         """
@@ -242,8 +242,8 @@ def test_run_script_executes_source_as_main(capsys):
 
 
 def test_load_function_from_a_file_travels_by_value(tmp_path):
-    from hpcui.pickling import _user_package
-    from hpcui.targets import load_function
+    from hpcui.submit.pickling import _user_package
+    from hpcui.submit.targets import load_function
 
     path = tmp_path / "jobfile_for_cli_test.py"
     path.write_text("def train(x):\n    return x * 2\n")
@@ -355,9 +355,9 @@ def test_script_uses_the_profile_python_when_the_cluster_sets_none(tmp_path, mon
         '[clusters.mine]\nhost = "login.example"\nprofile = "mydev"\n'
     )
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
-    import hpcui.api
+    import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})  # connect() caches clusters per process
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})  # connect() caches clusters per process
     assert main(["script", "-c", "mine", "--json"]) == 0
     script = json.loads(capsys.readouterr().out)["script"]
     assert "/opt/venv/bin/python" in script and "source /opt/venv/bin/activate" in script
@@ -409,9 +409,9 @@ def test_script_renders_offline_for_a_pbs_profile_that_knows_its_dialect(
         'defaults = { account = "12345678" }\n'
     )
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
-    import hpcui.api
+    import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     assert main(["script", "-c", "a2p", "--gpus", "2", "--time", "1h"]) == 0
     script = capsys.readouterr().out
     assert "#PBS -l select=1:ncpus=28:ngpus=2" in script and "#PBS -P 12345678" in script
@@ -430,7 +430,7 @@ def test_extra_takes_a_directive_with_its_dashes():
 
 
 def test_the_cli_and_the_app_colour_each_state_alike(monkeypatch):
-    """Issue 37, 6: one palette (hpcui.formatting.STATE_PALETTE) for both faces: COMPLETED
+    """Issue 37, 6: one palette (hpcui.common.formatting.STATE_PALETTE) for both faces: COMPLETED
     was green in the CLI and blue in the app. Each state's ANSI colour in `hpcui jobs` has
     the hue of the app's colour (a crude hue check: the app colour's strongest channel)."""
     import io
@@ -467,7 +467,7 @@ def test_jobs_folds_an_array_into_one_row_unless_expanded(monkeypatch, capsys):
     from types import SimpleNamespace
 
     import hpcui.cli.cmd_jobs as jobs_cmd
-    from hpcui.backends.slurm_queue import parse_squeue
+    from hpcui.backends.slurm.queue import parse_squeue
     from hpcui.backends.states import JobState
     from hpcui.sitestate.jobs import QueueJob
     from tests.conftest import FIXTURES
@@ -503,9 +503,9 @@ def test_jobs_of_all_users_asks_squeue_without_me_and_shows_who(monkeypatch, cap
     import hpcui.cli.cmd_jobs as jobs_cmd
     from hpcui.config import ClusterConfig
     from hpcui.profiles import load_profile
-    from hpcui.registry import Registry
     from hpcui.schedulers.slurm import SlurmScheduler
     from hpcui.sitestate.site import SiteView
+    from hpcui.store.registry import Registry
     from tests.canned import CannedTransport, ok
     from tests.conftest import FIXTURES
 

@@ -73,7 +73,7 @@ profile = "dev"
 
 
 def test_user_profiles_reach_clusters_and_give_python_and_setup(tmp_path):
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
 
     p = tmp_path / "c.toml"
     p.write_text(USER_PROFILES)
@@ -90,9 +90,9 @@ def test_user_profiles_reach_clusters_and_give_python_and_setup(tmp_path):
 
 
 def test_submit_script_and_probe_use_the_effective_python(tmp_path):
-    from hpcui.cluster import Cluster
-    from hpcui.resources import batch_spec
-    from hpcui.submission import probe_command
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.request.resources import batch_spec
+    from hpcui.store.remote import probe_command
 
     p = tmp_path / "c.toml"
     p.write_text(USER_PROFILES)

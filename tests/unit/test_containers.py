@@ -14,11 +14,11 @@ import pytest
 from hpcui.backends import containers
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.containers import ContainerLaunch, check_image, image_kind, parse_prepare
-from hpcui.backends.pbs_script import render_script as render_pbs
-from hpcui.backends.slurm_script import render_script as render_slurm
+from hpcui.backends.pbs.script import render_script as render_pbs
+from hpcui.backends.slurm.script import render_script as render_slurm
 from hpcui.errors import UsageError
 from hpcui.profiles import load_profile
-from hpcui.resources import Resources, resolve
+from hpcui.request.resources import Resources, resolve
 from tests.conftest import ROOT
 
 IMG = "/images/pytorch.sqsh"
@@ -72,7 +72,7 @@ def test_aspire_runs_enroot_create_then_start_inside_pbs(tmp_path):
         r'bash "\$HPCUI_JOB_FOLDER/enroot-start.sh" hpcui-[0-9a-f]{16}-STAMP /images/pytorch.sqsh '
         r'--conf "\$HPCUI_JOB_FOLDER/enroot.conf" '
         r"-m HOME/\.hpcui:HOME/\.hpcui:none:x-create=auto,rbind hpcui-[0-9a-f]{16}-STAMP "
-        r'python3 -u -m hpcui.compute.pbs_env "\$HPCUI_JOB_FOLDER"',
+        r'python3 -u -m hpcui.node.pbs_env "\$HPCUI_JOB_FOLDER"',
         task,
     ), task
     # the helper and conf are written by the first node, after the sister nodes' branch
@@ -85,7 +85,7 @@ def test_lumi_binds_its_file_systems_and_activates_the_images_conda(tmp_path):
     assert (
         "singularity exec --rocm -B HOME/.hpcui,/pfs,/scratch,/projappl,/project,/flash "
         "/images/pytorch.sqsh bash -c '$WITH_CONDA && exec \"$@\"' bash python3 -u -m "
-        "hpcui.compute.signed HOME/.hpcui/jobs/TOKEN"
+        "hpcui.node.signed HOME/.hpcui/jobs/TOKEN"
     ) in script
     cpu = preview(tmp_path, "lumi", "--account", "project_1", "--partition", "small-g")
     assert "singularity exec -B HOME/.hpcui," in cpu  # no GPU asked: no --rocm
@@ -117,7 +117,7 @@ def test_pyxis_is_srun_options(tmp_path):
         r"--container-mounts=HOME/.hpcui:HOME/.hpcui,/data:/data:ro --container-env=HF_HOME ",
         srun,
     ), srun
-    assert srun.endswith("python3 -u -m hpcui.compute.signed HOME/.hpcui/jobs/TOKEN")
+    assert srun.endswith("python3 -u -m hpcui.node.signed HOME/.hpcui/jobs/TOKEN")
     assert "export HF_HOME=/data/hf" in script
 
 
@@ -247,7 +247,7 @@ def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
     import threading
     import time
 
-    from hpcui import containers as prep
+    from hpcui.submit import containers as prep
     from hpcui.transport.local import LocalTransport
 
     log = tmp_path / ".import-x.log"
@@ -282,7 +282,7 @@ def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_failing_progress_listener_ends_the_following_only(tmp_path):
     """The prepare goes on (its answer matters, the progress does not)."""
-    from hpcui import containers as prep
+    from hpcui.submit import containers as prep
     from hpcui.transport.local import LocalTransport
 
     log = tmp_path / ".import-y.log"

@@ -1,4 +1,4 @@
-"""hpcui.control: job verbs on any ids, and the one fan-out the CLI and the app share.
+"""hpcui.jobs.control: job verbs on any ids, and the one fan-out the CLI and the app share.
 A real SlurmScheduler answered by a canned transport (scancel's captured refusal from
 tests/unit/test_slurm_refusals.py)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcui.control import DONE, JobControl, fan_out
 from hpcui.errors import ClusterConnectionError, UsageError
+from hpcui.jobs.control import DONE, JobControl, fan_out
 from hpcui.schedulers.slurm import SlurmScheduler
 from tests.canned import CannedTransport, ok
 from tests.conftest import fixture_text

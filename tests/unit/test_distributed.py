@@ -10,10 +10,10 @@ import pytest
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.job_paths import JobPaths
 from hpcui.backends.launch import PORT_BASE, PORT_SPAN, master_port, torchrun_argv
-from hpcui.backends.slurm_script import render_script
+from hpcui.backends.slurm.script import render_script
 from hpcui.distributed import rank_info, resolve_master, stop_file_path
 from hpcui.profiles import load_profile
-from hpcui.resources import Resources, batch_spec, resolve
+from hpcui.request.resources import Resources, batch_spec, resolve
 
 
 def no_dns(host: str, suffix: str) -> str:
@@ -124,10 +124,10 @@ def test_torchrun_allocation_script_and_result_count():
     assert (alloc.nodes, alloc.tasks_per_node, alloc.num_tasks) == (2, 1, 8)  # 8 results
     script = render_script(batch_spec(alloc, folder="/j", token="t", python="/v/python"))
     assert "HPCUI_NPROC_PER_NODE=4 HPCUI_MAX_RESTARTS=2" in script
-    assert "-m hpcui.torchrun agent /j" in script and "hpcui.compute.signed" not in script
+    assert "-m hpcui.node.torchrun agent /j" in script and "hpcui.node.signed" not in script
     assert "--output=/j/%j_0_log.out" in script
     plain = render_script(BatchSpec(folder="/j", token="t", name="n", tasks_per_node=4))
-    assert "-m hpcui.compute.signed /j" in plain and "HPCUI_NPROC_PER_NODE" not in plain
+    assert "-m hpcui.node.signed /j" in plain and "HPCUI_NPROC_PER_NODE" not in plain
     assert 'HPCUI_JOB_FOLDER=/j HPCUI_JOB_ID="${SLURM_JOB_ID}"' in plain
     argv = torchrun_argv(
         "py",
@@ -136,12 +136,12 @@ def test_torchrun_allocation_script_and_result_count():
         endpoint="gpu007:24711",
         run_id="4711",
         max_restarts=2,
-        module="hpcui.torchrun",
+        module="hpcui.node.torchrun",
         args=["worker", "/j"],
     )
     assert argv[:4] == ["py", "-u", "-m", "torch.distributed.run"]
     assert "--rdzv-endpoint=gpu007:24711" in argv and argv[-3:] == [
-        "hpcui.torchrun",
+        "hpcui.node.torchrun",
         "worker",
         "/j",
     ]
@@ -149,7 +149,7 @@ def test_torchrun_allocation_script_and_result_count():
 
 def test_compute_side_imports_stay_light():
     code = (
-        "import sys, hpcui.distributed, hpcui.torchrun; "
+        "import sys, hpcui.distributed, hpcui.node.torchrun; "
         "bad = {'torch', 'pydantic', 'paramiko', 'textual'} & set(sys.modules); "
         "assert not bad, bad"
     )

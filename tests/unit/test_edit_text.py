@@ -1,4 +1,4 @@
-"""`resubmit --edit`'s editor round trip (hpcui.terminal.edit_text) with editors that
+"""`resubmit --edit`'s editor round trip (hpcui.services.terminal.edit_text) with editors that
 misbehave: each says what happened, submits nothing, and leaves nothing in the temp dir."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hpcui.errors import UsageError
-from hpcui.terminal import edit_text
+from hpcui.services.terminal import edit_text
 
 
 @pytest.fixture

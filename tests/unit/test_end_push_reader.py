@@ -1,4 +1,4 @@
-"""The login node's side of the end push (hpcui.end_push.watch_command), run by a real sh.
+"""The login node's side of the end push (hpcui.jobs.end_push.watch_command), run by a real sh.
 
 It must print a line when a result file appears in any watched folder (also one whose
 name needs quoting), stay quiet while logs grow, and end with its channel (stdin EOF).
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hpcui.end_push import watch_command
+from hpcui.jobs.end_push import watch_command
 
 
 def _line(proc: subprocess.Popen, within: float) -> bytes | None:

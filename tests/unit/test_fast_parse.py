@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcui.backends import slurm_queue as sq
 from hpcui.backends.records import AccountingEntry, QueueEntry, trusted
+from hpcui.backends.slurm import queue as sq
 from hpcui.sitestate import HistoryJob, QueueJob
 from tests.conftest import FIXTURES
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hpcui.cli import output
-from hpcui.formatting import hms, short_duration, size
+from hpcui.common.formatting import hms, short_duration, size
 from hpcui.sitestate.jobs import format_bytes
 from hpcui.tui import rows
 

@@ -1,4 +1,4 @@
-"""hpcui.forwarding without a cluster: a real listener on 127.0.0.1 carrying connections
+"""hpcui.jobs.forwarding without a cluster: a real listener on 127.0.0.1 carrying connections
 to a real local TCP server over the local transport's tunnel (the SSH one is tested on the
 dev cluster, tests/integration/test_services.py)."""
 
@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from hpcui import forwarding
 from hpcui.backends.records import JobDetails
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
-from hpcui.forwarding import Forward, node_of
+from hpcui.jobs import forwarding
+from hpcui.jobs.forwarding import Forward, node_of
 from hpcui.transport.local import LocalTransport
 
 

@@ -1,4 +1,4 @@
-"""The local cluster's GPU hand-out (hpcui.compute.gpu_slots): disjoint, first come first
+"""The local cluster's GPU hand-out (hpcui.node.gpu_slots): disjoint, first come first
 served, freed by a job's end or death. Real files, real flock, real processes."""
 
 import os
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from hpcui.compute import gpu_slots
-from hpcui.compute.gpu_slots import release, try_acquire
+from hpcui.node import gpu_slots
+from hpcui.node.gpu_slots import release, try_acquire
 
 IDS = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
 ME = os.getpid()
@@ -99,7 +99,7 @@ def test_waiting_ends_when_gpus_free_up(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "hpcui.compute.gpu_slots",
+        "hpcui.node.gpu_slots",
         "acquire",
         str(tmp_path),
         "2",

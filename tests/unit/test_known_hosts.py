@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.transport.known_hosts import host_matches, read_known_hosts
+from hpcui.transport.ssh.known_hosts import host_matches, read_known_hosts
 
 
 def keygen(tmp_path: Path, name: str) -> str:

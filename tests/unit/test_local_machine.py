@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcui import local_machine
 from hpcui.errors import UsageError
-from hpcui.local_machine import LocalMachine, describe, detect
-from hpcui.profiles import resolve_profile
-from hpcui.resources import Resources, resolve
+from hpcui.profiles import local_machine, resolve_profile
+from hpcui.profiles.local_machine import LocalMachine, describe, detect
+from hpcui.request.resources import Resources, resolve
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 NV = FIXTURES / "nvidia-smi-580-h100"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import ClusterConfig
 from hpcui.errors import JobLostError
 

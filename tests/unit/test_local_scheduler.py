@@ -3,7 +3,7 @@
 import pytest
 
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import ClusterConfig
 from hpcui.errors import JobCancelledError, JobFailedError
 
@@ -85,7 +85,7 @@ def test_launcher_waits_for_its_gpus_and_shows_only_those():
     )
     _bash_ok(s)
     assert (
-        'gpus=$(python3 -m hpcui.compute.gpu_slots acquire /w/state "$1" $pid 2 GPU-a,GPU-b,GPU-c 1234 '
+        'gpus=$(python3 -m hpcui.node.gpu_slots acquire /w/state "$1" $pid 2 GPU-a,GPU-b,GPU-c 1234 '
         in s
     )
     assert 'export CUDA_VISIBLE_DEVICES="$gpus"' in s

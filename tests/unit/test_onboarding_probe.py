@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcui import onboarding
+from hpcui.clusters import onboarding
 from hpcui.errors import UsageError
 from tests.conftest import FIXTURES
 

@@ -4,7 +4,7 @@ whose filesystem holds them, and the warning threshold."""
 from __future__ import annotations
 
 from hpcui.backends.quota import QuotaEntry
-from hpcui.sitestate.own_usage import fetch_own_usage, holding, parse_own_usage
+from hpcui.sitestate.footprint import fetch_own_usage, holding, parse_own_usage
 from hpcui.transport.local import LocalTransport
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from hpcui.backends import pbs_script
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.job_paths import CALLS_PACK, pack_calls
+from hpcui.backends.pbs import script as pbs_script
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.pbs import PbsScheduler
@@ -472,7 +472,7 @@ def test_torchrun_on_pbs_one_agent_per_node_ranks_for_submitit(tmp_path: Path):
         pythonpath=(str(ROOT),),
     )
     text = pbs_script.render_script(s)
-    assert "-m hpcui.torchrun agent" in text and "HPCUI_NPROC_PER_NODE=2" in text
+    assert "-m hpcui.node.torchrun agent" in text and "HPCUI_NPROC_PER_NODE=2" in text
     (folder / "submission.sh").write_text(text)
     proc = run_on_nodes(
         tmp_path,
@@ -527,7 +527,7 @@ def test_partitions_are_qstat_q_queues():
 
 
 def test_user_jobs_command_per_dialect():
-    from hpcui.backends.pbs_script import user_jobs_command
+    from hpcui.backends.pbs.script import user_jobs_command
 
     pro = user_jobs_command("pbspro", history=True)
     assert (

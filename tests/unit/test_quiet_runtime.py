@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from hpcui.logs import QuietRuntime, is_runtime_line
+from hpcui.logs.follow import QuietRuntime, is_runtime_line
 from hpcui.tui.widgets import LogPanel
 
 #: lines as a job's log has them (a dev-cluster job's <id>_0_log.out)

@@ -3,7 +3,7 @@ import subprocess
 import pytest
 
 from hpcui.backends.batch import BatchSpec, format_duration
-from hpcui.backends.slurm_script import directives, parse_find_token, render_script
+from hpcui.backends.slurm.script import directives, parse_find_token, render_script
 from hpcui.transport.quoting import quote_argv, quote_bytes
 
 NASTY = ["a b", "it's", "$(id)", "`id`", "x;y", "new\nline", "", "*", "é", "--flag"]

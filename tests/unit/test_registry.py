@@ -1,7 +1,7 @@
 """The local registry: records survive, ids reused by a scheduler never lose a job."""
 
 from hpcui.backends.states import JobState
-from hpcui.registry import JobRecord, Registry
+from hpcui.store.registry import JobRecord, Registry
 
 
 def _submit(reg: Registry, token: str, job_id: str, n: int | None = None) -> None:

@@ -1,5 +1,5 @@
 """A resource is declared once: the CLI's options and the Submit form come from
-hpcui.request_fields, which must name every Resources field (or say why not)."""
+hpcui.request.fields, which must name every Resources field (or say why not)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import dataclasses
 
 from hpcui.backends.batch import BatchSpec
 from hpcui.cli.parser import RESOURCE_PREFIX, build_parser
-from hpcui.request_fields import API_ONLY, FRIENDLY, REQUEST_FIELDS
-from hpcui.resources import Allocation, Resources, batch_spec
+from hpcui.request.fields import API_ONLY, FRIENDLY, REQUEST_FIELDS
+from hpcui.request.resources import Allocation, Resources, batch_spec
 from hpcui.tui.screens.submit import FORM_FIELDS, SubmitForm
 
 

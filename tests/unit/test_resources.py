@@ -2,11 +2,18 @@ from datetime import timedelta
 
 import pytest
 
-from hpcui.backends.slurm_script import directives, render_script
+from hpcui.backends.slurm.script import directives, render_script
+from hpcui.common.units import UnitWarning
 from hpcui.errors import UsageError
 from hpcui.profiles import load_profile
-from hpcui.resources import Resources, batch_spec, explain, parse_mem_mb, parse_time, resolve
-from hpcui.units import UnitWarning
+from hpcui.request.resources import (
+    Resources,
+    batch_spec,
+    explain,
+    parse_mem_mb,
+    parse_time,
+    resolve,
+)
 
 
 def plan(profile: str, **kwargs):
@@ -445,7 +452,7 @@ def test_signal_delay_defaults_to_90_s_and_a_request_or_profile_changes_it():
         _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", time="1h")
     )
     # unit-less text is still seconds here, as in Slurm's --signal=@N, with a UnitWarning
-    # (time= reads it as minutes: hpcui/units.py)
+    # (time= reads it as minutes: hpcui/common/units.py)
     with pytest.warns(UnitWarning):
         assert "--signal=USR2@300" in directives(
             _spec("mn5-acc", gpus=1, qos="acc_debug", account="a", signal_delay="300")
@@ -468,7 +475,7 @@ def test_signal_delay_out_of_range_is_a_usage_error(bad):
 
 
 def test_pbs_runner_is_told_the_walltime_and_delay_and_the_wrapper_gets_slurms_signal():
-    from hpcui.backends import pbs_script
+    from hpcui.backends.pbs import script as pbs_script
 
     spec = _spec("aspire2a-plus", gpus=1, time="2h", signal_delay="5m", account="p1")
     text = pbs_script.render_script(spec, "pbspro")

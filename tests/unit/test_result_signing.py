@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcui import result_signing
 from hpcui.backends.job_paths import RESULT_KEY, split_signature
 from hpcui.errors import ResultIntegrityError
+from hpcui.store import signing as result_signing
 
 
 def test_machine_secret_is_private_and_created_once():
@@ -42,7 +42,7 @@ def test_check_refuses_missing_changed_and_truncated():
 
 
 def test_the_runner_signs_the_result_submitit_wrote(tmp_path: Path):
-    """`python -m hpcui.compute.signed FOLDER` in a submitit job environment, as srun runs
+    """`python -m hpcui.node.signed FOLDER` in a submitit job environment, as srun runs
     it: the result file gets a signature under the folder's key."""
     from submitit.core.utils import DelayedSubmission
 
@@ -63,7 +63,7 @@ def test_the_runner_signs_the_result_submitit_wrote(tmp_path: Path):
         "SLURM_JOB_NODELIST": "localhost",
     }
     run = subprocess.run(
-        [sys.executable, "-m", "hpcui.compute.signed", str(folder)],
+        [sys.executable, "-m", "hpcui.node.signed", str(folder)],
         env=env,
         capture_output=True,
         text=True,
@@ -88,7 +88,7 @@ def test_a_result_that_cannot_be_signed_is_removed_and_the_cause_named(
     'signature removed'; it goes, and stderr names the full disk for the client."""
     import errno
 
-    from hpcui.compute import signed
+    from hpcui.node import signed
 
     folder = tmp_path / "job"
     folder.mkdir()

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import zipfile
 
-from hpcui.runtime_bundle import BUNDLED, _sources, build_bundle
+from hpcui.submit.runtime_bundle import BUNDLED, _sources, build_bundle
 
 
 def _names() -> list[str]:
@@ -29,9 +29,9 @@ def test_holds_what_the_node_imports_and_not_the_faces():
         "submitit/core/_submit.py",
         "cloudpickle/__init__.py",
         "typing_extensions.py",
-        "hpcui/torchrun.py",
+        "hpcui/node/torchrun.py",
         "hpcui/distributed.py",
-        "hpcui/compute/signed.py",
+        "hpcui/node/signed.py",
         "hpcui/backends/job_paths.py",
         "hpcui/backends/launch.py",
         "hpcui/profiles/mn5-acc.toml",
@@ -51,7 +51,7 @@ def test_a_fresh_interpreter_imports_the_compute_side_from_the_zip_alone(tmp_pat
     bundle.write_bytes(data)
     code = (
         "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]\n"
-        "import hpcui.backends.slurm_script, hpcui.torchrun, hpcui.distributed, submitit\n"
+        "import hpcui.backends.slurm.script, hpcui.node.torchrun, hpcui.distributed, submitit\n"
         "import hpcui.backends as b; print(b.__file__)"
     )
     out = subprocess.run(

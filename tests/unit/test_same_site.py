@@ -6,8 +6,8 @@ first table — and another site's tables are left alone."""
 from __future__ import annotations
 
 from hpcui.config import ClusterConfig
-from hpcui.registry import JobRecord
 from hpcui.sitestate.same_site import one_per_site, shared_sites, site_of
+from hpcui.store.registry import JobRecord
 from tests.unit.test_tui import queue_jobs
 
 

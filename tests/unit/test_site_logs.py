@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcui.errors import UsageError
-from hpcui.logs import LogFollower, LogTimeout, ProgressLines, follow_many, log_path
+from hpcui.logs.follow import LogFollower, LogTimeout, ProgressLines, follow_many, log_path
 from hpcui.transport.local import LocalTransport
 
 
@@ -202,7 +202,7 @@ def test_progress_bars_collapse_to_their_last_state() -> None:
 
 
 def test_tails_notices_are_split_from_the_data_in_order():
-    from hpcui.log_push import split_notice
+    from hpcui.logs.push import split_notice
 
     notice = b"tail: '/x/log' has appeared;  following new file\n"
     assert split_notice(b"abc" + notice + b"new\n") == (b"abc", notice, b"new\n", False)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.slurm.queue import parse_sacct, parse_sinfo, parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.slurm import SlurmScheduler
@@ -283,9 +283,9 @@ def test_late_subscriber_gets_the_latest_snapshot_without_a_call() -> None:
 
 
 def test_cluster_queue_and_history_through_the_adapter(tmp_path) -> None:
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import ClusterConfig
-    from hpcui.registry import JobRecord, Registry
+    from hpcui.store.registry import JobRecord, Registry
 
     # sacct without a Comment (slurmdbd without AccountingStoreFlags=job_comment)
     no_comment = "\n".join(
@@ -325,9 +325,9 @@ def test_history_asks_by_id_for_own_jobs_the_time_window_left_out(tmp_path) -> N
     (seen on the dev cluster; `--jobs` lists it): hpcui's own jobs of the window that are
     missing are asked by id, once; nothing is asked when none are missing. Real lines:
     the dev cluster's sacct (tests/fixtures/slurm-22.05.8-dev/COMMANDS.txt)."""
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import ClusterConfig
-    from hpcui.registry import JobRecord, Registry
+    from hpcui.store.registry import JobRecord, Registry
 
     lines = fixture_text("slurm-22.05.8-dev/sacct_hpcui_format.txt").splitlines(keepends=True)
     late = "".join(line for line in lines if line.split("|")[0].split(".")[0] == "3069")
@@ -352,7 +352,7 @@ def test_history_asks_by_id_for_own_jobs_the_time_window_left_out(tmp_path) -> N
 
 
 def test_cluster_queue_error_is_the_schedulers(tmp_path) -> None:
-    from hpcui.cluster import Cluster
+    from hpcui.clusters.cluster import Cluster
     from hpcui.config import ClusterConfig
 
     t = CannedTransport(

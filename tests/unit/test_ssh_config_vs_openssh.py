@@ -16,9 +16,9 @@ import shutil
 import pytest
 
 from hpcui.errors import ConfigError
-from hpcui.transport import ssh_options
-from hpcui.transport.ssh_config import read_options, resolve
-from hpcui.transport.ssh_options import percent_expand
+from hpcui.transport.ssh import options as ssh_options
+from hpcui.transport.ssh.config import read_options, resolve
+from hpcui.transport.ssh.options import percent_expand
 from tests.support.openssh_g import ssh_g, write_case
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH client missing")

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from hpcui.errors import ConfigError
-from hpcui.transport import ssh_options
-from hpcui.transport.ssh_config import resolve
-from hpcui.transport.ssh_options import split_args, split_keyword
+from hpcui.transport.ssh import options as ssh_options
+from hpcui.transport.ssh.config import resolve
+from hpcui.transport.ssh.options import split_args, split_keyword
 
 
 def _resolve(tmp_path, text: str, host: str = "a", **kw):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from hpcui.errors import ClusterConnectionError
-from hpcui.transport.ssh import SshTransport
+from hpcui.transport.ssh.session import SshTransport
 
 
 def test_a_silent_host_is_a_clear_error(tmp_path):

@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-import hpcui.status as status_mod
+import hpcui.jobs.status as status_mod
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
+from hpcui.jobs.status import StatusService
 from hpcui.schedulers.base import JobStatus
 from hpcui.schedulers.slurm import SlurmScheduler
-from hpcui.status import StatusService
 from tests.canned import CannedTransport, ok
 from tests.conftest import fixture_text
 from tests.support.clock import FakeClock

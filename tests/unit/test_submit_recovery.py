@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from hpcui import submission
 from hpcui.backends.states import JobState
-from hpcui.registry import JobRecord, Registry
-from hpcui.submit_recovery import ORPHAN_S, abandoned, in_flight, submitter
+from hpcui.store import remote as submission
+from hpcui.store.registry import JobRecord, Registry
+from hpcui.submit.recovery import ORPHAN_S, abandoned, in_flight, submitter
 from hpcui.transport.local import LocalTransport
 
 

@@ -1,4 +1,4 @@
-"""The early time-limit signal in the real runner (`python -m hpcui.compute.signed`).
+"""The early time-limit signal in the real runner (`python -m hpcui.node.signed`).
 
 Each test runs the runner as the node does: a job folder with a submitit pickle, submitit's
 local job environment, a real process that gets a real USR2 (sent by the test, as Slurm's
@@ -85,7 +85,7 @@ def _start(tmp_path: Path, fn, extra_env: dict[str, str] | None = None) -> subpr
         **(extra_env or {}),
     }
     return subprocess.Popen(
-        [sys.executable, "-u", "-m", "hpcui.compute.signed", str(folder)],
+        [sys.executable, "-u", "-m", "hpcui.node.signed", str(folder)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

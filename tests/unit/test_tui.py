@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hpcui.backends.slurm_queue import parse_squeue
+from hpcui.backends.slurm.queue import parse_squeue
 from hpcui.backends.states import JobState
-from hpcui.registry import JobRecord, Registry
 from hpcui.sitestate import QueueSnapshot
 from hpcui.sitestate.jobs import QueueJob
+from hpcui.store.registry import JobRecord, Registry
 from hpcui.tui import rows as R
 from hpcui.tui.app import HpcuiApp
 from hpcui.tui.bridge import host_key_bridge, prompt_bridge
@@ -352,10 +352,10 @@ def test_a_locked_registry_is_shown_and_the_app_stays_up(box, monkeypatch):
     error on screen (toast and status line), and the table fills once the lock is gone."""
     import sqlite3
 
-    import hpcui.registry
+    import hpcui.store.registry
 
-    monkeypatch.setattr(hpcui.registry, "BUSY_TIMEOUT_S", 0.2)
-    path = hpcui.registry.default_path()
+    monkeypatch.setattr(hpcui.store.registry, "BUSY_TIMEOUT_S", 0.2)
+    path = hpcui.store.registry.default_path()
     first = Registry(path)
     first.add([JobRecord(cluster="local", token="t1", job_id="77", folder="/tmp/x", name="x")])
     first.close()
@@ -383,7 +383,7 @@ def test_a_locked_registry_is_shown_and_the_app_stays_up(box, monkeypatch):
 
     up, toast, cleared = run(go())
     assert up
-    assert "database is locked" in toast and str(hpcui.registry.default_path()) in toast
+    assert "database is locked" in toast and str(hpcui.store.registry.default_path()) in toast
     assert cleared
 
 

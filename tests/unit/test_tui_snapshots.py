@@ -18,16 +18,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from hpcui.backends.slurm_queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.slurm.queue import parse_sacct, parse_sinfo, parse_squeue
 from hpcui.backends.states import JobState
-from hpcui.cluster import Cluster
+from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
-from hpcui.logs import LogChunk
-from hpcui.registry import JobRecord, Registry
+from hpcui.logs.follow import LogChunk
 from hpcui.sitestate import QueueSnapshot, fetch_modules, parse_quota
 from hpcui.sitestate.jobs import HistoryJob, QueueJob
 from hpcui.sitestate.quota import QuotaReport
 from hpcui.sitestate.remote import MARK
+from hpcui.store.registry import JobRecord, Registry
 from hpcui.transport.base import CommandResult
 from hpcui.tui.app import HpcuiApp
 from tests.canned import CannedTransport, scripted
@@ -119,7 +119,7 @@ class ReplaySite:
         return parse_sinfo(SINFO)
 
     def free(self):
-        from hpcui.backends.slurm_free import parse_sinfo_nodes
+        from hpcui.backends.slurm.free import parse_sinfo_nodes
         from hpcui.sitestate import FreeReport
 
         return FreeReport.of(
@@ -127,7 +127,7 @@ class ReplaySite:
         )
 
     def standing(self):
-        from hpcui.backends.slurm_free import parse_sprio, parse_sshare
+        from hpcui.backends.slurm.free import parse_sprio, parse_sshare
         from hpcui.sitestate import AllocationReport, Standing
 
         return Standing(
@@ -192,10 +192,10 @@ def replay(tmp_path, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     import hpcui
-    import hpcui.api
+    import hpcui.clusters.api
     import hpcui.tui.rows
 
-    monkeypatch.setattr(hpcui.api, "_clusters", {})
+    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})
     monkeypatch.setattr(hpcui, "connect", lambda name, **kw: ReplayCluster(name))
     monkeypatch.setattr(hpcui.tui.rows, "datetime", FrozenDatetime)
     Registry().add(

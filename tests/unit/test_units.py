@@ -1,4 +1,4 @@
-"""One reading of a bare number (hpcui/units.py): text without a unit is minutes, a number
+"""One reading of a bare number (hpcui/common/units.py): text without a unit is minutes, a number
 is seconds; the two keys that read unit-less text as seconds still do, and warn."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from hpcui import units
+from hpcui.common import units
 from hpcui.config import load_config
 from hpcui.profiles.model import Profile
-from hpcui.resources import Resources
+from hpcui.request.resources import Resources
 from tests.conftest import ROOT
 
 

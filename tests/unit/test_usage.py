@@ -17,7 +17,7 @@ from hpcui.backends.usage import (
     slurm_usage_command,
 )
 from hpcui.cli.cmd_usage import bar
-from hpcui.usage import GpuUse, TaskUse, UsageSample, UsageStore, summary, to_sample, verdicts
+from hpcui.jobs.usage import GpuUse, TaskUse, UsageSample, UsageStore, summary, to_sample, verdicts
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 DEV = FIXTURES / "slurm-22.05.8-dev"
@@ -243,7 +243,7 @@ def test_store_keeps_lines_0600_and_skips_a_cut_line(tmp_path):
 
 
 def test_last_reads_the_tail_and_agrees_with_the_whole_history(tmp_path):
-    from hpcui import usage
+    from hpcui.jobs import usage
 
     store = UsageStore(tmp_path / "1.jsonl")
     assert store.last() is None
@@ -257,7 +257,7 @@ def test_last_reads_the_tail_and_agrees_with_the_whole_history(tmp_path):
 
 
 def test_job_ids_make_safe_file_names():
-    from hpcui.usage import file_name
+    from hpcui.jobs.usage import file_name
 
     assert file_name("1234_5") == "1234_5" and file_name("12[3].pbsmock") == "12[3].pbsmock"
     assert file_name("../../etc/passwd") == "_.._.._etc_passwd" and file_name("") == "_"
@@ -273,7 +273,7 @@ def test_the_cli_and_the_app_draw_one_bar(monkeypatch):
     terminal), the app in block glyphs; an idle GPU is red in both."""
     import io
 
-    from hpcui.formatting import usage_bar
+    from hpcui.common.formatting import usage_bar
     from hpcui.tui.usage_view import bar as app_bar
 
     class Tty(io.StringIO):

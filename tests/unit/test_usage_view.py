@@ -2,8 +2,8 @@
 
 from rich.text import Text
 
+from hpcui.jobs.usage import GpuUse, TaskUse, UsageSample
 from hpcui.tui.usage_view import mean_gpu_pct, sparkline, usage_text
-from hpcui.usage import GpuUse, TaskUse, UsageSample
 
 
 def look(at: float, utils: list[float | None]) -> UsageSample:

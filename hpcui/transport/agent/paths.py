@@ -46,9 +46,9 @@ def agent_key(env: dict[str, str] | None = None) -> str:
         value = env.get(var, "")
         parts.append(os.path.realpath(os.path.expanduser(value)) if value else "")
     try:  # the built-in module: hashlib would load OpenSSL first (~4 ms of a warm call)
-        from _blake2 import blake2b  # the transport chosen at run time only
+        from _blake2 import blake2b
     except ImportError:  # pragma: no cover - an interpreter without it
-        from hashlib import blake2b  # the transport chosen at run time only
+        from hashlib import blake2b
     return blake2b("\0".join(parts).encode(), digest_size=8).hexdigest()
 
 

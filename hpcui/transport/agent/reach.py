@@ -13,9 +13,9 @@ import sys
 import time
 import tomllib
 
-from hpcui.config_file import config_path
+from hpcui.common.config_path import config_path
+from hpcui.common.units import persist_seconds
 from hpcui.transport.agent import paths
-from hpcui.units import persist_seconds
 
 DEFAULT_PERSIST_S = 600.0
 START_TIMEOUT_S = 20.0
@@ -89,7 +89,7 @@ def connect(path: str) -> socket.socket | None:
 
 def start(path: str, persist: float) -> socket.socket:
     """Start the agent (one, even when several calls race) and connect to it."""
-    import fcntl  # the transport chosen at run time only
+    import fcntl
 
     folder = os.path.dirname(path)
     paths.private_dir(folder, create=True)
@@ -169,7 +169,7 @@ def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
             os.dup2(out, 2)
             os.closerange(3, w)  # nothing of the caller's stays open (pipes, sockets)
             os.closerange(w + 1, 1 << 16)
-            import runpy  # the transport chosen at run time only
+            import runpy
 
             # the agent program, by name, as `python -m hpcui.agent.server` would run it
             sys.argv = ["hpcui-agent", path, str(persist), str(w)]

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hpcui.errors import ClusterConnectionError, CommandTimeout, ConnectionLost
+from hpcui.errors import ClusterConnectionError, CommandTimeout, ConnectionLost, HpcuiError
 from hpcui.transport import deadline
 from hpcui.transport.agent import paths, reach, wire
 from hpcui.transport.agent.wire import b64, unb64
@@ -57,7 +57,6 @@ def rebuild_error(info: dict[str, Any]) -> BaseException:
             cls = getattr(importlib.import_module(module), name, None)
         except ImportError:
             cls = None
-        from hpcui.errors import HpcuiError  # the transport chosen at run time only
 
         if not (isinstance(cls, type) and issubclass(cls, HpcuiError)):
             cls = None
@@ -108,7 +107,7 @@ class _Stream:
 
 class _Terminal:
     """A pty session held by the agent (calls._terminal): the TerminalChannel that
-    `hpcui.terminal.bridge` drives, one frame per read."""
+    `hpcui.services.terminal.bridge` drives, one frame per read."""
 
     LOST = 255  # what ssh says when the link goes
 

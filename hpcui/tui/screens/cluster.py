@@ -16,8 +16,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
+from hpcui.common.formatting import filled, printable
 from hpcui.errors import HpcuiError
-from hpcui.formatting import filled, printable
 from hpcui.sitestate import listed, module_label
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.hub import STATUS_LOOK
@@ -216,7 +216,7 @@ class ClusterScreen(Screen[None]):
         out = Text()
         out.append(f"from `{report.tool}`\n", style="dim")
         for e in report.entries:
-            from hpcui.sitestate.jobs import format_bytes  # textual screens: when shown
+            from hpcui.sitestate.jobs import format_bytes
 
             who = " ".join(p for p in (e.kind, e.name) if p)
             out.append(f"{e.filesystem:<24} {who:<14} ")
@@ -231,7 +231,7 @@ class ClusterScreen(Screen[None]):
                 out.append(f" · grace {e.grace}", style="bold red")
             out.append("\n")
         if (own := report.own) is not None:
-            from hpcui.sitestate.jobs import format_bytes  # textual screens: when shown
+            from hpcui.sitestate.jobs import format_bytes
 
             share = own.share_of_file_limit
             out.append(

@@ -25,9 +25,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from hpcui.any_job import OtherJob
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
+from hpcui.jobs.other import OtherJob
 from hpcui.metrics import MetricReader
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlScreen
@@ -39,14 +39,14 @@ from hpcui.tui.widgets import LogPanel
 
 if TYPE_CHECKING:
     from hpcui.backends.records import JobDetails
-    from hpcui.cluster import Cluster
-    from hpcui.job import Job
-    from hpcui.registry import JobRecord
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.job import Job
     from hpcui.sitestate import QueueJob
+    from hpcui.store.registry import JobRecord
     from hpcui.tui.context import AppContext
 
 TAIL_BYTES = 4 << 20  # open a huge log near its end
-#: a pending job that is not hpcui's: nothing is read before it starts (hpcui.any_job)
+#: a pending job that is not hpcui's: nothing is read before it starts (hpcui.jobs.other)
 PENDING_NOTE = "[pending: the log begins when the job starts]"
 USAGE_S = 5.0  # a usage look (one command on the cluster) this often while the screen shows
 SLOW_S = 2.0  # pause before following again after a failed read
@@ -351,7 +351,8 @@ class JobScreen(JobControlScreen):
     def _service_lines(cluster: str, job_id: str, name: str) -> list[str]:
         """The job's services: the one hpcui started (B opens it) and the ports forwarded
         from this app (P forwards another)."""
-        from hpcui import forwarding, services  # textual screens: when shown
+        from hpcui.jobs import forwarding
+        from hpcui.services import web as services
 
         lines = []
         kind = services.KINDS.get(name)
@@ -405,7 +406,7 @@ class JobScreen(JobControlScreen):
     @work(thread=True, exclusive=True, group="job-usage", exit_on_error=False)
     def _watch_usage(self, cluster_name: str, job_id: str) -> None:
         from hpcui.tui.usage_view import (
-            usage_text,  # textual (0.17 s): when the app or a dialog shows
+            usage_text,
         )
 
         worker = get_current_worker()
@@ -450,7 +451,7 @@ class JobScreen(JobControlScreen):
             return
         self._reset_panel()
         self._generation += 1  # text a cancelled follower still sends is dropped
-        if job is None:  # any other job: the files its script names (hpcui.any_job)
+        if job is None:  # any other job: the files its script names (hpcui.jobs.other)
             if self.foreign is not None and self.foreign.state is JobState.PENDING:
                 self.panel.add_lines([PENDING_NOTE])  # its file may hold an older job's log
             if self.other is not None:

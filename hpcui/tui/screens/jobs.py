@@ -46,11 +46,11 @@ from hpcui.tui.rows import (
 )
 
 if TYPE_CHECKING:
-    from hpcui.registry import JobRecord
     from hpcui.sitestate import QueueJob, QueueSnapshot, Subscription
+    from hpcui.store.registry import JobRecord
     from hpcui.tui.context import AppContext
 
-#: the verbs the Jobs screen's keys send (hpcui.control.Verb has cancel and requeue too)
+#: the verbs the Jobs screen's keys send (hpcui.jobs.control.Verb has cancel and requeue too)
 HoldOrRelease = Literal["hold", "release"]
 REGISTRY_S = 2.0
 HISTORY_S = 30.0
@@ -216,7 +216,7 @@ class JobsScreen(Screen[None]):
     def _track_forgotten(self) -> None:
         """Unfinished registry jobs: the cluster's status service (one batched sacct for
         all of them) finds their end and writes it to the registry, and its end push
-        (hpcui.end_push) hears of it when the result appears; an end refreshes the queue
+        (hpcui.jobs.end_push) hears of it when the result appears; an end refreshes the queue
         at once (Cluster._states_changed). Jobs the queue lists are tracked too, so their
         end shows within a second, not at the queue's next look (2 s to 60 s)."""
         todo: dict[str, list[JobRecord]] = {}
@@ -293,7 +293,7 @@ class JobsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="jobs-usage", exit_on_error=False)
     def _sample_gpus(self, wanted: dict[str, list[str]]) -> None:
         from hpcui.tui.usage_view import (
-            mean_gpu_pct,  # textual (0.17 s): when the app or a dialog shows
+            mean_gpu_pct,
         )
 
         cells: dict[str, str] = {}

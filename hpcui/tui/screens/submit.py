@@ -19,17 +19,17 @@ from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
-from hpcui.request_fields import FRIENDLY, REQUEST_FIELDS, RequestField
-from hpcui.targets import Call, default_name, json_value, load_call
+from hpcui.request.fields import FRIENDLY, REQUEST_FIELDS, RequestField
+from hpcui.submit.targets import Call, default_name, json_value, load_call
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.messages import Prefill, Submitted
 
 if TYPE_CHECKING:
-    from hpcui.cluster import Cluster
-    from hpcui.resources import Allocation
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.request.resources import Allocation
     from hpcui.tui.context import AppContext
 
-#: the form's resource boxes: the fields of hpcui.request_fields that have a label
+#: the form's resource boxes: the fields of hpcui.request.fields that have a label
 FORM_FIELDS: tuple[RequestField, ...] = tuple(f for f in REQUEST_FIELDS if f.label)
 #: free text (lists, paths, directives): a whole row of the grid, not a third of it (a
 #: profile's extra directive was cut to 12 columns: issue 35)
@@ -107,7 +107,7 @@ class SubmitForm:
 
     def call(self) -> Call:
         """The call to submit: ``pkg.mod:fn`` imported here, or a script file (one loader
-        for the app and the CLI: ``hpcui.targets``)."""
+        for the app and the CLI: ``hpcui.submit.targets``)."""
         args = json_value(self.args, "arguments", list)
         kwargs = json_value(self.kwargs, "keyword arguments", dict)
         return load_call(self.target, args, kwargs)
@@ -115,9 +115,9 @@ class SubmitForm:
     def problems(self) -> dict[str, str]:
         """Each field's problem, found while typing (field id -> message): JSON boxes,
         numbers, and what the core's Resources refuses, under the field that holds it."""
-        from pydantic import ValidationError  # pydantic (0.19 s): when it prints
+        from pydantic import ValidationError
 
-        from hpcui.resources import Resources  # textual screens: when shown
+        from hpcui.request.resources import Resources
 
         out: dict[str, str] = {}
         for box, what, kind in (("args", "arguments", list), ("kwargs", "keyword arguments", dict)):
@@ -171,8 +171,8 @@ def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocati
 
 def placeholders(alloc: Allocation) -> dict[str, str]:
     """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
-    from hpcui.resources import format_mem  # the script's own spelling (4G, 1500M)
-    from hpcui.tui.rows import hms  # textual (0.17 s): when the app or a dialog shows
+    from hpcui.request.resources import format_mem  # the script's own spelling (4G, 1500M)
+    from hpcui.tui.rows import hms
 
     return {
         "gpus": f"{alloc.gpus} (none)" if not alloc.gpus else str(alloc.gpus),
@@ -346,7 +346,7 @@ class SubmitScreen(Screen[None]):
             if cfg is None:
                 plan.update(f"[red]{form.cluster} is not in the config[/]")
                 return
-            from hpcui.cluster import Cluster  # textual screens: when shown
+            from hpcui.clusters.cluster import Cluster
 
             cluster = Cluster(cfg)  # never connected: the preview reads config and profile
             status = self.ctx.hub.conns[form.cluster].status
@@ -408,7 +408,7 @@ class SubmitScreen(Screen[None]):
 
     def _hear_imports(self) -> None:
         """A registry image's import (minutes, once) shows its progress in the status line."""
-        from hpcui.containers import import_progress  # the core, when a submit runs
+        from hpcui.submit.containers import import_progress
 
         def said(line: str) -> None:
             self.app.call_from_thread(self._status, f"importing the image: {_esc(line)}")
@@ -450,7 +450,8 @@ class SubmitScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="submit", exit_on_error=False)
     def _jupyter(self, cluster: Cluster, form: SubmitForm) -> None:
-        from hpcui import forwarding, services  # textual screens: when shown
+        from hpcui.jobs import forwarding
+        from hpcui.services import web as services
 
         kind = services.KINDS["jupyter"]
         self._hear_imports()

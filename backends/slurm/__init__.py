@@ -1,0 +1,1 @@
+"""Slurm's dialect: batch scripts, ids, the queue, accounting and partitions, control."""

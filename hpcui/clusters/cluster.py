@@ -1,0 +1,440 @@
+"""Cluster: one connected site = transport + scheduler + profile + registry + status."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hpcui.backends.states import JobState
+from hpcui.clusters import parts as cluster_setup
+from hpcui.config import ClusterConfig
+from hpcui.errors import UsageError
+from hpcui.jobs import cleanup as housekeeping
+from hpcui.jobs import files as job_files
+from hpcui.jobs import other as any_job
+from hpcui.jobs import usage
+from hpcui.jobs.control import JobControl
+from hpcui.jobs.job import Job, JobList
+from hpcui.jobs.other import OtherJob
+from hpcui.jobs.status import StatusService
+from hpcui.logs import follow as _logs  # site state (queue, quota, modules, logs): block at the end
+from hpcui.profiles import Profile
+from hpcui.request.resources import Allocation, Resources
+from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
+from hpcui.sitestate.site import SiteView
+from hpcui.store import remote as submission
+from hpcui.store.registry import JobRecord, Registry, shared_registry
+from hpcui.store.signing import job_key
+from hpcui.submit import recovery as submit_recovery
+from hpcui.submit.submitter import ScriptPreview, Submitted, Submitter
+from hpcui.submit.submitter import plan as submitter_plan
+from hpcui.submit.submitter import preview_script as submitter_preview
+from hpcui.transport.base import Command, CommandResult, Transport
+
+log = logging.getLogger(__name__)
+
+
+def _silence_submitit() -> None:
+    """submitit logs to stderr by default; that would corrupt the TUI. Route it to our logs."""
+    logger = logging.getLogger("submitit")
+    logger.handlers.clear()
+    logger.propagate = True
+
+
+class Cluster:
+    """Everything hpcui does on one site goes through here; faces never reach below."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        transport: Transport | None = None,
+        scheduler: Scheduler | None = None,
+        registry: Registry | None = None,
+        prompt: Callable[..., list[str]] | None = None,
+        on_unknown_host: Callable[[str, str, str], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self._transport = transport
+        if scheduler is not None:  # given (tests, a caller with its own): not made from the kind
+            self.__dict__["scheduler"] = scheduler
+        self._registry = registry
+        self._prompt = prompt
+        self._on_unknown_host = on_unknown_host
+        self._auto_clean_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        _silence_submitit()
+
+    def __repr__(self) -> str:
+        return f"Cluster({self.name!r}, {self.transport.description})"
+
+    # -- parts -----------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            self._transport = self.own_transport()
+        return self._transport
+
+    def own_transport(self) -> Transport:
+        """This process's own connection to the cluster (see cluster_setup.own_transport)."""
+        return cluster_setup.own_transport(
+            self.config, prompt=self._prompt, on_unknown_host=self._on_unknown_host
+        )
+
+    @cached_property
+    def profile(self) -> Profile:
+        return cluster_setup.profile_for(self.config, self._kind)
+
+    @cached_property
+    def _kind(self) -> str:
+        return cluster_setup.scheduler_kind(self.config)
+
+    @property
+    def python(self) -> str:
+        """The Python jobs run with (see cluster_setup.job_python)."""
+        return cluster_setup.job_python(self.config, self.profile, self._kind)
+
+    @property
+    def setup(self) -> list[str]:
+        """Shell lines run before Python: the cluster config's, else the profile's."""
+        return cluster_setup.job_setup(self.config, self.profile)
+
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        return cluster_setup.make_scheduler(
+            self._kind,
+            self.config,
+            self.profile,
+            self.transport,
+            lambda: f"{self.remote_info().base}/local",
+        )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this cluster's scheduler can do (queue, history, partitions, arrays)."""
+        return self.scheduler.capabilities
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = shared_registry()
+        return self._registry
+
+    @property
+    def result_cache(self) -> Path:
+        """Fetched results of this cluster's jobs, beside the registry (files 0600)."""
+        return self.registry.path.parent / "results" / self.name
+
+    def clean(
+        self, *, older_than: timedelta | None = None, dry_run: bool = False
+    ) -> housekeeping.CleanReport:
+        """Remove the remote folders of ended jobs whose results are fetched (or, with
+        `older_than`, of every ended job submitted before then). See hpcui.jobs.cleanup."""
+        return housekeeping.clean(
+            self.name,
+            self.registry,
+            self.transport,
+            self.scheduler,
+            remote_base=self.remote_info().base,
+            result_cache=self.result_cache,
+            older_than=older_than,
+            dry_run=dry_run,
+        )
+
+    def _auto_clean(self) -> None:
+        """The config's `keep` policy (housekeeping.auto_clean): at most once a day."""
+        stamp = self.registry.path.parent / "housekeeping" / f"{self.name}.last"
+        cleaning = housekeeping.auto_clean(
+            self.config.keep, stamp, lambda older: self.clean(older_than=older)
+        )
+        self._auto_clean_thread = cleaning or self._auto_clean_thread
+
+    @cached_property
+    def status(self) -> StatusService:
+        return cluster_setup.status_service(
+            self.name, self.scheduler, self.registry, self.transport, on_end=self._queue_changed
+        )
+
+    def run(self, cmd: Command, *, timeout: float | None = None) -> CommandResult:
+        """Run a command on the login node (a list is quoted word by word)."""
+        return self.transport.run(cmd, timeout=timeout)
+
+    def close(self) -> None:
+        if "status" in self.__dict__:
+            self.status.close()
+        if "site" in self.__dict__:
+            self.site.close()
+        if self._transport is not None:
+            self._transport.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- submit (hpcui.submit.submitter) -----------------------------------------------------------
+
+    @cached_property
+    def submitter(self) -> Submitter:
+        """This cluster's submissions, made with its parts when first needed."""
+        return Submitter(
+            name=self.name,
+            config=self.config,
+            profile=self.profile,
+            python=self.python,
+            setup=self.setup,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            registry=self.registry,
+            track=self.track,
+            on_submitted=self._submitted,
+            missing_setup_modules=lambda: self.site.missing_setup_modules(),
+        )
+
+    def remote_info(self, *, local_version: tuple[int, int] | None = None) -> submission.RemoteInfo:
+        """Home, job base and Python of the cluster, probed once (see Submitter)."""
+        return self.submitter.remote_info(local_version=local_version)
+
+    def submit(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        kwargs: dict[str, Any] | None = None,
+        resources: Resources | None = None,
+        **resource_kwargs: Any,
+    ) -> Job:
+        """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...)."""
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        *iterables: Iterable[Any],
+        resources: Resources | None = None,
+        **resource_kwargs: Any,
+    ) -> JobList:
+        """`fn` over the zipped iterables as ONE job array (one sbatch call)."""
+        calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+            (tuple(items), {}) for items in zip(*iterables)
+        ]
+        if not calls:
+            return JobList()
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return JobList(self._jobs(self.submitter.submit(fn, calls, req, True)))
+
+    def _jobs(self, done: Submitted) -> list[Job]:
+        return [
+            Job(
+                self,
+                jid,
+                done.folder,
+                num_tasks=done.num_tasks,
+                name=done.name,
+                result_key=done.result_key,
+                result_cache=self.result_cache,
+            )
+            for jid in done.ids
+        ]
+
+    def _submitted(self) -> None:
+        self._queue_changed()
+        self._auto_clean()
+
+    def plan(self, resources: Resources | None = None, **resource_kwargs: Any) -> Allocation:
+        """Validate a request against the profile without touching the network."""
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return submitter_plan(self.config, self.profile, req, "hpcui")
+
+    def preview_script(
+        self, *, array_size: int | None = None, **resource_kwargs: Any
+    ) -> ScriptPreview:
+        """The batch script a submit with these resources would send (no network)."""
+        return submitter_preview(
+            self.config,
+            self.profile,
+            self.scheduler,
+            python=self.python,
+            setup=self.setup,
+            array_size=array_size,
+            **resource_kwargs,
+        )
+
+    def remember(self, job: Job, key: str, value: Any) -> None:
+        """Keep `value` (JSON) in the job's registry record, e.g. the form that made it."""
+        self.registry.set_meta(self.name, job.job_id, key, value)
+
+    def reconcile_submissions(self, *, force: bool = False) -> submit_recovery.Recovered:
+        """Finish submissions cut off earlier (a killed client, a lost link, a timeout)."""
+        return self.submitter.reconcile(force=force)
+
+    # -- existing jobs ---------------------------------------------------------------------
+
+    def record(self, job_id: str) -> JobRecord | None:
+        """hpcui's record of a job, None for a job hpcui did not submit (a cut-off submit's
+        job is reconciled first: it may be that one)."""
+        rec = self.registry.get(self.name, str(job_id))
+        if rec is None and self.registry.unfinished_submissions(self.name):
+            self.reconcile_submissions(force=True)
+            rec = self.registry.get(self.name, str(job_id))
+        return rec
+
+    def get_job(self, job_id: str) -> Job:
+        """A job submitted earlier (maybe by another process), found in the local registry."""
+        rec = self.record(job_id)
+        if rec is None:
+            raise UsageError(
+                f"No job {job_id} of cluster {self.name!r} in the registry "
+                f"({self.registry.path}). `hpcui jobs --cluster {self.name}` lists known jobs."
+            )
+        self.status.track([rec.job_id or ""], rec.state)
+        # jobs submitted before results were signed (no "signed" in meta) keep working
+        key = job_key(rec.token) if rec.meta.get("signed") else None
+        return Job(
+            self,
+            rec.job_id or "",
+            rec.folder,
+            num_tasks=rec.num_tasks,
+            name=rec.name,
+            result_key=key,
+            result_cache=self.result_cache,
+            cleaned_at=rec.meta.get("cleaned_at"),
+        )
+
+    def records(self, limit: int = 1000) -> list[JobRecord]:
+        """hpcui's jobs of this cluster as the local registry keeps them, newest first."""
+        return self.registry.list(self.name, limit=limit)
+
+    def job_status(self, job_id: str) -> JobStatus | None:
+        """The status service's last word on a tracked job (None: not tracked here)."""
+        return self.status.get(job_id)
+
+    def refresh_states(self) -> None:
+        """Ask the scheduler once for every tracked job's state (the registry's may be
+        stale; nothing is asked for a job it already knows is over)."""
+        self.status.poll_once()
+
+    def track(self, job_ids: list[str], state: JobState = JobState.PENDING) -> None:
+        """Follow these jobs' states (`state`: what is known of them already)."""
+        self.status.track(job_ids, state)
+
+    @property
+    def prompt(self) -> Callable[..., list[str]] | None:
+        """Who answers this cluster's keyboard-interactive questions (2FA)."""
+        return self.transport.prompt
+
+    def watch_stall(self, listener: Callable[[float | None], None]) -> None:
+        """`listener(seconds)` when the connection goes silent, `listener(None)` when it
+        answers again (from a background thread)."""
+        self.transport.watch_stall(listener)
+
+    def job(self, ref: str) -> Job | OtherJob:
+        """The one place that tells hpcui's jobs from the user's others: hpcui's `Job` when
+        the registry knows the id, else a handle for another job of the user made from the
+        scheduler's record (asked once). UsageError when neither knows it."""
+        if self.record(str(ref)) is not None or not self.capabilities.control:
+            return self.get_job(str(ref))
+        return any_job.OtherJob(
+            self.control.details(str(ref)),
+            cluster=self.name,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            log_follow=self.config.log_follow,
+            spool_dir=self.log_spool,
+            changed=self._changed,
+        )
+
+    @property
+    def log_spool(self) -> Path:
+        """Where followed logs are kept on this machine (beside the registry, files 0600)."""
+        return self.registry.path.parent / "logs" / self.name
+
+    def _changed(self, job_ids: list[str]) -> None:
+        self.track(job_ids)  # its state changes: fast polling again
+        self._queue_changed()
+
+    # -- parts for any job id: verbs (hpcui.jobs.control) and files (hpcui.jobs.files) ------------
+
+    @cached_property
+    def control(self) -> JobControl:
+        """Cancel, hold, release, requeue, time limit, shell, resubmit: any job id."""
+        return JobControl(
+            name=self.name,
+            remote_base=self.config.remote_base,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            changed=self._changed,
+        )
+
+    @cached_property
+    def files(self) -> job_files.JobFiles:
+        """A job's folder, listings, the start of a file, downloads with resume."""
+        return job_files.JobFiles(self.transport, folder_of=self._folder_of)
+
+    def _folder_of(self, job_id: str) -> str:
+        rec = self.record(job_id)
+        return rec.folder if rec is not None else self.control.details(job_id).work_dir
+
+    # -- what running jobs use (hpcui.jobs.usage) --------------------------------------------------
+
+    @cached_property
+    def usage(self) -> usage.JobUsage:
+        """Looks at what running jobs use (GPU, CPU, memory per node and step), kept."""
+        root = self.registry.path.parent / "usage"
+        return usage.JobUsage(root, self.name, self.transport, self.scheduler)
+
+    def _queue_changed(self) -> None:
+        """After a submit or cancel: watchers refresh fast again (only if one exists)."""
+        if "site" in self.__dict__:
+            self.site.poke_queue()
+
+    # == site state: queue, history, partitions, quota, modules (hpcui.sitestate.site) ======
+
+    @cached_property
+    def site(self) -> SiteView:
+        return SiteView(
+            name=self.name,
+            config=self.config,
+            profile=self.profile,
+            transport=self.transport,
+            scheduler=self.scheduler,
+            registry=self.registry,
+            setup=lambda: self.setup,
+            before_listing=lambda: self.submitter.reconcile_quietly(),
+        )
+
+    def logs(
+        self,
+        job: Job | OtherJob | str,
+        stream: _logs.Stream = "stdout",
+        rank: int | None = None,
+        *,
+        follow: bool = False,
+        tail_bytes: int | None = None,
+        timeout: float | None = None,
+        spool: bool = True,
+        until: Callable[[], bool] | None = None,
+    ) -> Iterator[_logs.LogChunk]:
+        """A job's log text as it appears, per rank (all ranks when `rank` is None).
+
+        Without `follow`, what is there now; with it, until the job ends and the files
+        are drained. Offset-based reads, and a local spool (beside the registry, files
+        0600) that a later call replays from disk: nothing is downloaded twice, also
+        after a reconnect or in a new process. `spool=False` keeps nothing locally.
+        `until` replaces "the job has ended" as the end of following (the app stops when
+        its screen is hidden, and watches the state on the way). An id is looked up once
+        (`job`); a handle in hand is not asked again.
+        """
+        handle = self.job(job) if isinstance(job, str) else job
+        return handle.logs(
+            stream, rank, follow=follow, tail_bytes=tail_bytes, timeout=timeout, spool=spool,
+            until=until,
+        )  # fmt: skip

@@ -1,1 +1,0 @@
-"""Code that runs on the compute node (standard library and submitit only)."""

@@ -1,0 +1,90 @@
+"""The early time-limit signal on the node: a callable runs until the scheduler's limit.
+
+Every batch script asks for USR2 some seconds before the time limit (Slurm
+``--signal=USR2@N``, PBS through the runner, backends/pbs/script.py). Stock submitit
+treats it as the end for any callable that cannot checkpoint ("timed-out and not
+checkpointable") and leaves at once — and Slurm sends it up to a minute before the asked
+offset, so a short limit lost most of its time. Here the signal only says the limit is
+near: ``hpcui.distributed.stop_requested()`` turns true on rank 0 (and so, by its
+broadcast, on every rank), the callbacks given to ``hpcui.distributed.at_time_limit``
+run once, and the job goes on. At the limit the scheduler ends it (Slurm: TIMEOUT) and
+the client says so. A Checkpointable (it has ``checkpoint``) keeps submitit's checkpoint
+and requeue. Standard library and submitit only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+_installed: list[bool] = []
+
+
+def note_limit_near(signum: int, frame: types.FrameType | None = None) -> None:
+    """What a callable that cannot checkpoint does on the early signal: say it, set the
+    flag stop_requested() reads, run the job's own callbacks; never exit."""
+    from hpcui import distributed
+
+    first = not distributed._State.time_limit_near
+    distributed._State.time_limit_near = True
+    if not first:
+        return
+    name = signal.Signals(signum).name
+    print(
+        f"hpcui: {name} at {time.strftime('%H:%M:%S')}: the job's time limit is near. "
+        "hpcui.distributed.stop_requested() is true from now on; the job runs on until the "
+        "scheduler's limit.",
+        file=sys.stderr,
+        flush=True,
+    )
+    distributed.run_time_limit_callbacks()
+
+
+def install() -> None:
+    """Route submitit's USR2 handler: a Checkpointable keeps checkpoint-and-requeue, any
+    other callable only notes the limit (idempotent; before process_job sets it up)."""
+    if _installed:
+        return
+    from submitit.core.job_environment import (
+        SignalHandler,
+    )
+
+    stock = SignalHandler.checkpoint_and_try_requeue
+
+    def checkpoint_or_note(self: Any, signum: int, frame: types.FrameType | None = None) -> None:
+        if hasattr(self._delayed.function, "checkpoint"):
+            stock(self, signum, frame)
+        else:
+            note_limit_near(signum, frame)
+
+    SignalHandler.checkpoint_and_try_requeue = checkpoint_or_note  # type: ignore[method-assign]  # submitit's hook, patched in the job
+    _installed.append(True)
+
+
+#: exported by hpcui's PBS batch script (PBS Pro has no --signal): the job's walltime,
+#: how long before it the job is told, and when the job started (epoch seconds)
+LIMIT_ENV, DELAY_ENV, START_ENV = "HPCUI_TIME_LIMIT_S", "HPCUI_SIGNAL_DELAY_S", "HPCUI_JOB_START"
+
+
+def arm_from_env(env: dict[str, str] | None = None) -> float | None:
+    """Where the scheduler sends no early signal (PBS), send it to this process at
+    start + limit - delay: the same handler then runs as under Slurm. Returns the seconds
+    until then (None: no walltime known, nothing armed)."""
+
+    env = dict(os.environ) if env is None else env
+    try:
+        limit = int(env[LIMIT_ENV])
+        delay = int(env.get(DELAY_ENV, "90"))
+        start = float(env.get(START_ENV) or time.time())
+    except (KeyError, ValueError):
+        return None
+    wait = max(0.0, start + limit - delay - time.time())
+    timer = threading.Timer(wait, os.kill, (os.getpid(), signal.SIGUSR2))
+    timer.daemon = True  # never keeps a finished job alive
+    timer.start()
+    return wait

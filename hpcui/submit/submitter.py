@@ -1,0 +1,454 @@
+"""Submitting callables: a request becomes a plan, pickles, a batch script, one upload and
+one sbatch round trip, records and tracking.
+
+`Submitter` is handed the parts it needs (transport, scheduler, registry, a way to track
+ids, the profile's choices) and returns what it submitted; `hpcui.clusters.cluster.Cluster`
+composes it and stays the public front (it turns the ids into `Job`s). `plan` and
+`preview_script` need no connection and no Submitter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from hpcui.backends.containers import ContainerLaunch
+from hpcui.backends.job_paths import CALLS_PACK, RESULT_KEY, SCRIPT, pack_calls, pickle_name
+from hpcui.backends.shell import PREVIEW_DIGEST
+from hpcui.config import ClusterConfig
+from hpcui.errors import (
+    CommandTimeout,
+    ConnectionLost,
+    HpcuiError,
+    RemotePythonError,
+    RemoteWriteError,
+    SchedulerError,
+    SubmitOutcomeUnknown,
+    SubmitRejected,
+    UsageError,
+)
+from hpcui.profiles import Profile
+from hpcui.request.resources import Allocation, Resources, batch_spec, explain, resolve
+from hpcui.schedulers.base import Scheduler
+from hpcui.store import remote as submission
+from hpcui.store.registry import JobRecord, Registry
+from hpcui.store.signing import job_key
+from hpcui.submit import containers
+from hpcui.submit import recovery as submit_recovery
+from hpcui.submit.pickling import pickle_calls
+from hpcui.submit.runtime_bundle import build_bundle, bundle_sha256
+from hpcui.transport.base import Transport
+
+log = logging.getLogger(__name__)
+
+#: cut-off submissions are looked for at most this often by the polls (forced on a miss)
+RECONCILE_S = 30.0
+
+
+@dataclass(frozen=True)
+class ScriptPreview:
+    allocation: Allocation
+    summary: str  # explain(): the shape, then advice lines
+    script: str
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One submit's outcome: the scheduler's ids (one per array element) and what a `Job`
+    is made of."""
+
+    ids: list[str]
+    folder: str
+    num_tasks: int
+    name: str
+    result_key: bytes
+
+
+def plan(config: ClusterConfig, profile: Profile, req: Resources, default_name: str) -> Allocation:
+    """Validate a request against the profile (the config's defaults under it), no network."""
+    return resolve(req.merged(config.defaults), profile, default_name=default_name)
+
+
+def preview_script(
+    config: ClusterConfig,
+    profile: Profile,
+    scheduler: Scheduler,
+    *,
+    python: str,
+    setup: list[str],
+    array_size: int | None = None,
+    **resource_kwargs: Any,
+) -> ScriptPreview:
+    """The batch script a submit with these resources would send, and the plan's summary.
+
+    No network: the job folder, token and runtime bundle exist only at submit time, so
+    the script names them ``HOME/.hpcui/jobs/TOKEN`` and ``.../runtime/BUNDLE.zip``.
+    """
+    alloc = plan(config, profile, Resources.from_kwargs(**resource_kwargs), "hpcui")
+    base = config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
+    image = None
+    if alloc.container:  # named as the submit will, nothing prepared offline
+        image = containers.preview_launch(alloc, profile, base)
+    spec = batch_spec(
+        alloc,
+        folder=f"{base}/jobs/TOKEN",
+        token="TOKEN",
+        array_size=array_size,
+        python=python,
+        setup=setup,
+        pythonpath=(f"{base}/runtime/BUNDLE.zip",),
+        verified=((f"{base}/runtime/BUNDLE.zip", PREVIEW_DIGEST),),
+        container=image,
+    )
+    return ScriptPreview(
+        allocation=alloc, summary=explain(alloc), script=scheduler.render_script(spec)
+    )
+
+
+def _image_key(alloc: Allocation) -> tuple[str, str]:
+    return alloc.container_runtime or "", alloc.container or ""
+
+
+class Submitter:
+    """One cluster's submissions: the remote environment probed once, the runtime bundle
+    installed once, each submit idempotent across a dropped link."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: ClusterConfig,
+        profile: Profile,
+        python: str,
+        setup: list[str],
+        transport: Transport,
+        scheduler: Scheduler,
+        registry: Registry,
+        track: Callable[[list[str]], None],
+        on_submitted: Callable[[], None],
+        missing_setup_modules: Callable[[], list[str]],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.profile = profile
+        self.python = python
+        self.setup = setup
+        self.transport = transport
+        self.scheduler = scheduler
+        self.registry = registry
+        self._track = track
+        self._on_submitted = on_submitted
+        self._missing_setup_modules = missing_setup_modules
+        self._remote: submission.RemoteInfo | None = None
+        self._shared_base_said = False
+        self._setup_checked = False
+        self._reconciled_at: float | None = None
+        self._lock = threading.Lock()
+        self._images: dict[tuple[str, str], containers.Prepared] = {}
+
+    # -- remote environment ----------------------------------------------------------------
+
+    def remote_info(
+        self, *, local_version: tuple[int, int] | None = None, check_python: bool = True
+    ) -> submission.RemoteInfo:
+        """Home, job base and Python of the cluster, probed once in one round trip.
+
+        Refuses when the remote Python's minor version differs from ours: cloudpickle
+        cannot carry a function across it. (A job in a container image runs the image's
+        Python instead: `check_python=False`, and `containers.prepare` checks that one.)
+        """
+        with self._lock:
+            if self._remote is None:
+                self._remote = submission.probe_remote(
+                    self.transport, self.config, python=self.python, setup=self.setup
+                )
+            info = self._remote
+        if info.unsafe_base:
+            raise UsageError(
+                f"remote_base {info.shared_base} on {self.name} is writable by others, and "
+                f"your private folder in it, {info.unsafe_base}, is not yours alone (another "
+                "owner, or others may write it): hpcui puts no job there, since a file "
+                "someone else can write would run as you. Remove or fix that folder "
+                f"(chmod 700, owned by you), or set remote_base to a folder of your own."
+            )
+        if info.shared_base and not self._shared_base_said:
+            self._shared_base_said = True
+            sticky = (
+                f" Without the sticky bit on {info.shared_base} a group member can still "
+                "rename that folder away: ask its owner for `chmod +t`."
+                if info.shared_not_sticky
+                else ""
+            )
+            log.warning(
+                "remote_base %s on %s is writable by others: your jobs and runtime bundles go "
+                "into %s (0700, yours alone).%s",
+                info.shared_base,
+                self.name,
+                info.base,
+                sticky,
+            )
+        want = local_version or sys.version_info[:2]
+        if not check_python:
+            return info
+        if info.python_version is None:
+            raise RemotePythonError(
+                f"No usable Python on {self.name}: `{self.python}` failed "
+                f"({info.python_error.strip() or 'no output'}). Set `python = ...` (and `setup` "
+                "lines such as `module load python/3.X`) in this cluster's config."
+            )
+        if info.python_version[:2] != tuple(want):
+            have = ".".join(map(str, info.python_version[:2]))
+            local = ".".join(map(str, want))
+            raise RemotePythonError(
+                f"{self.name}'s Python is {have} (`{self.python}`), this machine runs "
+                f"{local}: cloudpickle cannot carry functions across minor versions. Load a "
+                f'Python {local} on the cluster (e.g. setup = ["module load python/{local}"] and '
+                f'python = "python3", or a venv\'s python), or run hpcui locally with Python {have}.'
+            )
+        return info
+
+    def _check_setup_modules(self) -> None:
+        """Before the first submit: every module the `setup` lines load must exist here.
+
+        `module load` of a missing module only prints an error and the job would run
+        without it (or fail much later); say so now, with the fix. Once per process.
+        """
+        if self._setup_checked:
+            return
+        missing = self._missing_setup_modules()
+        if missing:
+            raise UsageError(
+                f"setup of cluster {self.name!r} loads {', '.join(missing)}, which "
+                f"{self.name} does not have. Fix `setup` in the cluster config; "
+                f"`hpcui modules -c {self.name} --search NAME` lists what exists."
+            )
+        self._setup_checked = True
+
+    def container_launch(
+        self, alloc: Allocation, info: submission.RemoteInfo
+    ) -> ContainerLaunch | None:
+        """The request's image made ready on the login node (once per image and process),
+        as the batch script starts it; None without a container."""
+        if alloc.container is None:
+            return None
+        with self._lock:
+            ready = self._images.get(_image_key(alloc))
+        if ready is None:
+            ready = self._prepare(alloc, info)
+        return containers.launch(
+            alloc,
+            self.profile,
+            node_image=ready.node_image,
+            base=info.base,
+            home=info.home,
+            file=ready.file,
+            name=ready.name,
+        )
+
+    def image_imports(self, req: Resources, module: str) -> bool:
+        """Whether the request's image imports `module` (JupyterLab before `hpcui jupyter`);
+        the image is made ready on the way, as a submit would."""
+        alloc = plan(self.config, self.profile, req, "hpcui")
+        ready = self._prepare(alloc, self.remote_info(check_python=False), check_import=module)
+        return bool(ready.has_module)
+
+    def _prepare(
+        self, alloc: Allocation, info: submission.RemoteInfo, check_import: str | None = None
+    ) -> containers.Prepared:
+        """The login-node round trip for the request's image, kept for this process."""
+        ready = containers.prepare(
+            self.transport,
+            alloc,
+            self.profile,
+            cluster=self.name,
+            base=info.base,
+            setup=self.setup,
+            check_import=check_import,
+        )
+        with self._lock:
+            self._images[_image_key(alloc)] = ready
+        return ready
+
+    def ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
+        """The bundle's path on the cluster and its SHA-256, which every job checks before
+        it imports it (a file there is never trusted by its name alone)."""
+        digest, data = build_bundle()
+        path = f"{info.base}/runtime/{digest}.zip"
+        if digest not in info.bundles:
+            self.transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
+            tmp = f"{path}.part"
+            self.transport.write_file(tmp, data, mode=0o644)
+            self.transport.run(["mv", "-f", tmp, path]).check("installing the runtime bundle")
+            info.bundles.add(digest)
+        return path, bundle_sha256()
+
+    # -- submit ----------------------------------------------------------------------------
+
+    def submit(
+        self,
+        fn: Callable[..., Any],
+        calls: list[tuple[tuple, dict]],
+        req: Resources,
+        is_array: bool,
+    ) -> Submitted:
+        """`fn` once per call: one job, or one job array (one sbatch either way)."""
+        if not callable(fn):
+            raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
+        alloc = plan(self.config, self.profile, req, getattr(fn, "__name__", "hpcui"))
+        # fails early on unpicklable input
+        pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
+        info = self.remote_info(check_python=alloc.container is None)
+        self.reconcile_quietly()
+        self._check_setup_modules()
+        image = self.container_launch(alloc, info)
+        bundle, bundle_sha = self.ensure_bundle(info)
+        token = uuid.uuid4().hex[:16]
+        folder = f"{info.base}/jobs/{token}"
+        spec = batch_spec(
+            alloc,
+            folder=folder,
+            token=token,
+            array_size=len(calls) if is_array else None,
+            python=self.python,
+            setup=self.setup,
+            pythonpath=(bundle,),
+            verified=((bundle, bundle_sha),),
+            container=image,
+        )
+        script = self.scheduler.render_script(spec)
+        key = job_key(token)
+        # the key in a file of the upload (0700 folder), never in a command's text
+        files = {SCRIPT: script.encode(), RESULT_KEY: key.hex().encode() + b"\n"}
+        if is_array:
+            files[CALLS_PACK] = pack_calls(pickles)
+        else:
+            files[pickle_name()] = pickles[0]
+        records = [
+            JobRecord(
+                cluster=self.name,
+                token=token,
+                array_index=i if is_array else -1,
+                name=alloc.name,
+                folder=folder,
+                num_tasks=alloc.num_tasks,
+                meta={
+                    **(
+                        {"script": script, "submitter": submit_recovery.submitter()}
+                        if i == 0
+                        else {}
+                    ),
+                    "signed": True,
+                    # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
+                    **({"container": f"{image.runtime} {image.asked}"} if image else {}),
+                },
+            )
+            for i in range(len(calls))
+        ]
+        with submit_recovery.in_flight(self.name, token):
+            self.registry.add(records)  # before sbatch: a crash leaves a findable record
+            try:
+                base_id = self._submit_idempotent(folder, token, files)
+            except (SubmitRejected, RemoteWriteError):  # nothing was submitted, for certain
+                self.registry.remove_token(self.name, token)
+                with contextlib.suppress(HpcuiError):
+                    self.transport.run(["rm", "-rf", folder])
+                raise
+            except (ConnectionLost, CommandTimeout, SchedulerError) as exc:
+                base_id = self._outcome_unknown(token, exc)
+        # anything else (KeyboardInterrupt...) leaves the record to submit_recovery
+        self.registry.set_job_ids(self.name, token, base_id, is_array)
+        ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
+        self._track(ids)
+        self._on_submitted()
+        return Submitted(ids, folder, alloc.num_tasks, alloc.name, key)
+
+    def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
+        """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
+        sched = self.scheduler
+        submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
+        claim = submission.submit_claim()
+        try:
+            res = self.transport.put_files(folder, files, then=submit, first=claim)
+        except ConnectionLost as exc:
+            log.warning("connection dropped during submit of %s; recovering", token)
+            job_id = self._recover_submit(folder, token)
+            if job_id is not None:
+                return job_id
+            log.warning("token %s not found on %s: submitting again", token, self.name)
+            try:
+                res = self.transport.put_files(folder, files, then=submit, first=claim)
+            except ConnectionLost:
+                raise exc from None
+        if not res.ok:
+            said = (res.stderr or res.stdout).strip()
+            if submission.disk_full(said):
+                # a write failed: before the claim or the unpack (nothing submitted), or the
+                # job id's (sbatch ran): the token decides, never a guess
+                job_id = self._recover_submit(folder, token)
+                if job_id is not None:
+                    return job_id
+                raise RemoteWriteError(
+                    f"Submitting to {self.name} failed: the disk or quota under "
+                    f"{folder.rsplit('/jobs/', 1)[0]} is full ({said}). Nothing was submitted. "
+                    "Free space there (`hpcui quota` shows usage) or set remote_base to a "
+                    "filesystem with room, then submit again."
+                )
+            raise SubmitRejected(
+                f"{self.name} rejected the job: {said}. {sched.submit_advice(said)}"
+            )
+        return sched.parse_submit(res.stdout)
+
+    def _outcome_unknown(self, token: str, exc: HpcuiError) -> str:
+        """The submit was cut off after its claim: finished now if its folder already holds
+        the answer, else the record stays for `reconcile` (never deleted while the job may
+        exist, never submitted again)."""
+        with contextlib.suppress(HpcuiError):
+            found = self._finish_cut_off([token]).found
+            if token in found:
+                return found[token]
+        raise SubmitOutcomeUnknown(
+            f"Submitting to {self.name} was cut off: {exc} Whether the job reached the "
+            f"scheduler is not known yet. hpcui kept its record (token {token}) and finds the "
+            f"job by that token on the next poll or `hpcui jobs -c {self.name}` - do not "
+            "submit it again.",
+            token=token,
+        ) from exc
+
+    def _recover_submit(self, folder: str, token: str) -> str | None:
+        res = self.transport.run(submission.recover_command(folder))
+        if res.ok and res.stdout.strip():
+            return self.scheduler.parse_submit(res.stdout)
+        return self.scheduler.find_token(token)
+
+    # -- cut-off submissions (hpcui.submit.recovery) ----------------------------------------
+
+    def _finish_cut_off(self, tokens: Iterable[str] | None = None) -> submit_recovery.Recovered:
+        return submit_recovery.finish_cut_off(
+            self.name, self.registry, self.transport, self.scheduler, self._track, tokens=tokens
+        )
+
+    def reconcile(self, *, force: bool = False) -> submit_recovery.Recovered:
+        """Finish submissions cut off earlier (a killed client, a lost link, a timeout).
+
+        Costs a local registry query; the cluster is asked only when one is unfinished, and
+        at most every RECONCILE_S unless forced.
+        """
+        now = time.monotonic()
+        last = self._reconciled_at
+        if not force and last is not None and now - last < RECONCILE_S:
+            return submit_recovery.Recovered()
+        self._reconciled_at = now
+        return self._finish_cut_off()
+
+    def reconcile_quietly(self) -> None:
+        try:
+            self.reconcile()
+        except HpcuiError as exc:  # a look-up for later must not fail what the user asked
+            log.warning("could not finish cut-off submissions on %s: %s", self.name, exc)
