@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from hpcui.backends.job_paths import Stream
 from hpcui.backends.model import Model
 from hpcui.logs.follow import is_runtime_line
 
@@ -209,7 +210,7 @@ def read_metrics(
     cluster: Cluster,
     job: Job | OtherJob | str,
     *,
-    stream: str = "stdout",
+    stream: Stream = "stdout",
     rank: int = 0,
     pattern: str = "",
 ) -> Metrics:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hpcui.cli.models import ResultOutput
     from hpcui.jobs.job import Job
     from hpcui.jobs.other import OtherJob
+    from hpcui.logs.follow import Stream
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -437,7 +438,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if not args.json:
             sys.stdout.write(rest())
         return EXIT_OK
-    stream = "stderr" if args.stderr else "stdout"
+    stream: Stream = "stderr" if args.stderr else "stdout"
     if args.rank is not None and not 0 <= args.rank < job.num_tasks:
         raise UsageError(
             f"Job {job.job_id} has {job.num_tasks} task(s): --rank must be 0..{job.num_tasks - 1}."

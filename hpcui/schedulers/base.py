@@ -108,11 +108,11 @@ class Scheduler(abc.ABC):
     # raises UsageError that says what to use instead.
 
     @abc.abstractmethod
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+    def queue(self, into: type[Q]) -> list[Q]:
         """All of the user's jobs the scheduler lists now (not only hpcui's): ONE call.
         `into`: the row type the caller shows (`QueueEntry.from_values` builds it)."""
 
-    def everyones_queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+    def everyones_queue(self, into: type[Q]) -> list[Q]:
         """Every user's jobs, as `squeue` without `--me` shows them: ONE call."""
         raise UsageError(
             f"Listing every user's jobs is not available for {self.name} yet (Slurm has it)."
@@ -123,7 +123,8 @@ class Scheduler(abc.ABC):
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,
+        *,
+        into: type[H],
     ) -> list[H]:
         """Finished and running jobs with exit codes and usage, from `since` on: ONE call.
 

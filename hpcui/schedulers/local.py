@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from hpcui.backends import local_script, usage
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.records import AccountingEntry, JobDetails, PartitionInfo, QueueEntry
+from hpcui.backends.records import JobDetails, PartitionInfo
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.profiles.local_machine import LocalMachine
@@ -95,7 +95,7 @@ class LocalScheduler(Scheduler):
             queue=False, history=False, partitions=False, arrays=True, control=False
         )
 
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+    def queue(self, into: type[Q]) -> list[Q]:
         raise UsageError(
             "The `local` scheduler runs jobs as plain processes and keeps no queue. "
             "`hpcui jobs` lists them from the registry; a cluster with Slurm has a queue."
@@ -105,7 +105,8 @@ class LocalScheduler(Scheduler):
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,
+        *,
+        into: type[H],
     ) -> list[H]:
         raise UsageError(
             "The `local` scheduler keeps no accounting. `hpcui jobs` lists past jobs from the "

@@ -282,14 +282,15 @@ class PbsScheduler(Scheduler):
         res = _checked(self.transport.run(cmd), "qselect/qstat")
         return _read(res.stdout, dialect)
 
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+    def queue(self, into: type[Q]) -> list[Q]:
         return [into.from_values(_values(into, _queue_entry(j), j)) for j in self._user_jobs(False)]
 
     def history(
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,
+        *,
+        into: type[H],
     ) -> list[H]:
         """The user's jobs the server still lists (PBS Pro: with history, when it keeps one).
 
@@ -297,7 +298,7 @@ class PbsScheduler(Scheduler):
         wrapper the jobs are Slurm jobs: their history is sacct's.
         """
         if self.dialect == WRAPPER:
-            return self._slurm.history(since, job_ids, into)
+            return self._slurm.history(since, job_ids, into=into)
         if job_ids:
             jobs = self._qstat(job_ids)
         else:

@@ -82,7 +82,7 @@ class SlurmScheduler(Scheduler):
         self.calls += 1
         res = self.transport.run(slurm_queue.squeue_command(None, me=True)).check("squeue")
         out: dict[str, JobStatus] = {}
-        for e in slurm_queue.parse_squeue(res.stdout):
+        for e in slurm_queue.parse_squeue(res.stdout, into=QueueEntry):
             status = JobStatus(e.state, e.state_raw, None, e.reason or "")
             for jid in slurm_jobids.expand_array_ids(e.job_id):
                 out[jid] = status
@@ -107,14 +107,14 @@ class SlurmScheduler(Scheduler):
 
     # -- site state --------------------------------------------------------------------------
 
-    def queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+    def queue(self, into: type[Q]) -> list[Q]:
         self.calls += 1
         res = self.transport.run(slurm_queue.squeue_command(None, me=True))
         # rows of unchanged lines are reused from the last refresh (one dict per row type)
         reuse = self._squeue_rows.setdefault(into, {})
         return slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=into, reuse=reuse)
 
-    def everyones_queue(self, into: type[Q] = QueueEntry) -> list[Q]:
+    def everyones_queue(self, into: type[Q]) -> list[Q]:
         self.calls += 1
         res = self.transport.run(slurm_queue.squeue_command(None, me=False))
         return slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=into)
@@ -123,7 +123,8 @@ class SlurmScheduler(Scheduler):
         self,
         since: str | None = None,
         job_ids: Sequence[str] | None = None,
-        into: type[H] = AccountingEntry,
+        *,
+        into: type[H],
     ) -> list[H]:
         """sacct; where accounting is off, the ended jobs squeue still remembers (MinJobAge)."""
         if not self.accounting_off:
@@ -137,7 +138,7 @@ class SlurmScheduler(Scheduler):
         res = self.transport.run(slurm_queue.squeue_command(job_ids, me=True))
         return [
             slurm_queue.as_accounting(e, into)
-            for e in slurm_queue.parse_squeue(_checked(res, "squeue").stdout)
+            for e in slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=QueueEntry)
         ]
 
     def partitions(self) -> list[slurm_queue.PartitionInfo]:
@@ -206,7 +207,7 @@ class SlurmScheduler(Scheduler):
             return None
         rows = slurm_control.parse_accounting(res.stdout)
         exact = [r for r in rows if job_id in (r.job_id, r.job_id.split("_")[0])]
-        return (exact or rows or [None])[0]
+        return next(iter(exact or rows), None)
 
     def batch_script(self, job_id: str) -> str:
         res = self.transport.run(_argv(slurm_control.batch_script_command, job_id))
@@ -324,7 +325,7 @@ def sacct_statuses(text: str) -> dict[str, JobStatus]:
     """``sacct_command`` output as JobStatus per job id (array ranges expanded)."""
     return {
         jid: JobStatus(e.state, e.state_raw, e.exit_code)
-        for e in slurm_queue.parse_sacct(text)
+        for e in slurm_queue.parse_sacct(text, into=AccountingEntry)
         for jid in slurm_jobids.expand_array_ids(e.job_id)
     }
 

@@ -147,7 +147,7 @@ def since_arg(since: datetime | timedelta | str | None) -> str | None:
 
 def jobs_from_records(
     records: Iterable[JobRecord], *, history: bool, since_s: float | None = None
-) -> list[QueueJob] | list[HistoryJob]:
+) -> list[QueueJob | HistoryJob]:
     """hpcui's own jobs from the registry, as queue or history rows: the list where the
     scheduler keeps none (plain processes). ``since_s``: submitted at most that long ago."""
     now = datetime.now().timestamp()

@@ -86,7 +86,7 @@ def candidates(quota_command: str | None) -> list[tuple[str, str, Command]]:
     command line such as ``lfs quota -h /scratch``), then the known tools, so a login
     node without the site tool still shows ``quota``/``df``; the report names the tool.
     """
-    known = [(name, argv[0], argv) for name, argv in QUOTA_COMMANDS]
+    known: list[tuple[str, str, Command]] = [(n, argv[0], argv) for n, argv in QUOTA_COMMANDS]
     if not quota_command:
         return known
     if quota_command in dict(QUOTA_COMMANDS):

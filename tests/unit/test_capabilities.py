@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from hpcui.backends.records import QueueEntry
 from hpcui.cli import main
 from hpcui.errors import UsageError
 from hpcui.schedulers.base import Capabilities
@@ -32,7 +33,7 @@ def test_each_scheduler_says_what_it_can_do():
 
 def test_asking_local_for_a_queue_anyway_says_what_to_use():
     with pytest.raises(UsageError, match="registry"):
-        LocalScheduler(CannedTransport({}, strict=True), lambda: "/tmp/x").queue()
+        LocalScheduler(CannedTransport({}, strict=True), lambda: "/tmp/x").queue(into=QueueEntry)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from hpcui.backends.records import AccountingEntry, QueueEntry
 from hpcui.backends.slurm.queue import parse_sacct, parse_sinfo, parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
@@ -98,10 +99,10 @@ def test_since_arg() -> None:
 def test_slurm_queue_history_partitions_one_call_each() -> None:
     t = CannedTransport({"squeue": ok(SQUEUE), "sacct": ok(SACCT), "sinfo": ok(SINFO)})
     s = SlurmScheduler(t)
-    queue = s.queue()
+    queue = s.queue(into=QueueEntry)
     assert [e.job_id for e in queue][:3] == ["1201", "1202", "1300_7"]
     assert s.calls == 1 and "--me" in t.commands[-1] and "--states=all" in t.commands[-1]
-    hist = s.history("now-3600")
+    hist = s.history("now-3600", into=AccountingEntry)
     assert s.calls == 2 and "--starttime=now-3600" in t.commands[-1]
     assert {e.job_id for e in hist} >= {"2001", "2002", "2010_1"}
     parts = s.partitions()
@@ -117,10 +118,10 @@ def test_slurm_history_falls_back_to_squeue_without_accounting() -> None:
         }
     )
     s = SlurmScheduler(t)
-    hist = s.history(None)
+    hist = s.history(None, into=AccountingEntry)
     assert s.calls == 2 and s.accounting_off
     assert {e.job_id: e.state for e in hist}["1501"] is JobState.OUT_OF_MEMORY
-    s.history(None)  # accounting known off: straight to squeue
+    s.history(None, into=AccountingEntry)  # accounting known off: straight to squeue
     assert s.calls == 3 and "sacct" not in t.commands[-1]
 
 
@@ -128,7 +129,7 @@ def test_slurm_queue_failure_says_what_to_do() -> None:
     err = b"squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation"
     s = SlurmScheduler(CannedTransport({"squeue": CommandResult(1, b"", err)}))
     with pytest.raises(SchedulerError, match=r"Socket timed out.*retries with backoff"):
-        s.queue()
+        s.queue(into=QueueEntry)
 
 
 # -- watcher --------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
 from hpcui.jobs.other import OtherJob
+from hpcui.logs.follow import Stream
 from hpcui.metrics import MetricReader
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlScreen
@@ -483,7 +484,7 @@ class JobScreen(JobControlScreen):
         self,
         cluster: Cluster,
         handle: Job | OtherJob,
-        key: tuple[str, int, int],
+        key: tuple[Stream, int, int],
         watched: Job | None,
     ) -> None:
         """Follow a job's log into the panel until it ends or the screen is left. A dropped
@@ -527,7 +528,7 @@ class JobScreen(JobControlScreen):
                 )
                 raise
 
-    def _got_text(self, key: tuple[str, int, int], text: str) -> None:
+    def _got_text(self, key: tuple[Stream, int, int], text: str) -> None:
         if key != (self.stream, self.rank, self._generation):
             return
         lines = self.panel.feed(text)
