@@ -1,7 +1,13 @@
 """hpcui: drive Slurm and PBS supercomputers from your laptop.
 
-The public API is imported lazily so `import hpcui` (and `hpcui --help`) stay fast and
-pull in neither paramiko, textual nor torch.
+The public API is ``__all__`` below (``connect``, ``submit``, ``get_job``, ``Cluster``, ``Job``,
+``JobState``, ``Resources`` and the errors to catch), plus the modules users import by name:
+``hpcui.distributed`` (inside a job), ``hpcui.metrics`` and ``hpcui.live``. Every other module
+is internal: its names may change between releases (docs/architecture.md, "Public and
+internal").
+
+The API is imported lazily so `import hpcui` (and `hpcui --help`) stay fast and pull in
+neither paramiko, textual nor torch; the errors are standard library only.
 """
 
 from __future__ import annotations
@@ -9,6 +15,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hpcui.errors import (
+    AnswersRejected,
+    AuthenticationError,
+    ClusterConnectionError,
+    CommandTimeout,
+    ConfigError,
+    ConnectionLost,
+    HostKeyError,
+    HpcuiError,
+    JobCancelledError,
+    JobError,
+    JobFailedError,
+    JobLostError,
+    JobsRefused,
+    JobTimeoutError,
+    RegistryError,
+    RemoteCommandError,
+    RemotePythonError,
+    RemoteWriteError,
+    ResultIntegrityError,
+    SchedulerError,
+    SubmitOutcomeUnknown,
+    SubmitRejected,
+    UsageError,
+    WaitTimeout,
+)
 from hpcui.version import __version__ as __version__
 
 _LAZY = {
@@ -19,23 +51,56 @@ _LAZY = {
     "Job": "hpcui.jobs.job",
     "JobState": "hpcui.backends.states",
     "Resources": "hpcui.request.resources",
-    "HpcuiError": "hpcui.errors",
 }
-
-__all__ = sorted(_LAZY)
+__all__ = [
+    "AnswersRejected",
+    "AuthenticationError",
+    "Cluster",
+    "ClusterConnectionError",
+    "CommandTimeout",
+    "ConfigError",
+    "ConnectionLost",
+    "HostKeyError",
+    "HpcuiError",
+    "Job",
+    "JobCancelledError",
+    "JobError",
+    "JobFailedError",
+    "JobLostError",
+    "JobState",
+    "JobTimeoutError",
+    "JobsRefused",
+    "RegistryError",
+    "RemoteCommandError",
+    "RemotePythonError",
+    "RemoteWriteError",
+    "Resources",
+    "ResultIntegrityError",
+    "SchedulerError",
+    "SubmitOutcomeUnknown",
+    "SubmitRejected",
+    "UsageError",
+    "WaitTimeout",
+    "__version__",
+    "connect",
+    "get_job",
+    "submit",
+]
 
 if TYPE_CHECKING:
-    from hpcui.backends.states import JobState  # noqa: F401
-    from hpcui.clusters.api import connect, get_job, submit  # noqa: F401
-    from hpcui.clusters.cluster import Cluster  # noqa: F401
-    from hpcui.errors import HpcuiError  # noqa: F401
-    from hpcui.jobs.job import Job  # noqa: F401
-    from hpcui.request.resources import Resources  # noqa: F401
+    from hpcui.backends.states import JobState
+    from hpcui.clusters.api import connect, get_job, submit
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.job import Job
+    from hpcui.request.resources import Resources
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hpcui' has no attribute {name!r}")
-
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -357,7 +357,9 @@ def test_script_uses_the_profile_python_when_the_cluster_sets_none(tmp_path, mon
     monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
     import hpcui.clusters.api
 
-    monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})  # connect() caches clusters per process
+    monkeypatch.setattr(
+        hpcui.clusters.api, "_clusters", {}
+    )  # connect() caches clusters per process
     assert main(["script", "-c", "mine", "--json"]) == 0
     script = json.loads(capsys.readouterr().out)["script"]
     assert "/opt/venv/bin/python" in script and "source /opt/venv/bin/activate" in script
