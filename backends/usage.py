@@ -4,7 +4,7 @@ Slurm: a step inside the job's allocation (`srun --jobid=ID --overlap`, one task
 node, `--label`) runs nvidia-smi (or rocm-smi) on each of its nodes; `sstat` gives CPU
 time and RSS per step and `squeue -s` each step's elapsed time. Only the job's own GPUs
 count: the step's SLURM_STEP_GPUS selects them where nvidia-smi lists the whole node, and a job
-Slurm gave no GPU (a CPU job on a GPU node) shows none, not the node's (issue 35, 6).
+Slurm gave no GPU (a CPU job on a GPU node) shows none, not the node's.
 The local cluster: the job's process group (`ps`) and nvidia-smi directly.
 """
 

@@ -93,9 +93,7 @@ def agent_section(runs: int, env: dict[str, str]) -> None:
     (`ssh -o ControlPath=...`, the anchor of issue 17) in the same run."""
     import tempfile
 
-    sys.path.insert(0, str(ROOT))
-    from backends.slurm_queue import squeue_command
-
+    from hpcui.backends.slurm.queue import squeue_command
     from hpcui.transport.quoting import quote_argv
 
     ssh_config = str(ROOT / ".devcluster" / "ssh" / "config")
@@ -133,7 +131,7 @@ def agent_section(runs: int, env: dict[str, str]) -> None:
                 print(f"{label:<58} {med:7.1f}ms {low:7.1f}ms  {rc}")
             # cold and direct in turns (the machine's drift hits both alike)
             cold, plain = [], []
-            for _ in range(max(5, runs // 2)):
+            for _ in range(max(1 if runs == 1 else 5, runs // 2)):
                 subprocess.run(stop, env=aenv, capture_output=True, check=True)
                 cold.append(wall([*hp, "jobs", "--json"], 1, aenv)[0])
                 plain.append(wall([*hp, "jobs", "--json"], 1, direct)[0])
@@ -162,7 +160,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--agent-only", action="store_true", help="only the agent section")
+    ap.add_argument("--quick", action="store_true", help="small sizes, seconds (the suite)")
     opts = ap.parse_args()
+    if opts.quick:
+        opts.runs = 1
     env = dict(os.environ)
     env.setdefault("HPCUI_CONFIG", str(ROOT / ".devcluster" / "hpcui.toml"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -189,7 +190,7 @@ def main() -> None:
     print(f"{'command':<48} {'median':>9} {'min':>9}  rc")
     floor = None
     for label, cmd in cases:
-        runs = max(3, opts.runs // 3) if "SSH" in label else opts.runs
+        runs = max(min(3, opts.runs), opts.runs // 3) if "SSH" in label else opts.runs
         med, low, rc = wall(cmd, runs, env)
         floor = floor if floor is not None else med
         extra = f"  (+{med - floor:.0f} ms over the floor)" if label != cases[0][0] else ""

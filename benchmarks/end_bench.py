@@ -15,10 +15,13 @@ import statistics
 import threading
 import time
 
+from benchmarks import sized
 from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
 
-JOBS = 20
+JOBS = sized(20, 2)
+#: one ends every STEP s, the first after FIRST s: the poll backs off meanwhile
+FIRST, STEP = sized((5, 9), (2, 2))
 
 
 def sleeps(seconds: float) -> None:
@@ -32,7 +35,7 @@ def _run(pushed: bool) -> list[float]:
         if not pushed:
             dev.status.end_push.close()
             dev.status.end_push = None
-        lengths = [5 + 9 * i for i in range(JOBS)]  # one ends every 9 s: the poll backs off
+        lengths = [FIRST + STEP * i for i in range(JOBS)]  # one ends every 9 s: the poll backs off
         jobs = [
             dev.submit(sleeps, s, cpus_per_task=1, mem="200M", name=f"end-{i}")
             for i, s in enumerate(lengths)
@@ -58,7 +61,10 @@ def _p(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    print(f"{JOBS} jobs of 5-176 s on the dev cluster; result written -> result() returned")
+    print(
+        f"{JOBS} jobs of {FIRST}-{FIRST + STEP * (JOBS - 1)} s on the dev cluster; "
+        "result written -> result() returned"
+    )
     for label, pushed in (("pushed (hpcui.jobs.end_push)", True), ("poll only (reference)", False)):
         lat = _run(pushed)
         print(

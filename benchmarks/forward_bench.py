@@ -23,13 +23,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchmarks import sized
 from hpcui.backends.states import JobState
 from hpcui.clusters.api import connect
 from tests.conftest import DEVCLUSTER, ROOT
 from tests.integration.ranks import VENV_PYTHON
 
-N = 5
-SIZE_MIB = 64
+N = sized(5, 1)
+SIZE_MIB = sized(64, 1)
 SERVE = """#!/bin/bash
 #SBATCH --time=10
 mkdir -p ~/fwdbench && cd ~/fwdbench && head -c {size} /dev/urandom > blob
@@ -66,7 +67,7 @@ def jupyter_start(env: dict[str, str], tmp: Path) -> tuple[list[float], list[flo
     script = tmp / "one.py"
     script.write_text("print(1)\n")
     lab, plain = [], []
-    for _ in range(3):
+    for _ in range(sized(3, 1)):
         t0 = time.perf_counter()
         res = hpcui(env, "-c", "lab", "jupyter", "--no-browser", "--json", "--time", "5")
         lab.append(time.perf_counter() - t0)

@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="small sizes, seconds (the suite)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.lines, args.runs = 200, 2
     print(f"{'parse (median of ' + str(args.runs) + ')':56} {'ms':>7} {'baseline':>9} {'ratio':>6}")
     for what, ms, base in figures(args.lines, args.runs):
         print(f"{what:56} {ms:7.1f} {base:9.1f} {ms / base:6.2f}")

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import sized
 from hpcui.submit import pickling
 
 FILLER = "".join(f"def unrelated_{i}(x):\n    return x + {i}\n\n\n" for i in range(250))
@@ -35,15 +36,17 @@ def main() -> None:
         import cloudpickle
         from submitit.core.utils import DelayedSubmission
 
-        calls = [DelayedSubmission(mod.train, 0.1, s) for s in range(1000)]
-        print(f"pickling 1,000 calls of a function of a {lines}-line user module (by value):")
+        calls = [DelayedSubmission(mod.train, 0.1, s) for s in range(sized(1000, 20))]
+        print(
+            f"pickling {len(calls):,} calls of a function of a {lines}-line user module (by value):"
+        )
         with pickling.by_value(mod.train):
             for label, dump in (
                 ("cloudpickle.dumps", cloudpickle.dumps),
                 ("hpcui", pickling.dumps),
             ):
                 sizes, rounds = [], []
-                for _ in range(5):
+                for _ in range(sized(5, 1)):
                     t = time.perf_counter()
                     sizes = [len(dump(c)) for c in calls]
                     rounds.append((time.perf_counter() - t) / len(calls) * 1e6)

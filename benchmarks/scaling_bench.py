@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=64, help="global batch (strong scaling)")
     p.add_argument("--steps", type=int, default=6, help="steps per job; the first warms up")
     p.add_argument("--timeout", type=float, default=1200)
+    p.add_argument("--quick", action="store_true", help="small sizes, seconds (the suite)")
     ns = p.parse_args(argv)
+    if ns.quick:
+        ns.ranks, ns.width, ns.batch, ns.steps = "1,2", 64, 8, 2
 
     from hpcui.clusters.cluster import Cluster
     from hpcui.config import load_config

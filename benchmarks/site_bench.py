@@ -19,10 +19,13 @@ import time
 
 os.environ["HPCUI_DATA_DIR"] = tempfile.mkdtemp(prefix="hpcui-site-bench-")
 
+from benchmarks import sized
 from hpcui.clusters.api import connect
 from hpcui.sitestate import QueueSnapshot
 
 HELD = ("--hold",)
+#: lines a log job prints (one per 0.1 s), an idle job's silence, a held array's size
+LINES, SILENT_S, ARRAY = sized((60, 5.0, 1000), (12, 1.0, 20))
 
 
 # -- job functions (pickled by value: this module runs as __main__) ----------------------
@@ -62,7 +65,7 @@ def pct(values: list[float], q: float) -> float:
 
 def log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
     dev.config.log_follow = mode
-    job = dev.submit(stamper, 60, 0.1, time="5m")
+    job = dev.submit(stamper, LINES, 0.1, time="5m")
     lags: list[float] = []
     buf, nbytes = "", 0
     t0 = time.monotonic()
@@ -95,7 +98,7 @@ STAMPS = """#!/bin/bash
 #SBATCH --job-name=bench-plain
 #SBATCH --output=bench-plain-%j.out
 #SBATCH --time=5
-for i in $(seq 60); do date +%s.%N; sleep 0.1; done
+for i in $(seq {lines}); do date +%s.%N; sleep 0.1; done
 """
 
 
@@ -104,7 +107,7 @@ def foreign_log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
     log, followed from the path its script names)."""
     dev.config.log_follow = mode
     res = dev.transport.run("mkdir -p ~/bench-any && cd ~/bench-any && sbatch --parsable",
-                            stdin=STAMPS.encode()).check("sbatch")  # fmt: skip
+                            stdin=STAMPS.format(lines=LINES).encode()).check("sbatch")  # fmt: skip
     job_id = res.stdout.strip().split(";")[0]
     lags: list[float] = []
     buf = ""
@@ -114,7 +117,7 @@ def foreign_log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
         *lines, buf = buf.split("\n")
         lags += [now - float(line) for line in lines if line.strip()]
     ms = [x * 1000 for x in lags]
-    steady = ms[10:]  # after its first second: the reader starts once the file exists
+    steady = ms[10:] or ms  # after its first second: the reader starts once the file exists
     print(
         f"[any-job logs {mode}] job {job_id}: {len(ms)} lines; first line {ms[0]:.0f} ms, "
         f"first second p95 {pct(ms[:10], 0.95):.0f} ms; after it: p50 {pct(steady, 0.5):.1f} "
@@ -124,7 +127,7 @@ def foreign_log_latency(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
 
 def idle_follower_cpu(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
     dev.config.log_follow = mode
-    job = dev.submit(silent, 5.0, time="5m")
+    job = dev.submit(silent, SILENT_S, time="5m")
     cpu0 = wall0 = None
     cpu = wall = 0.0
     for chunk in dev.logs(job, follow=True, timeout=120):
@@ -134,7 +137,7 @@ def idle_follower_cpu(dev, mode: str) -> None:  # type: ignore[no-untyped-def]
             cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
     if wall:
         print(
-            f"[logs {mode}] idle follower (job {job.job_id} silent 5 s): {cpu * 1000:.0f} ms CPU in "
+            f"[logs {mode}] idle follower (job {job.job_id} silent {SILENT_S:.0f} s): {cpu * 1000:.0f} ms CPU in "
             f"{wall:.1f} s = {100 * cpu / wall:.2f} % of one core (whole process: follower "
             "+ job-state poller)"
         )
@@ -195,7 +198,7 @@ def main() -> None:
 
     t_start = time.monotonic()
     dev = connect("dev")
-    if sys.argv[1:] == ["any-job"]:  # only the any-job log figure, push beside poll
+    if "any-job" in sys.argv[1:]:  # only the any-job log figure, push beside poll
         try:
             for mode in ("push", "poll"):
                 foreign_log_latency(dev, mode)
@@ -217,12 +220,12 @@ def main() -> None:
             one.cancel()
 
         t = time.perf_counter()
-        jobs = dev.map(add, range(1000), range(1000), time="5m", extra=HELD)
+        jobs = dev.map(add, range(ARRAY), range(ARRAY), time="5m", extra=HELD)
         submit_s = time.perf_counter() - t
         array_id = jobs[0].job_id.split("_")[0]
         try:
-            print(f"[queue] submitted held array {array_id} of 1,000 in {submit_s:.1f} s")
-            calls_per_refresh(dev, "held array of 1,000")
+            print(f"[queue] submitted held array {array_id} of {ARRAY:,} in {submit_s:.1f} s")
+            calls_per_refresh(dev, f"held array of {ARRAY:,}")
         finally:
             dev.scheduler.cancel([array_id])
     finally:

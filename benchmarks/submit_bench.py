@@ -12,7 +12,11 @@ from __future__ import annotations
 import statistics
 import time
 
+from benchmarks import sized
 from hpcui.clusters.api import connect
+
+#: single submits, arrays (one per 3 singles) of MAP elements, result reads, tracked sizes
+ROUNDS, MAP, READS, TRACKED = sized((9, 100, 30, (1, 100, 1000)), (1, 5, 2, (1, 10)))
 
 SUBMITIT_SIDE = r"""
 import os, sys, time
@@ -28,7 +32,7 @@ t = time.perf_counter()
 if sys.argv[1] == "one":
     jobs = [ex.submit(add, 1, 2)]
 else:
-    jobs = ex.map_array(add, range(100), range(100))
+    jobs = ex.map_array(add, range(int(sys.argv[2])), range(int(sys.argv[2])))
 took = time.perf_counter() - t
 for j in jobs[:1]:
     j.cancel(check=False)
@@ -55,7 +59,7 @@ def _hpcui_one(dev) -> float:  # type: ignore[no-untyped-def]
 
 def _hpcui_map(dev) -> float:  # type: ignore[no-untyped-def]
     t = time.perf_counter()
-    jobs = dev.map(add, range(100), range(100), time="5m", extra=HELD)
+    jobs = dev.map(add, range(MAP), range(MAP), time="5m", extra=HELD)
     took = time.perf_counter() - t
     dev.scheduler.cancel([jobs[0].job_id.split("_")[0]])
     return took * 1000
@@ -71,51 +75,54 @@ def _result_reads(dev) -> None:  # type: ignore[no-untyped-def]
     signed = Job(dev, job.job_id, job.folder, result_key=job.result_key)
     unsigned = Job(dev, job.job_id, job.folder)
     times: dict[str, list[float]] = {"signed": [], "unsigned": []}
-    for _ in range(30):
+    for _ in range(READS):
         for name, j in (("signed", signed), ("unsigned", unsigned)):
             t = time.perf_counter()
             assert j.result(timeout=60) == 5
             times[name].append((time.perf_counter() - t) * 1000)
     s, u = (statistics.median(times[k]) for k in ("signed", "unsigned"))
-    print("result() of a finished job, medians of 30 alternating reads:")
+    print(f"result() of a finished job, medians of {READS} alternating reads:")
     print(f"  signature checked {s:6.2f} ms   unsigned read {u:6.2f} ms   ratio {s / u:4.2f}")
 
 
 def main() -> None:
     dev = connect("dev")
     info = dev.remote_info()
-    bundle = dev._ensure_bundle(info)
+    bundle, _sha = dev.submitter.ensure_bundle(info)
     dev.submit(add, 0, 0).cancel()  # first submit pays for the probe and bundle check
 
     def stock(kind: str) -> float:
-        cmd = ["env", f"PYTHONPATH={bundle}", "python3", "-c", SUBMITIT_SIDE, kind]
+        cmd = ["env", f"PYTHONPATH={bundle}", "python3", "-c", SUBMITIT_SIDE, kind, str(MAP)]
         return float(dev.run(cmd, timeout=300).check("stock submitit on the login node").stdout)
 
     # Alternate the two so both see the same load; background status polls (sacct for every
     # job submitted so far) pause meanwhile: stock submitit has no such poller.
     rounds: dict[str, list[float]] = {"h1": [], "s1": [], "hm": [], "sm": []}
     with dev.status.paused():
-        for i in range(9):
+        for i in range(ROUNDS):
             rounds["h1"].append(_hpcui_one(dev))
             rounds["s1"].append(stock("one"))
             if i % 3 == 0:
                 rounds["hm"].append(_hpcui_map(dev))
                 rounds["sm"].append(stock("array"))
     h_one, s_one, h_arr, s_arr = (statistics.median(rounds[k]) for k in ("h1", "s1", "hm", "sm"))
-    print("submit latency, medians of alternating rounds (9 single submits, 3 arrays of 100):")
+    print(
+        f"submit latency, medians of alternating rounds ({ROUNDS} single submits, "
+        f"{len(rounds['hm'])} arrays of {MAP}):"
+    )
     print(
         f"  one submit      hpcui over SSH {h_one:7.1f} ms   submitit on login node {s_one:7.1f} ms"
         f"   ratio {h_one / s_one:4.2f}"
     )
     print(
-        f"  100-element map hpcui over SSH {h_arr:7.1f} ms   submitit on login node {s_arr:7.1f} ms"
+        f"  {MAP:3d}-element map hpcui over SSH {h_arr:7.1f} ms   submitit on login node {s_arr:7.1f} ms"
         f"   ratio {h_arr / s_arr:4.2f}"
     )
 
     _result_reads(dev)
 
     print("scheduler calls per poll:")
-    for n in (1, 100, 1000):
+    for n in TRACKED:
         jobs = (
             dev.map(add, range(n), range(n), time="5m", array_parallelism=1)
             if n > 1

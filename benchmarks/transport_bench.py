@@ -17,12 +17,13 @@ from pathlib import Path
 
 import paramiko
 
+from benchmarks import sized
 from hpcui.transport.ssh.session import SshTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 SSH_CONFIG = str(ROOT / ".devcluster" / "ssh" / "config")
 HOST = "hpcui-dev"
-ROUNDS = 5
+ROUNDS = sized(5, 1)
 
 
 def median_ms(fn, n: int) -> float:
@@ -49,11 +50,11 @@ def main() -> None:
         subprocess.run(["ssh", "-F", SSH_CONFIG, HOST, "true"], check=True)
 
     print("command round trip, median of `true`:")
-    print(f"  hpcui persistent channel   {median_ms(lambda: t.run('true'), 500):8.2f} ms")
-    print(f"  paramiko exec per command  {median_ms(paramiko_exec, 50):8.2f} ms")
-    print(f"  new ssh process per command{median_ms(ssh_process, 20):8.2f} ms")
+    print(f"  hpcui persistent channel   {median_ms(lambda: t.run('true'), sized(500, 5)):8.2f} ms")
+    print(f"  paramiko exec per command  {median_ms(paramiko_exec, sized(50, 3)):8.2f} ms")
+    print(f"  new ssh process per command{median_ms(ssh_process, sized(20, 2)):8.2f} ms")
 
-    size = 64 * 1024 * 1024
+    size = sized(64, 1) * 1024 * 1024
     data = os.urandom(size)
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "blob"
@@ -89,7 +90,7 @@ def main() -> None:
         )
         t.run(["rm", "-f", remote, remote + "2"])
     print(
-        f"file transfer 64 MiB (MiB/s, median of {ROUNDS} alternating rounds; hpcui streams files >= 8 MiB through a channel, smaller ones by SFTP):"
+        f"file transfer {size >> 20} MiB (MiB/s, median of {ROUNDS} alternating rounds; hpcui streams files >= 8 MiB through a channel, smaller ones by SFTP):"
     )
     print(f"  upload    hpcui {up:7.1f}   scp {scp_up:7.1f}   ratio {up / scp_up:5.2f}")
     print(f"  download  hpcui {down:7.1f}   scp {scp_down:7.1f}   ratio {down / scp_down:5.2f}")

@@ -205,7 +205,7 @@ async def refreshes(probe: PaintProbe, n: int, runs: int) -> dict[str, Any]:
             t_fold = time.perf_counter()
             # as refresh_table: the filter, then each array folded into one row
             screen.table_rows = collapse_arrays(
-                {k: r for k, r in screen.rows.items() if screen.visible(r)},
+                {k: r for k, r in screen.rows.items() if screen.shows(r)},
                 screen.expanded,
                 screen._array_cache,
             )
@@ -300,7 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="small sizes, seconds (the suite)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs, args.runs = 300, 1
 
     tmp = Path(tempfile.mkdtemp(prefix="hpcui-tui-bench-"))
     # `local` keeps no queue: its watcher's one expected warning per app is noise here

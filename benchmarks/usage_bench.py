@@ -16,12 +16,13 @@ import statistics
 import time
 from collections.abc import Callable
 
+from benchmarks import sized
 from hpcui.backends.states import JobState
 from hpcui.backends.usage import parse_slurm_usage
 from hpcui.clusters.api import connect
 from hpcui.jobs.usage import to_sample
 
-N = 15
+N = sized(15, 2)
 
 
 def busy_for(seconds: float) -> None:
@@ -53,10 +54,10 @@ def main() -> None:
     two = dev.submit(busy_for, 120, gpus=4, nodes=2, name="usage-bench-2n", **small)
     one = dev.submit(busy_for, 120, gpus=2, name="usage-bench-1n", **small)
     try:
-        end = time.monotonic() + 120
+        end = time.monotonic() + sized(120, 300)  # in a test run other jobs hold GPUs
         while not (two.state is JobState.RUNNING and one.state is JobState.RUNNING):
             if time.monotonic() > end:
-                raise SystemExit("the bench jobs did not start within 120 s")
+                raise SystemExit("the bench jobs did not start in time")
             time.sleep(0.5)
         dev.usage.look([two.job_id, one.job_id])  # warm: the steps exist, the shell is up
         squeue = timed(lambda: dev.run(["squeue", "-h", "-j", two.job_id]))
@@ -64,7 +65,9 @@ def main() -> None:
         look1 = timed(lambda: dev.usage.look([one.job_id]))
         both = timed(lambda: dev.usage.look([two.job_id, one.job_id]))
         text = dev.run(dev.scheduler.usage_command(two.job_id)).stdout
-        parse = timed(lambda: to_sample("dev", two.job_id, parse_slurm_usage(text)), n=200)
+        parse = timed(
+            lambda: to_sample("dev", two.job_id, parse_slurm_usage(text)), n=sized(200, 5)
+        )
         print("usage look cost on the dev cluster (loopback SSH, Slurm 22.05)")
         print(line("reference: squeue -j ID round trip", squeue))
         print(line("reference: parse + sample (no network)", parse))

@@ -472,7 +472,7 @@ QSTAT_JSON = ("qstat", "-x", "-t", "-f", "-F", "json")
 #: OpenPBS 23.06's qstat prints only the FIRST operand's jobs with ``-F json``: the JSON
 #: "Jobs" object is made while the first operand is shown and not again (display_statjob
 #: in src/cmds/qstat.c; ``qstat -f -F json 4.s 5.s`` lists 4.s alone, `-f` text lists both;
-#: found on the dev cluster's OpenPBS, issue 31). So several ids are one qstat each, in ONE
+#: found on the dev cluster's OpenPBS). So several ids are one qstat each, in ONE
 #: round trip, each printing a JSON document of its own (parse_qstat_json reads them all).
 _EACH = 'for j in {ids}; do qstat -x -t -f -F json "$j"; done'
 

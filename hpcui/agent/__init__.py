@@ -4,5 +4,5 @@ ControlMaster. It hosts the CLI, so it sits above the faces.
 
 `client` is what the `hpcui` script runs first (standard library, with the client side in
 `hpcui.transport.agent`), so a warm call never imports paramiko or pydantic. `server` is
-the agent process itself. See docs/architecture.md ("The agent").
+the agent process itself. See docs/decisions/agent.md.
 """

@@ -142,7 +142,7 @@ def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> in
                         f.close()
                 print(f"stopped {kind.name} (pid {pid}) on {cluster.name}'s login node")
         return _stop_service(cluster, kind.name)
-    if on_login and argument is not None:  # the profile's rule (issue 33): no job
+    if on_login and argument is not None:  # the profile's rule: no job
         if resource_kwargs(args):
             raise UsageError(
                 f"{cluster.name}'s profile runs TensorBoard on the login node: it takes no "

@@ -1,4 +1,4 @@
-"""Any job of the user, hpcui's or not (turm's whole point): `OtherJob`, the handle for a
+"""Any job of the user, hpcui's or not: `OtherJob`, the handle for a
 job hpcui did not submit — its logs followed from the paths the scheduler reports, its
 control, its batch script edited and submitted again. `Cluster.job(ref)` decides, in one
 place, whether an id is hpcui's `Job` or such a handle.

@@ -57,7 +57,7 @@ class Server(NamedTuple):
 
 def check_installed(cluster: Any, kind: Kind, **resources: Any) -> None:
     """UsageError with the fix when the cluster's Python (after its setup) lacks it, or
-    the image's Python when the service runs in a container (issue 32)."""
+    the image's Python when the service runs in a container."""
     if resources.get("container"):
         req = Resources.from_kwargs(**resources)
         if not cluster.submitter.image_imports(req, kind.module):

@@ -6,7 +6,7 @@ crafted ``*_result.pkl``. So each job gets a key (HMAC of the job's token under 
 machine's secret, kept 0600 in hpcui's data directory), written 0600 into its job folder
 (0700) by the submit's claim command; the compute-side runner signs each result it writes (``<result>.hmac``), and the
 client checks the signature before unpickling. Whoever cannot read the job folder cannot
-learn the key. Trust model and limits: docs/architecture.md ("Results").
+learn the key. Trust model and limits: docs/decisions/result-signing.md.
 """
 
 from __future__ import annotations

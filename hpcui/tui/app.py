@@ -226,7 +226,7 @@ class HpcuiApp(App[None]):
 
     async def action_quit(self) -> None:
         """Quit; with input typed into the Submit form and not submitted, ask first (a
-        stray `q` must not lose a form, issue 35)."""
+        stray `q` must not lose a form)."""
         from hpcui.tui.modals import ConfirmModal
         from hpcui.tui.screens.submit import SubmitScreen  # the form asked, not made
 

@@ -29,6 +29,6 @@ def app_header() -> Header:
 
 def app_footer() -> Footer:
     # no palette key docked at its right: when a screen's keys overflow the line, Textual
-    # drew the next key's first letter beside it ("^p palettet", issue 35); ^p still opens
+    # drew the next key's first letter beside it ("^p palettet"); ^p still opens
     # the palette (the header's ≡ too) and the help (?) lists it
     return Footer(compact=True, show_command_palette=False)

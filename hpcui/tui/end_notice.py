@@ -1,4 +1,4 @@
-"""Told when a job ends (issue 35): which of your hpcui jobs ended since the last look.
+"""Told when a job ends: which of your hpcui jobs ended since the last look.
 
 The registry is the one place every end arrives (the status service writes it, whatever
 screen is shown), so the app reads it every few seconds off the UI thread and says each

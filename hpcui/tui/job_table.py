@@ -194,7 +194,7 @@ class JobTable(ScrollView, can_focus=True):
             current = self.current_key()
             self._sort()
             self._reindex(current)
-        self.refresh()  # the header's arrow moves, or goes with sorting off (issue 35)
+        self.refresh()  # the header's arrow moves, or goes with sorting off
 
     def forget(self) -> None:
         """Drop every row (a view switch); the next apply adds them back."""
@@ -210,7 +210,7 @@ class JobTable(ScrollView, can_focus=True):
         Each wanted column is taken at its narrowest (MIN_WIDTH) while the row has room,
         then the room left widens them: in priority order up to MAX_WIDTH, then the most
         cut first up to their whole width. At 80 columns that is id, name, state, the reason
-        and the elapsed time (issues 23 and 35). With several clusters in the table the
+        and the elapsed time. With several clusters in the table the
         cluster column comes right after the id (an id alone is ambiguous), and at 80
         columns the elapsed time is then the one that gives way."""
         room = self.scrollable_content_region.width or self.size.width
@@ -234,7 +234,7 @@ class JobTable(ScrollView, can_focus=True):
             width[c] += more
             spare -= more
         # what is left goes back to the cut ones, the most cut first (History cut its
-        # efficiency line at 40 with 30 columns free: issue 35)
+        # efficiency line at 40 with 30 columns free)
         for c in sorted(keep, key=lambda c: width[c] - full[c]):
             more = max(0, min(spare, full[c] - width[c]))
             width[c] += more

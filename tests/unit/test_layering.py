@@ -500,3 +500,33 @@ def test_the_folder_check_sees_an_arrow_up_and_a_loop():
     assert arrows_up(folders) == ["hpcui.jobs -> hpcui.submit"]
     folders["hpcui.submit"].add("hpcui.jobs")
     assert ["hpcui.jobs", "hpcui.submit"] in cycles(folders)
+
+
+#: what a comment in the package may not point at: a tracker number (it means nothing in a
+#: clone) or a file outside the repo
+OUTSIDE = re.compile(r"\bissues? #?\d+|\.\./shared|DESIGN\.md|SITES\.md")
+
+
+def outside_references(texts: dict[str, str]) -> list[str]:
+    return [
+        f"{name}:{n}"
+        for name, text in texts.items()
+        for n, line in enumerate(text.splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+
+
+def test_no_comment_names_an_issue_or_a_file_outside_the_repo():
+    texts = {m: p.read_text() for m, p in modules().items()}
+    for folder in (ROOT / "hpcui", ROOT / "backends"):
+        for path in folder.rglob("*"):
+            if path.suffix in (".toml", ".tcss"):
+                texts[str(path.relative_to(ROOT))] = path.read_text()
+    assert outside_references(texts) == []
+
+
+def test_the_outside_reference_check_sees_one():
+    assert outside_references({"a": "x = 1  # see issue 35\n", "b": "# ../shared/SITES.md"}) == [
+        "a:1",
+        "b:1",
+    ]

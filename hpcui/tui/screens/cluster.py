@@ -334,7 +334,7 @@ class ClusterScreen(Screen[None]):
         self.query_one("#mod-q", Input).focus()
 
     def action_leave_field(self) -> None:
-        """Esc leaves the module search box: r, C, / and 1-5 are keys again (issue 35)."""
+        """Esc leaves the module search box: r, C, / and 1-5 are keys again."""
         if isinstance(self.focused, Input):
             self.set_focus(None)
 

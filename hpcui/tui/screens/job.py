@@ -142,7 +142,7 @@ class JobScreen(JobControlScreen):
 
     def on_mount(self) -> None:
         # the log gets the rows: the search box only when asked for (/), the metrics in
-        # their own tab (at 80x24 the log had 10 lines, issue 35)
+        # their own tab (at 80x24 the log had 10 lines)
         self.query_one("#log-search", Input).display = False
         self.query_one("#metric-re", Input).display = False
         self.query_one("#log-bar").display = False
@@ -192,7 +192,7 @@ class JobScreen(JobControlScreen):
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
         self._reset_metrics()
-        # a new job opens on its log, with no search or tab of the last one (issue 35)
+        # a new job opens on its log, with no search or tab of the last one
         self.panel.set_search("")
         self.query_one("#log-search", Input).value = ""
         self._close_bar()

@@ -131,7 +131,7 @@ class JobsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        for table in self.query(JobTable):  # newest first, a stable order (issue 23)
+        for table in self.query(JobTable):  # newest first, a stable order
             table.set_sort("id", reverse=True)
         self.watch(self.app, "conn_version", self._connections_changed, init=False)
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 #: the form's resource boxes: the fields of hpcui.request.fields that have a label
 FORM_FIELDS: tuple[RequestField, ...] = tuple(f for f in REQUEST_FIELDS if f.label)
 #: free text (lists, paths, directives): a whole row of the grid, not a third of it (a
-#: profile's extra directive was cut to 12 columns: issue 35)
+#: profile's extra directive was cut to 12 columns)
 WIDE_FIELDS = frozenset({"modules", "after_ok", "container", "binds", "container_env", "extra"})
 
 
@@ -250,14 +250,14 @@ class SubmitScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         self._cluster_picked()
         # coming back: no field holds the focus, so 1-5, h and ? are the screen keys again
-        # (Textual gives the last focused field its focus back; issue 35)
+        # (Textual gives the last focused field its focus back)
         if self.focused is not None and self.focused is not self.query_one("#submit", Button):
             self.set_focus(None)
 
     def on_key(self, event: events.Key) -> None:
         """A printable key typed while a form control has the focus belongs to the form:
         a dropdown or checkbox does not use it, but it must never reach the app's keys
-        (a `q` in `work.py:slow_square` quit the app, issue 35)."""
+        (a `q` in `work.py:slow_square` quit the app)."""
         focused = self.focused
         if not event.is_printable or not isinstance(focused, (Select, Checkbox)):
             return
@@ -378,7 +378,7 @@ class SubmitScreen(Screen[None]):
         script.update(Syntax(text, "bash", line_numbers=False, word_wrap=True))
 
     def action_leave_field(self) -> None:
-        """Esc leaves the field being typed in, so 1-5 and ? work again (issue 23)."""
+        """Esc leaves the field being typed in, so 1-5 and ? work again."""
         if isinstance(self.focused, Input):
             self.query_one("#submit", Button).focus()
 
