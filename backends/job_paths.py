@@ -126,6 +126,10 @@ class JobPaths:
     def _in(self, name: str) -> str:
         return f"{self.folder.rstrip('/')}/{name}"
 
+    @property
+    def script(self) -> str:
+        return self._in(SCRIPT)
+
     def log(self, task: int, stream: Stream) -> str:
         return self._in(log_name(self.job_id, str(task), stream))
 

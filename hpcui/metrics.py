@@ -29,8 +29,7 @@ from hpcui.logs.follow import is_runtime_line
 
 if TYPE_CHECKING:
     from hpcui.clusters.cluster import Cluster
-    from hpcui.jobs.job import Job
-    from hpcui.jobs.other import OtherJob
+    from hpcui.jobs.handle import JobHandle
 
 #: x axes in order of preference; they label the other series and are not series themselves
 X_KEYS = ("step", "global_step", "iteration", "iter", "epoch")
@@ -208,7 +207,7 @@ class MetricReader:
 
 def read_metrics(
     cluster: Cluster,
-    job: Job | OtherJob | str,
+    job: JobHandle | str,
     *,
     stream: Stream = "stdout",
     rank: int = 0,

@@ -27,7 +27,6 @@ from hpcui.errors import JobError, JobTimeoutError, UsageError
 if TYPE_CHECKING:
     from hpcui.cli.models import ResultOutput
     from hpcui.jobs.job import Job
-    from hpcui.jobs.other import OtherJob
     from hpcui.logs.follow import Stream
 
 
@@ -215,27 +214,30 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
 def _folded(rows: list[tuple[str, Any]], *, history: bool) -> list[tuple[str, Any]]:
     """Each cluster's arrays of FOLD_MIN or more tasks as one row: `401_[0-299]`, one state
     for all, the counts by state where the reason or the end would be."""
-    from hpcui.sitestate.arrays import fold
+    from hpcui.sitestate.arrays import Folded, fold
 
     out: list[tuple[str, Any]] = []
-    for name in dict.fromkeys(n for n, _ in rows):
-        mine = [r for n, r in rows if n == name]
-        for item in fold(mine, lambda r: r.job_id, lambda r: r.state):
-            if not isinstance(item, tuple):
-                out.append((name, item))
-                continue
-            summary, members = item
-            first = members[0]
-            if history:
-                row = first.model_copy(update={"job_id": summary.label, "state": summary.state,
-                                               "name": f"{first.name} ({summary.tally})",
-                                               "exit_code": None, "end_time": None,
-                                               "elapsed_s": None})  # fmt: skip
-            else:
-                row = first.model_copy(update={"job_id": summary.label, "state": summary.state,
-                                               "nodelist": "", "reason": summary.tally,
-                                               "elapsed_s": None})  # fmt: skip
-            out.append((name, row))
+    folded = fold(
+        rows,
+        lambda item: item[1].job_id,
+        lambda item: item[1].state,
+        group=lambda item, array_id: f"{item[0]}:{array_id}",
+    )
+    for item in folded:
+        if not isinstance(item, Folded):
+            out.append(item)
+            continue
+        summary, (name, first) = item.summary, item.members[0]
+        if history:
+            row = first.model_copy(update={"job_id": summary.label, "state": summary.state,
+                                           "name": f"{first.name} ({summary.tally})",
+                                           "exit_code": None, "end_time": None,
+                                           "elapsed_s": None})  # fmt: skip
+        else:
+            row = first.model_copy(update={"job_id": summary.label, "state": summary.state,
+                                           "nodelist": "", "reason": summary.tally,
+                                           "elapsed_s": None})  # fmt: skip
+        out.append((name, row))
     return out
 
 
@@ -269,134 +271,23 @@ def _registry_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """One job, hpcui's or any other of the user's, as the core's JobView says it."""
     from hpcui.cli.models import ShowOutput
-    from hpcui.jobs.other import OtherJob
 
     name, job_id = split_job_ref(args.job, cluster_name(args))
-    cluster = connect(name)
-    job = cluster.job(job_id)
-    if isinstance(job, OtherJob):
-        return _show_foreign(args, job)
-    cluster.refresh_states()  # the registry's state may be stale: one batched poll
-    rec = cluster.record(job.job_id)
-    status = cluster.job_status(job.job_id)
-    accounting = None
-    if cluster.capabilities.history:
-        accounting = next((h for h in cluster.site.history(None, job_ids=[job.job_id])), None)
-    info = ShowOutput(
-        cluster=cluster.name,
-        job_id=job.job_id,
-        name=job.name,
-        state=job.state,
-        state_raw=status.state_raw if status else "",
-        reason=status.reason if status else "",
-        folder=job.folder,
-        num_tasks=job.num_tasks,
-        token=rec.token if rec else None,
-        array_index=rec.array_index if rec else -1,
-        submitted_at=datetime.fromtimestamp(rec.submitted_at) if rec else None,
-        container=rec.meta.get("container") if rec else None,
-        accounting=accounting,
-        gpu_usage=cluster.usage.report(job.job_id).summary,
-    )
+    view = connect(name).view(job_id)
     if args.json:
-        out.emit_json(ShowOutput, info)
-        return EXIT_OK
-    acc = info.accounting
-    out.key_values(
-        [
-            ("job", f"{info.job_id} on {info.cluster}"),
-            ("name", info.name),
-            (
-                "state",
-                out.state(info.state.value)
-                + (f" ({info.state_raw})" if info.state_raw not in ("", info.state.value) else ""),
-            ),
-            ("reason", info.reason or None),
-            ("tasks", info.num_tasks),
-            ("folder", info.folder),
-            ("container", info.container),
-            ("submitted", out.when(info.submitted_at)),
-            ("partition", acc.partition if acc else None),
-            ("nodes", f"{acc.nodes} ({acc.nodelist})" if acc and acc.nodelist else None),
-            ("started", out.when(acc.start_time) if acc and acc.start_time else None),
-            ("ended", out.when(acc.end_time) if acc and acc.end_time else None),
-            ("elapsed", out.duration(acc.elapsed_s) if acc else None),
-            ("exit code", acc.exit_code if acc and acc.state.is_final else None),
-            ("efficiency", acc.efficiency.removeprefix("efficiency: ") if acc else None),
-            ("token", info.token),
-            *(
-                (
-                    f"GPU {g.node}:{g.index}",
-                    f"mean {g.mean_util_pct:.0f}% peak {g.peak_util_pct:.0f}%, memory mean "
-                    f"{g.mean_mem_mib:.0f} peak {g.peak_mem_mib:.0f} of {g.mem_total_mib:.0f} MiB "
-                    f"({g.samples} looks)",
-                )
-                for g in info.gpu_usage
-                if None
-                not in (
-                    g.mean_util_pct,
-                    g.peak_util_pct,
-                    g.mean_mem_mib,
-                    g.peak_mem_mib,
-                    g.mem_total_mib,
-                )
-            ),
-        ]
-    )
-    return EXIT_OK
-
-
-def _show_foreign(args: argparse.Namespace, job: OtherJob) -> int:
-    """A job hpcui did not submit: what the scheduler says of it."""
-    from hpcui.cli.models import ShowOutput
-
-    d = job.details
-    info = ShowOutput(
-        cluster=job.cluster_name,
-        job_id=d.job_id,
-        name=d.name,
-        state=d.state,
-        state_raw=d.state_raw,
-        reason=d.reason,
-        folder="",
-        num_tasks=1,
-        submitted_at=d.submit_time,
-        hpcui_job=False,
-        details=d,
-    )
-    if args.json:
-        out.emit_json(ShowOutput, info)
+        out.emit_json(ShowOutput, view)
         return EXIT_OK
     out.key_values(
-        [
-            ("job", f"{d.job_id} on {job.cluster_name} (not submitted by hpcui)"),
-            ("name", d.name),
-            ("user", d.user),
-            (
-                "state",
-                out.state(d.state.value)
-                + (f" ({d.state_raw})" if d.state_raw != d.state.value else ""),
-            ),
-            ("reason", d.reason or None),
-            ("partition", d.partition),
-            ("nodes", d.nodelist or None),
-            ("time limit", out.duration(d.time_limit_s) if d.time_limit_s else None),
-            ("dependency", d.dependency or None),
-            ("submitted", out.when(d.submit_time) if d.submit_time else None),
-            ("started", out.when(d.start_time) if d.start_time else None),
-            ("script", d.command or None),
-            ("work dir", d.work_dir or None),
-            ("stdout", d.stdout or None),
-            ("stderr", d.stderr if d.stderr and d.stderr != d.stdout else None),
-        ]
-    )
+        [(k, out.state(v.split()[0]) + v[len(v.split()[0]) :] if k == "state" else v)
+         for k, v in view.fields()]
+    )  # fmt: skip
     return EXIT_OK
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from hpcui.backends.states import JobState
-    from hpcui.jobs.other import OtherJob
     from hpcui.logs.follow import (
         LogChunk,
         QuietRuntime,
@@ -415,7 +306,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     def rest() -> str:
         return "".join(q.flush() for q in (quiet or {}).values())
 
-    if isinstance(job, OtherJob):  # one handle from the id to the scheduler and back
+    if job.details is not None:  # a job hpcui did not submit: the scheduler's description
         job_id, details = job.job_id, job.details
         if args.rank not in (None, 0):
             raise UsageError(f"Job {job_id} was not submitted by hpcui: it has no --rank.")

@@ -89,8 +89,8 @@ def _submit(
     if args.follow:
         # the log goes where it does not break the JSON document on stdout
         target = sys.stderr if args.json else sys.stdout
-        for text in job.follow("stdout", timeout=args.timeout):
-            target.write(text)
+        for chunk in job.logs("stdout", 0, follow=True, timeout=args.timeout):
+            target.write(chunk.text)
             target.flush()
     else:
         _progress(job, args.timeout, quiet=args.quiet or args.json)

@@ -12,8 +12,8 @@ from hpcui.cli.parser import RESOURCE_PREFIX
 
 if TYPE_CHECKING:
     from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.handle import JobHandle
     from hpcui.jobs.job import Job
-    from hpcui.jobs.other import OtherJob
 
 _open: list[Cluster] = []
 #: True in the agent (hpcui.agent.server): clusters are shared by every request and stay
@@ -150,14 +150,14 @@ def get_job(args: argparse.Namespace, ref: str, *, refresh: bool = True) -> Job:
     if refresh:
         # get_job seeds the state from the registry, which may be stale; one batched poll
         # (nothing at all for a job the registry already knows is over).
-        cluster.refresh_states()
+        cluster.faces.refresh_states()
     return job
 
 
-def job_handle(args: argparse.Namespace, ref: str) -> Job | OtherJob:
+def job_handle(args: argparse.Namespace, ref: str) -> JobHandle:
     """The job `ref` names: hpcui's `Job`, or the handle of another job of the user that
     the scheduler describes (`hpcui logs 1234` for a plain sbatch job); `Cluster.job`
-    decides which."""
+    decides which, and the caller need not ask (`hpcui.jobs.handle`)."""
     name, job_id = split_job_ref(ref, cluster_name(args))
     return connect(name).job(job_id)
 

@@ -18,10 +18,10 @@ from pydantic import Field, TypeAdapter
 
 from hpcui.backends.model import Model
 from hpcui.backends.modules import Module
-from hpcui.backends.records import JobDetails, PartitionInfo, RemoteFile
+from hpcui.backends.records import PartitionInfo, RemoteFile
 from hpcui.backends.states import JobState
+from hpcui.clusters.job_view import JobView
 from hpcui.jobs.cleanup import CleanReport
-from hpcui.jobs.usage import GpuSummary
 from hpcui.logs.follow import LogChunk
 from hpcui.metrics import Metrics
 from hpcui.profiles import Profile
@@ -124,32 +124,8 @@ class WaitOutput(Model):
     ended: bool
 
 
-class ShowOutput(Model):
-    cluster: str
-    job_id: str
-    name: str
-    state: JobState
-    state_raw: str = ""
-    reason: str = Field("", description="why a pending job waits (the scheduler's words)")
-    folder: str
-    num_tasks: int
-    token: str | None = None
-    array_index: int = -1
-    submitted_at: datetime | None = None
-    container: str | None = Field(None, description="the runtime and image the job ran in")
-    accounting: HistoryJob | None = Field(
-        None, description="the scheduler's record: exit code, elapsed, usage, efficiency"
-    )
-    gpu_usage: list[GpuSummary] = Field(
-        default_factory=list,
-        description="mean/peak GPU use per GPU over the looks kept while it ran (hpcui usage)",
-    )
-    hpcui_job: bool = Field(True, description="submitted by hpcui (else folder is empty)")
-    details: JobDetails | None = Field(
-        None,
-        description="the scheduler's description (scontrol show job, qstat -f): log paths, "
-        "working directory, script; set for jobs hpcui did not submit",
-    )
+#: `hpcui show --json`: the core's one view of a job (hpcui.clusters.job_view)
+ShowOutput = JobView
 
 
 class ActionOutput(Model):

@@ -10,11 +10,11 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any, TextIO
 
 from hpcui.common.formatting import STATE_PALETTE, hms, printable
 from hpcui.common.formatting import size as _size
+from hpcui.common.formatting import when as _when
 
 _CODES = {
     "bold": "1",
@@ -102,12 +102,7 @@ duration = hms
 size = _size
 
 
-def when(value: datetime | float | None) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, (int, float)):
-        value = datetime.fromtimestamp(value)
-    return value.strftime("%Y-%m-%d %H:%M:%S")
+when = _when
 
 
 def emit_json(kind: Any, value: Any, out: TextIO | None = None) -> None:

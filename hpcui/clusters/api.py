@@ -39,7 +39,7 @@ def connect(name: str | None = None, **kwargs: Any) -> Cluster:
             cluster = _clusters[cfg.name] = Cluster(cfg, **kwargs)
             agent = kwargs.get("transport")
             if agent is not None and hasattr(agent, "direct") and agent.direct is None:
-                agent.direct = cluster.own_transport  # an agent that does not answer
+                agent.direct = cluster.faces.own_transport  # an agent that does not answer
         return cluster
 
 

@@ -10,8 +10,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hpcui.backends.states import JobState
 from hpcui.clusters import parts as cluster_setup
+from hpcui.clusters.face_support import FaceSupport, result_dir, spool_dir
+from hpcui.clusters.job_view import JobView, assemble
 from hpcui.config import ClusterConfig
 from hpcui.errors import UsageError
 from hpcui.jobs import cleanup as housekeeping
@@ -19,18 +20,18 @@ from hpcui.jobs import files as job_files
 from hpcui.jobs import other as any_job
 from hpcui.jobs import usage
 from hpcui.jobs.control import JobControl
+from hpcui.jobs.handle import JobHandle
 from hpcui.jobs.job import Job, JobList
 from hpcui.jobs.other import OtherJob
 from hpcui.jobs.status import StatusService
 from hpcui.logs import follow as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.profiles import Profile
 from hpcui.request.resources import Allocation, Resources
-from hpcui.schedulers.base import Capabilities, JobStatus, Scheduler
+from hpcui.schedulers.base import Capabilities, Scheduler
 from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as submission
 from hpcui.store.registry import JobRecord, Registry, shared_registry
 from hpcui.store.signing import job_key
-from hpcui.submit import recovery as submit_recovery
 from hpcui.submit.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submit.submitter import plan as submitter_plan
 from hpcui.submit.submitter import preview_script as submitter_preview
@@ -79,10 +80,10 @@ class Cluster:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
-            self._transport = self.own_transport()
+            self._transport = self._own_transport()
         return self._transport
 
-    def own_transport(self) -> Transport:
+    def _own_transport(self) -> Transport:
         """This process's own connection to the cluster (see cluster_setup.own_transport)."""
         return cluster_setup.own_transport(
             self.config, prompt=self._prompt, on_unknown_host=self._on_unknown_host
@@ -128,9 +129,26 @@ class Cluster:
         return self._registry
 
     @property
-    def result_cache(self) -> Path:
-        """Fetched results of this cluster's jobs, beside the registry (files 0600)."""
-        return self.registry.path.parent / "results" / self.name
+    def _result_cache(self) -> Path:
+        return result_dir(self.registry, self.name)
+
+    @property
+    def _log_spool(self) -> Path:
+        return spool_dir(self.registry, self.name)
+
+    @cached_property
+    def faces(self) -> FaceSupport:
+        """What the app, the CLI and the agent need beyond the user's API (records,
+        tracking, statuses, the prompt, the stall watch): hpcui.clusters.face_support."""
+        return FaceSupport(
+            self.name,
+            record=self._record,
+            status=lambda: self.status,
+            registry=lambda: self.registry,
+            transport=lambda: self.transport,
+            own_transport=self._own_transport,
+            submitter=lambda: self.submitter,
+        )
 
     def clean(
         self, *, older_than: timedelta | None = None, dry_run: bool = False
@@ -143,7 +161,7 @@ class Cluster:
             self.transport,
             self.scheduler,
             remote_base=self.remote_info().base,
-            result_cache=self.result_cache,
+            result_cache=self._result_cache,
             older_than=older_than,
             dry_run=dry_run,
         )
@@ -194,7 +212,7 @@ class Cluster:
             transport=self.transport,
             scheduler=self.scheduler,
             registry=self.registry,
-            track=self.track,
+            track=self.status.track,
             on_submitted=self._submitted,
             missing_setup_modules=lambda: self.site.missing_setup_modules(),
         )
@@ -240,7 +258,8 @@ class Cluster:
                 num_tasks=done.num_tasks,
                 name=done.name,
                 result_key=done.result_key,
-                result_cache=self.result_cache,
+                result_cache=self._result_cache,
+                spool_dir=self._log_spool,
             )
             for jid in done.ids
         ]
@@ -268,28 +287,18 @@ class Cluster:
             **resource_kwargs,
         )
 
-    def remember(self, job: Job, key: str, value: Any) -> None:
-        """Keep `value` (JSON) in the job's registry record, e.g. the form that made it."""
-        self.registry.set_meta(self.name, job.job_id, key, value)
-
-    def reconcile_submissions(self, *, force: bool = False) -> submit_recovery.Recovered:
-        """Finish submissions cut off earlier (a killed client, a lost link, a timeout)."""
-        return self.submitter.reconcile(force=force)
-
     # -- existing jobs ---------------------------------------------------------------------
 
-    def record(self, job_id: str) -> JobRecord | None:
-        """hpcui's record of a job, None for a job hpcui did not submit (a cut-off submit's
-        job is reconciled first: it may be that one)."""
+    def _record(self, job_id: str) -> JobRecord | None:
         rec = self.registry.get(self.name, str(job_id))
         if rec is None and self.registry.unfinished_submissions(self.name):
-            self.reconcile_submissions(force=True)
+            self.submitter.reconcile(force=True)
             rec = self.registry.get(self.name, str(job_id))
         return rec
 
     def get_job(self, job_id: str) -> Job:
         """A job submitted earlier (maybe by another process), found in the local registry."""
-        rec = self.record(job_id)
+        rec = self._record(job_id)
         if rec is None:
             raise UsageError(
                 f"No job {job_id} of cluster {self.name!r} in the registry "
@@ -305,42 +314,20 @@ class Cluster:
             num_tasks=rec.num_tasks,
             name=rec.name,
             result_key=key,
-            result_cache=self.result_cache,
+            result_cache=self._result_cache,
             cleaned_at=rec.meta.get("cleaned_at"),
+            spool_dir=self._log_spool,
         )
 
     def records(self, limit: int = 1000) -> list[JobRecord]:
         """hpcui's jobs of this cluster as the local registry keeps them, newest first."""
         return self.registry.list(self.name, limit=limit)
 
-    def job_status(self, job_id: str) -> JobStatus | None:
-        """The status service's last word on a tracked job (None: not tracked here)."""
-        return self.status.get(job_id)
-
-    def refresh_states(self) -> None:
-        """Ask the scheduler once for every tracked job's state (the registry's may be
-        stale; nothing is asked for a job it already knows is over)."""
-        self.status.poll_once()
-
-    def track(self, job_ids: list[str], state: JobState = JobState.PENDING) -> None:
-        """Follow these jobs' states (`state`: what is known of them already)."""
-        self.status.track(job_ids, state)
-
-    @property
-    def prompt(self) -> Callable[..., list[str]] | None:
-        """Who answers this cluster's keyboard-interactive questions (2FA)."""
-        return self.transport.prompt
-
-    def watch_stall(self, listener: Callable[[float | None], None]) -> None:
-        """`listener(seconds)` when the connection goes silent, `listener(None)` when it
-        answers again (from a background thread)."""
-        self.transport.watch_stall(listener)
-
     def job(self, ref: str) -> Job | OtherJob:
         """The one place that tells hpcui's jobs from the user's others: hpcui's `Job` when
         the registry knows the id, else a handle for another job of the user made from the
         scheduler's record (asked once). UsageError when neither knows it."""
-        if self.record(str(ref)) is not None or not self.capabilities.control:
+        if self._record(str(ref)) is not None or not self.capabilities.control:
             return self.get_job(str(ref))
         return any_job.OtherJob(
             self.control.details(str(ref)),
@@ -348,17 +335,39 @@ class Cluster:
             transport=self.transport,
             scheduler=self.scheduler,
             log_follow=self.config.log_follow,
-            spool_dir=self.log_spool,
+            spool_dir=self._log_spool,
             changed=self._changed,
         )
 
-    @property
-    def log_spool(self) -> Path:
-        """Where followed logs are kept on this machine (beside the registry, files 0600)."""
-        return self.registry.path.parent / "logs" / self.name
+    def view(self, ref: str) -> JobView:
+        """The job as every face shows it (hpcui's or any other of the user's): its record,
+        a fresh state, the accounting once it ended, the GPU use kept. `hpcui show`."""
+        handle = self.job(str(ref))
+        job_id = handle.job_id
+        record = self._record(job_id) if handle.hpcui_job else None
+        status_raw = status_reason = ""
+        if record is not None:
+            self.status.poll_once()  # the registry's state may be stale: one batched poll
+            status = self.status.get(job_id)
+            if status is not None:
+                status_raw, status_reason = status.state_raw, status.reason
+                record = record.model_copy(update={"state": status.state})
+        accounting = None
+        if record is not None and self.capabilities.history:
+            accounting = next(iter(self.site.history(None, job_ids=[job_id])), None)
+        return assemble(
+            self.name,
+            job_id,
+            record=record,
+            accounting=accounting,
+            details=handle.details,
+            gpu_usage=self.usage.report(job_id).summary if record is not None else [],
+            status_raw=status_raw,
+            status_reason=status_reason,
+        )
 
     def _changed(self, job_ids: list[str]) -> None:
-        self.track(job_ids)  # its state changes: fast polling again
+        self.status.track(job_ids)  # its state changes: fast polling again
         self._queue_changed()
 
     # -- parts for any job id: verbs (hpcui.jobs.control) and files (hpcui.jobs.files) ------------
@@ -380,7 +389,7 @@ class Cluster:
         return job_files.JobFiles(self.transport, folder_of=self._folder_of)
 
     def _folder_of(self, job_id: str) -> str:
-        rec = self.record(job_id)
+        rec = self._record(job_id)
         return rec.folder if rec is not None else self.control.details(job_id).work_dir
 
     # -- what running jobs use (hpcui.jobs.usage) --------------------------------------------------
@@ -413,7 +422,7 @@ class Cluster:
 
     def logs(
         self,
-        job: Job | OtherJob | str,
+        job: JobHandle | str,
         stream: _logs.Stream = "stdout",
         rank: int | None = None,
         *,

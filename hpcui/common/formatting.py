@@ -6,6 +6,8 @@ Standard library only: the CLI's fast path imports it. (Scheduler syntax such as
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 def hms(seconds: float | None, *, pad_hours: bool = True) -> str:
     """Slurm's own ``[D-]HH:MM:SS`` (squeue prints it; users compare at a glance), ``-``
@@ -109,3 +111,12 @@ STATE_PALETTE: dict[str, tuple[str, str]] = {
     "REQUEUED": ("#e5b400", "yellow"),
     "UNKNOWN": ("#a0a0a0", "grey"),
 }
+
+
+def when(value: datetime | float | None) -> str:
+    """A moment as ``YYYY-MM-DD HH:MM:SS`` in this machine's local time; ``-`` when unknown."""
+    if value is None:
+        return "-"
+    if isinstance(value, (int, float)):
+        value = datetime.fromtimestamp(value)
+    return value.strftime("%Y-%m-%d %H:%M:%S")

@@ -8,7 +8,7 @@ import pickle
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcui.backends.job_paths import (
     SIGNATURE_SUFFIX,
@@ -43,7 +43,6 @@ from hpcui.backends.end_reasons import scheduler_words
 from hpcui.common.formatting import clock_duration
 from hpcui.logs import follow as _logs
 from hpcui.logs import push as log_push
-from hpcui.logs.follow import LogFollower
 
 
 class JobHost(Protocol):
@@ -60,8 +59,6 @@ class JobHost(Protocol):
     @property
     def status(self) -> StatusService: ...
     @property
-    def log_spool(self) -> Path: ...
-    @property
     def control(self) -> JobControl: ...
     @property
     def usage(self) -> JobUsage: ...
@@ -72,7 +69,12 @@ log = logging.getLogger(__name__)
 
 
 class Job:
-    """Created by `Cluster.submit`/`map`, or found again with `hpcui.get_job`."""
+    """Created by `Cluster.submit`/`map`, or found again with `hpcui.get_job`. A
+    `hpcui.jobs.handle.JobHandle`, as `OtherJob` is."""
+
+    hpcui_job = True
+    #: what the scheduler says of a job hpcui did not submit: none for hpcui's own
+    details: JobDetails | None = None
 
     def __init__(
         self,
@@ -85,8 +87,11 @@ class Job:
         result_key: bytes | None = None,
         result_cache: Path | None = None,
         cleaned_at: float | None = None,
+        spool_dir: Path | None = None,
     ) -> None:
         self.cluster = cluster
+        #: where followed logs are kept on this machine (None: nothing kept)
+        self.spool_dir = spool_dir
         #: where fetched results are kept on this machine (`hpcui clean` may then remove the
         #: job folder); None: nothing kept
         self.result_cache = result_cache
@@ -167,6 +172,17 @@ class Job:
     def cancel(self) -> None:
         self.cluster.control.cancel([self.job_id])
 
+    def batch_script(self) -> str:
+        """The batch script hpcui submitted it with (its job folder's copy)."""
+        return self._text(self.paths.script)
+
+    def _text(self, path: str) -> str:
+        try:
+            data = self.cluster.transport.read_file(path)
+        except FileNotFoundError:
+            return ""  # not written yet, or cleaned away
+        return data.decode("utf-8", "replace")
+
     def logs(
         self,
         stream: Stream = "stdout",
@@ -190,7 +206,7 @@ class Job:
             tasks,
             stream,
             tail_bytes=tail_bytes,
-            spool_dir=host.log_spool if spool else None,
+            spool_dir=self.spool_dir if spool else None,
         )
         done = (until or self.done) if follow else None
         return log_push.read_or_follow(
@@ -367,38 +383,13 @@ class Job:
     # -- logs ------------------------------------------------------------------------------
 
     def _log(self, task: int, stream: Stream) -> str:
-        try:
-            data = self.cluster.transport.read_file(self.paths.log(task, stream))
-        except FileNotFoundError:
-            return ""  # not written yet (pending job)
-        return data.decode("utf-8", "replace")
+        return self._text(self.paths.log(task, stream))
 
     def stdout(self, task: int = 0) -> str:
         return self._log(task, "stdout")
 
     def stderr(self, task: int = 0) -> str:
         return self._log(task, "stderr")
-
-    # -- live logs (hpcui.logs.follow) ------------------------------------------------------------
-
-    def follow(
-        self,
-        stream: Literal["stdout", "stderr"] = "stdout",
-        task: int = 0,
-        *,
-        tail_bytes: int | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[str]:
-        """Yield the task's log text as it appears, until the job ends and the log is drained.
-
-        Incremental reads from an offset: a long log is never downloaded twice;
-        `tail_bytes` starts near the end of a big one. A pending job's missing log is empty.
-        """
-
-        follower = LogFollower(
-            self.cluster.transport, self.paths.log(task, stream), tail_bytes=tail_bytes
-        )
-        yield from follower.follow(self.done, timeout=timeout)
 
 
 class JobList(list[Job]):

@@ -54,7 +54,12 @@ class OtherJob:
     """A job of the user that hpcui did not submit (a plain sbatch/qsub job): what the
     scheduler said of it (`details`, fetched once by `Cluster.job`) and what can be done
     with it. It talks to the transport and the scheduler only; `changed` tells the cluster
-    that its state moves (fast polling, the queue refreshed)."""
+    that its state moves (fast polling, the queue refreshed). A
+    `hpcui.jobs.handle.JobHandle`, as hpcui's `Job` is."""
+
+    hpcui_job = False
+    #: one task as far as hpcui knows: its batch script's output is its log
+    num_tasks = 1
 
     def __init__(
         self,
@@ -91,6 +96,15 @@ class OtherJob:
     def folder(self) -> str:
         """Where its files are: its working directory."""
         return self.details.work_dir
+
+    @property
+    def name(self) -> str:
+        return self.details.name
+
+    @property
+    def reason(self) -> str:
+        """Why it waits, in the scheduler's words, when this handle was made or refreshed."""
+        return self.details.reason
 
     def refresh(self) -> JobDetails:
         self.details = self.scheduler.job_details(self.job_id)

@@ -3,7 +3,7 @@
 A profile is a TOML file in this package; the code here only knows the *shape* of a rule
 (a limit, a per-GPU share, a billing formula), never a site's numbers. Users change any
 value per cluster with `[clusters.NAME.profile_overrides]` (deep-merged, see
-`Profile.with_overrides`); values SITES.md marks unconfirmed are listed in `unconfirmed`.
+`Profile.with_overrides`); values the site's documentation does not confirm are listed in `unconfirmed`.
 Users add profiles of their own with `[profiles.NAME]` tables: a full profile, or
 `base = "<profile>"` plus the values that differ (see `resolve_profile`).
 """

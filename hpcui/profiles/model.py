@@ -243,7 +243,8 @@ class Profile(Model):
     #: container_runtime=...)
     container: ContainerSite | None = None
     notes: list[str] = Field(default_factory=list)
-    #: dotted paths of values SITES.md marks [?]: correct them with profile_overrides
+    #: dotted paths of values the site's documentation does not confirm ([?]): correct them
+    #: with profile_overrides
     unconfirmed: list[str] = Field(default_factory=list)
 
     @field_validator("mem_per_node", "mem_per_gpu", mode="before")

@@ -4,9 +4,9 @@ and `hpcui jobs` fold arrays by these rules (one place), each drawing its own ro
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from hpcui.backends.states import JobState
 
@@ -69,29 +69,69 @@ class ArraySummary:
         return cls(array_id, min(indices), max(indices), state, " · ".join(said), len(states))
 
 
+class Folded(Generic[T]):
+    """One array's place in a folded list: its members in order, its group key, and its
+    summary, counted only when asked (a face that reuses last refresh's row never asks)."""
+
+    __slots__ = ("_summary", "array_id", "indices", "key", "members", "state_of")
+
+    def __init__(
+        self,
+        array_id: str,
+        key: str,
+        members: list[T],
+        indices: list[int],
+        state_of: Callable[[T], JobState],
+    ) -> None:
+        self.array_id, self.key, self.members, self.indices = array_id, key, members, indices
+        self.state_of = state_of
+        self._summary: ArraySummary | None = None
+
+    @property
+    def summary(self) -> ArraySummary:
+        if self._summary is None:
+            states = [self.state_of(m) for m in self.members]
+            self._summary = ArraySummary.of(self.array_id, self.indices, states)
+        return self._summary
+
+
 def fold(
-    items: Iterable[T], job_id: Callable[[T], str], state: Callable[[T], JobState]
-) -> list[T | tuple[ArraySummary, list[T]]]:
-    """`items` in order, each array of at least FOLD_MIN elements replaced by one
-    (summary, its elements) where its first element stood."""
+    items: Iterable[T],
+    job_id: Callable[[T], str],
+    state: Callable[[T], JobState],
+    *,
+    group: Callable[[T, str], str] | None = None,
+    expanded: Set[str] = frozenset(),
+) -> list[T | Folded[T]]:
+    """`items` in order, each array of at least FOLD_MIN elements replaced by one `Folded`
+    where its first element stood. `group(item, array_id)` keys an array (the same id on
+    two clusters is two arrays); an array whose key is in `expanded` keeps its elements
+    after its `Folded`, each where it stood. The one folding of the app's table and
+    `hpcui jobs`."""
     items = list(items)
-    groups: dict[str, list[tuple[int, T]]] = {}
+    key_of = group or (lambda _item, array_id: array_id)
+    groups: dict[str, tuple[str, list[T], list[int]]] = {}
     where: list[str | None] = []
     for item in items:
         m = ELEMENT.match(job_id(item))
-        where.append(m[1] if m else None)
-        if m:
-            groups.setdefault(m[1], []).append((int(m[2]), item))
-    out: list[T | tuple[ArraySummary, list[T]]] = []
+        if m is None:
+            where.append(None)
+            continue
+        group_key = key_of(item, m[1])
+        where.append(group_key)
+        _array, elements, indices = groups.setdefault(group_key, (m[1], [], []))
+        elements.append(item)
+        indices.append(int(m[2]))
+    out: list[T | Folded[T]] = []
     done: set[str] = set()
-    for item, array_id in zip(items, where, strict=True):
-        members = groups[array_id] if array_id is not None else []
-        if array_id is None or len(members) < FOLD_MIN:
+    for item, at in zip(items, where, strict=True):
+        if at is None or len(groups[at][1]) < FOLD_MIN:
             out.append(item)
-        elif array_id not in done:
-            done.add(array_id)
-            summary = ArraySummary.of(
-                array_id, [i for i, _ in members], [state(x) for _, x in members]
-            )
-            out.append((summary, [x for _, x in members]))
+            continue
+        if at not in done:
+            done.add(at)
+            array_id, elements, indices = groups[at]
+            out.append(Folded(array_id, at, elements, indices, state))
+        if at in expanded:
+            out.append(item)
     return out

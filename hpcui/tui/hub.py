@@ -125,7 +125,7 @@ class Hub:
                 prompt=prompt_bridge(self.app, name),
                 on_unknown_host=host_key_bridge(self.app, name),
             )
-            prompt = cluster.prompt  # the one that will ask (a cached Cluster keeps its own)
+            prompt = cluster.faces.prompt  # the one that will ask (a cached Cluster keeps its own)
             cluster.run(["true"]).check("connecting")
             caps = cluster.capabilities  # PBS: probes its dialect once, here in the worker
         except AnswersRejected as exc:  # a mistyped code: say so, offer to ask again
@@ -142,7 +142,7 @@ class Hub:
         conn = self.conns[name]
         conn.has_queue, conn.has_history = caps.queue, caps.history
         conn.cluster = cluster
-        cluster.watch_stall(lambda seconds: self._from_watchdog(name, seconds))
+        cluster.faces.watch_stall(lambda seconds: self._from_watchdog(name, seconds))
         self.app.call_from_thread(self._set, name, "connected")
         self.check_python(name)
 

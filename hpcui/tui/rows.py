@@ -19,7 +19,7 @@ from rich.text import Text
 from hpcui.backends.states import JobState
 from hpcui.common.formatting import STATE_PALETTE
 from hpcui.common.formatting import hms as _hms
-from hpcui.sitestate.arrays import ELEMENT, FAILED, FOLD_MIN, ArraySummary
+from hpcui.sitestate.arrays import FAILED, ArraySummary, Folded, fold
 from hpcui.sitestate.jobs import HistoryJob, QueueJob
 from hpcui.store.registry import JobRecord
 
@@ -237,31 +237,23 @@ def collapse_arrays(
     `cache` (kept by the caller between refreshes): an array whose element rows are the
     very same objects as last time (merge_rows reuses the rows of unchanged jobs) gets
     its last array row back, so an unchanged array costs no tally and no repaint."""
-    groups: dict[str, list[JobRow]] = {}
-    keyed: list[tuple[str, JobRow, str, str]] = []  # each id matched once
-    for key, row in rows.items():
-        m = ELEMENT.match(row.job_id)
-        if m:
-            group_key = array_key(row.cluster, m[1])
-            groups.setdefault(group_key, []).append(row)
-            keyed.append((key, row, group_key, m[1]))
-        else:
-            keyed.append((key, row, "", ""))
     fresh: dict[str, tuple[bool, tuple[JobRow, ...], JobRow]] = {}
     out: dict[str, JobRow] = {}
-    for key, row, group_key, array_id in keyed:
-        members = groups.get(group_key) if group_key else None
-        if members is None or len(members) < FOLD_MIN:
-            out[key] = row
+    folded = fold(
+        rows.items(),
+        lambda item: item[1].job_id,
+        lambda item: item[1].state,
+        group=lambda item, array_id: array_key(item[1].cluster, array_id),
+        expanded=expanded,
+    )
+    for item in folded:
+        if not isinstance(item, Folded):
+            out[item[0]] = item[1]
             continue
-        is_open = group_key in expanded
-        if group_key not in out:
-            out[group_key] = fresh_row = _cached_array_row(
-                cache, group_key, array_id, members, is_open
-            )
-            fresh[group_key] = (is_open, tuple(members), fresh_row)
-        if is_open:
-            out[key] = row
+        is_open = item.key in expanded
+        members = [row for _key, row in item.members]
+        out[item.key] = row = _cached_array_row(cache, item, members, is_open)
+        fresh[item.key] = (is_open, tuple(members), row)
     if cache is not None:
         cache.clear()
         cache.update(fresh)
@@ -270,12 +262,11 @@ def collapse_arrays(
 
 def _cached_array_row(
     cache: dict[str, tuple[bool, tuple[JobRow, ...], JobRow]] | None,
-    key: str,
-    array_id: str,
+    folded: Folded[tuple[str, JobRow]],
     members: list[JobRow],
     is_open: bool,
 ) -> JobRow:
-    hit = cache.get(key) if cache is not None else None
+    hit = cache.get(folded.key) if cache is not None else None
     if (
         hit is not None
         and hit[0] == is_open
@@ -283,13 +274,13 @@ def _cached_array_row(
         and all(a is b for a, b in zip(hit[1], members, strict=True))
     ):
         return hit[2]
-    return _array_row(key, array_id, members, is_open)
+    return _array_row(folded.key, folded.array_id, folded.summary, members, is_open)
 
 
-def _array_row(key: str, array_id: str, members: list[JobRow], expanded: bool) -> JobRow:
+def _array_row(
+    key: str, array_id: str, summary: ArraySummary, members: list[JobRow], expanded: bool
+) -> JobRow:
     first = members[0]
-    indices = [int(r.job_id.rpartition("_")[2]) for r in members]
-    summary = ArraySummary.of(array_id, indices, [r.state for r in members])
     state = summary.state
     cells = dict(first.cells)
     cells.update(

@@ -96,7 +96,7 @@ API = textwrap.dedent(
     cluster = hpcui.connect("dev")
     job = cluster.submit(work, 6, time="5m")
     print("result", job.result(timeout=150))
-    print("log", "".join(job.follow(timeout=60)).strip())
+    print("log", "".join(c.text for c in job.logs(follow=True, timeout=60)).strip())
     print("transport", type(cluster.transport).__name__)
     cluster.close()
     """

@@ -211,7 +211,7 @@ def test_lmod_modules_live(site):
 
 def test_follow_a_running_jobs_log(site):
     job = site.submit(ticker, 20, 0.2, time="5m", name="site-ticker")
-    chunks = list(job.follow("stdout", timeout=180))
+    chunks = [c.text for c in job.logs("stdout", 0, follow=True, timeout=180)]
     text = "".join(chunks)
     ticks = [line for line in text.splitlines() if line.startswith("tick ")]
     assert ticks == [f"tick {i}" for i in range(20)]

@@ -235,7 +235,7 @@ def test_a_timeout_during_sbatch_keeps_the_record_and_finds_the_job(faulty):
     assert {r.token for r in recs} == {err.value.token}
     _release(ctl, name)
     for _ in range(60):
-        if dev.reconcile_submissions(force=True).found:
+        if dev.faces.reconcile_submissions(force=True).found:
             break
         time.sleep(0.5)
     array = _assert_one_known_job(ctl, name)
@@ -260,7 +260,7 @@ def test_a_claimed_submit_that_never_reached_slurm_is_marked_not_submitted(fault
     (rec,) = [r for r in _records("dev", name) if r.array_index == 0]
     ctl.run(f"read -r p h < {rec.folder}/.submitting; pkill -9 -P $p; kill -9 $p; true").check()
     _release(ctl, name)
-    found = dev.reconcile_submissions(force=True)
+    found = dev.faces.reconcile_submissions(force=True)
     assert found.not_submitted == [rec.token] and not found.found
     recs = _records("dev", name)
     assert {(r.state, r.state_raw) for r in recs} == {(JobState.FAILED, NOT_SUBMITTED)}

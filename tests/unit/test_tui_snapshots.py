@@ -78,16 +78,34 @@ class Watcher:
 
 
 class ReplayJob:
-    """A finished hpcui job: its log and result as the Job screen reads them."""
+    """A finished hpcui job: its log and result as the Job screen reads them (a
+    hpcui.jobs.handle.JobHandle, as the screen asks of any job)."""
 
     num_tasks = 1
     state = JobState.COMPLETED
+    hpcui_job = True
+    details = None
+    name = "train"
+    reason = ""
 
     def __init__(self, cluster: ReplayCluster, job_id: str, folder: str) -> None:
         self.cluster, self.job_id, self.folder = cluster, job_id, folder
 
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name
+
     def done(self) -> bool:
         return True
+
+    def batch_script(self) -> str:
+        return ""
+
+    def cancel(self) -> None:
+        pass
+
+    def logs(self, stream="stdout", rank=None, **kw):  # as the cluster replays them
+        return self.cluster.logs(self, stream, rank, **kw)
 
     def result(self, timeout: float | None = None) -> object:
         return {"best_loss": 0.08, "epochs": 24}
@@ -333,5 +351,5 @@ def test_an_ended_jobs_details_say_each_thing_once(replay):
             return str(screen.query_one("#details").render())
 
     text = asyncio.run(go())
-    for label in ("nodes ", "start ", "elapsed "):
+    for label in ("nodes ", "started ", "elapsed "):
         assert sum(line.startswith(label) for line in text.splitlines()) == 1, (label, text)

@@ -15,7 +15,7 @@ import shlex
 import subprocess
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.syntax import Syntax
 from textual import on, work
@@ -26,8 +26,8 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from hpcui.backends.states import JobState
+from hpcui.clusters.job_view import assemble
 from hpcui.errors import HpcuiError, JobError, JobFailedError, UsageError
-from hpcui.jobs.other import OtherJob
 from hpcui.logs.follow import Stream
 from hpcui.metrics import MetricReader
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
@@ -35,12 +35,13 @@ from hpcui.tui.job_control import CONTROL_BINDINGS, JobControlScreen
 from hpcui.tui.messages import CancelJobs, ShowJob, StopJobs
 from hpcui.tui.metrics_view import MetricsPlot, summary
 from hpcui.tui.modals import ConfirmModal
-from hpcui.tui.rows import hms, state_text
+from hpcui.tui.rows import state_text
 from hpcui.tui.widgets import LogPanel
 
 if TYPE_CHECKING:
     from hpcui.backends.records import JobDetails
     from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.handle import JobHandle
     from hpcui.jobs.job import Job
     from hpcui.sitestate import QueueJob
     from hpcui.store.registry import JobRecord
@@ -90,12 +91,11 @@ class JobScreen(JobControlScreen):
         super().__init__()
         self.ctx = ctx
         self.key: tuple[str, str] | None = None  # (cluster, job id) shown
-        self.job: Job | None = None
+        #: the job shown: hpcui's `Job` or any other job of the user (hpcui.jobs.handle)
+        self.handle: JobHandle | None = None
         self.record: JobRecord | None = None
         self.entry: QueueJob | None = None
         self.accounting: Any = None  # sacct's row once the job has ended (exit code, ...)
-        #: the handle of a job hpcui did not submit (None: hpcui's own job, or none)
-        self.other: OtherJob | None = None
         self.stream = "stdout"
         self.rank = 0
         self.num_tasks = 1
@@ -151,7 +151,13 @@ class JobScreen(JobControlScreen):
     @property
     def foreign(self) -> JobDetails | None:
         """What the scheduler says of a job hpcui did not submit (its handle's details)."""
-        return self.other.details if self.other is not None else None
+        return self.handle.details if self.handle is not None else None
+
+    @property
+    def job(self) -> Job | None:
+        """hpcui's own job (results, ranks, usage looks); None for any other job."""
+        handle = self.handle
+        return cast("Job", handle) if handle is not None and handle.hpcui_job else None
 
     @property
     def panel(self) -> LogPanel:
@@ -166,7 +172,7 @@ class JobScreen(JobControlScreen):
             return
         if wanted != self.key:
             self.show_job(*wanted)
-        elif self.job is not None or self.other is not None:  # its follower was stopped
+        elif self.handle is not None:  # its follower was stopped
             self._follow()
         if self.key is not None and wanted == self.key:
             self._watch_usage(*self.key)
@@ -187,7 +193,7 @@ class JobScreen(JobControlScreen):
         self.workers.cancel_group(self, "job-usage")
         self.workers.cancel_group(self, "job-details")
         self.key = (cluster, job_id)
-        self.job = self.record = self.entry = self.accounting = self.other = None
+        self.handle = self.record = self.entry = self.accounting = None
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
         self.panel.reset(f"{job_id} stdout rank 0")
@@ -207,9 +213,8 @@ class JobScreen(JobControlScreen):
         cluster = self.ctx.hub.cluster(cluster_name)
         record = self.ctx.registry.get(cluster_name, job_id)
         entry = None
-        job = None
-        other: OtherJob | None = None
-        foreign_script = ""
+        handle: JobHandle | None = None
+        script = (record.meta.get("script") or "") if record else ""
         problem = ""
         if cluster is None:
             problem = f"{cluster_name} is not connected (Cluster screen: 4)."
@@ -217,12 +222,9 @@ class JobScreen(JobControlScreen):
             try:
                 if record is not None or cluster.capabilities.control:
                     handle = cluster.job(job_id)  # hpcui's, or the scheduler's word (once)
-                    if isinstance(handle, OtherJob):
-                        other = handle
+                    if not script:
                         with contextlib.suppress(HpcuiError):
-                            foreign_script = handle.batch_script()
-                    else:
-                        job = handle
+                            script = handle.batch_script()
                 if self.ctx.hub.conns[cluster_name].has_queue:
                     entry = queue_entry(cluster, job_id, max_age_s=30)
             except HpcuiError as exc:
@@ -230,30 +232,27 @@ class JobScreen(JobControlScreen):
         self.app.call_from_thread(
             self._loaded,
             (cluster_name, job_id),
-            job,
+            handle,
             record,
             entry,
             problem,
-            other,
-            foreign_script,
+            script,
         )
 
     def _loaded(
         self,
         key: tuple[str, str],
-        job: Job | None,
+        handle: JobHandle | None,
         record: JobRecord | None,
         entry: QueueJob | None,
         problem: str,
-        other: OtherJob | None = None,
-        foreign_script: str = "",
+        script: str = "",
     ) -> None:
         if key != self.key:
             return  # the user opened another job meanwhile
-        self.job, self.record, self.entry, self.other = job, record, entry, other
+        self.handle, self.record, self.entry = handle, record, entry
         self.num_tasks = record.num_tasks if record else 1
         self._details(problem)
-        script = (record.meta.get("script") if record else None) or foreign_script
         self.script_text = script
         self.query_one("#script", Static).update(
             Syntax(script, "bash", line_numbers=True, word_wrap=False)
@@ -262,7 +261,7 @@ class JobScreen(JobControlScreen):
         )
         self._watch_usage(*key)
         self._watch_details(*key)
-        if job is None and other is None:
+        if handle is None:
             self.panel.reset("no logs")
             self.panel.add_lines(
                 [problem or "Not an hpcui job: hpcui knows its state but not where its logs are."]
@@ -270,80 +269,30 @@ class JobScreen(JobControlScreen):
             return
         self._follow()
 
-    def _details(self, problem: str = "", state: Any = None) -> None:
+    def _details(self, problem: str = "") -> None:
         cluster, job_id = self.key or ("?", "?")
-        rec, entry = self.record, self.entry
-        state = state or (entry.state if entry else rec.state if rec else None)
+        rec = self.record
+        view = assemble(
+            cluster, job_id, record=rec, queue=self.entry, accounting=self.accounting,
+            details=self.foreign,
+        )  # fmt: skip
         head = f"[b]{cluster}:{job_id}[/b]"
-        if rec or entry:
-            head += f" {(rec.name if rec else '') or (entry.name if entry else '')}"
-        if state is not None:
-            head += f" · {state_text(state).markup}"
+        if view.name:
+            head += f" {_escape(view.name)}"
+        if view.state is not JobState.UNKNOWN:
+            head += f" · {state_text(view.state).markup}"
         head += f" · {self.stream}"
         if self.num_tasks > 1:  # "rank 0/0" for a one-task job says nothing
             head += f" rank {self.rank} of 0-{self.num_tasks - 1}"
         if problem:
-            head += f" · [red]{problem}[/]"
+            head += f" · [red]{_escape(problem)}[/]"
         self.query_one("#job-head", Static).update(head)
-        lines = []
-        # the newest word on the state: sacct's once ended, else the queue's, else ours
-        newest = self.accounting or entry or rec
-        raw = getattr(newest, "state_raw", "") if newest is not None else ""
-        if rec is not None:
-            lines += [
-                f"name        {rec.name}",
-                f"state       {state.value if state else rec.state.value} ({raw or '-'})",
-                f"tasks       {rec.num_tasks}",
-                f"folder      {rec.folder}",
-                f"token       {rec.token}",
-                *([f"container   {rec.meta['container']}"] if rec.meta.get("container") else []),
-                f"submitted   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(rec.submitted_at))}",
-            ]
-        foreign = self.foreign
-        if rec is None and foreign is not None:
-            lines += [
-                "not submitted by hpcui: logs from the paths its script names",
-                f"user        {foreign.user}",
-                f"work dir    {foreign.work_dir or '-'}",
-                f"script      {foreign.command or '-'}",
-                f"stdout      {foreign.stdout or '-'}",
-                f"stderr      {foreign.stderr or '-'}",
-                f"time limit  {hms(foreign.time_limit_s)}",
-            ]
-            if foreign.dependency:
-                lines.append(f"dependency  {foreign.dependency}")
-            if foreign.log_note:
-                lines.append(f"note        {foreign.log_note}")
-        acct = self.accounting
-        if entry is not None:
-            lines += [
-                f"scheduler   {entry.state_raw} {entry.reason}".rstrip(),
-                f"partition   {entry.partition or '-'}   qos {entry.qos or '-'}   account "
-                f"{entry.account or '-'}",
-                f"GPUs        {entry.gpus if entry.gpus is not None else '-'}",
-            ]
-            if acct is None:  # once it ended, sacct's nodes, start and elapsed say it
-                lines += [
-                    f"nodes       {entry.nodes} {entry.nodelist}",
-                    f"elapsed     {hms(entry.elapsed_s)} of {hms(entry.time_limit_s)}",
-                ]
-                if entry.start_time:
-                    lines.append(f"start       {entry.start_time}")
-        if acct is not None:  # the job has ended: what sacct says of it
-            when = "%Y-%m-%d %H:%M:%S"
-            lines += [
-                "",
-                f"ended       {acct.state.value} ({acct.state_raw or '-'})",
-                f"exit code   {acct.exit_code if acct.exit_code is not None else '-'}"
-                + (f"  signal {acct.signal}" if acct.signal else ""),
-                f"nodes       {acct.nodes} {acct.nodelist}".rstrip(),
-                f"start       {acct.start_time.strftime(when) if acct.start_time else '-'}",
-                f"end         {acct.end_time.strftime(when) if acct.end_time else '-'}",
-                f"elapsed     {hms(acct.elapsed_s)} of {hms(acct.time_limit_s)}",
-                f"efficiency  {acct.efficiency}",
-            ]
+        # the same fields as `hpcui show` (hpcui.clusters.job_view); the job line is the head
+        lines = [f"{label:<11} {_escape(text)}" for label, text in view.fields() if label != "job"]
+        if not view.hpcui_job and view.details is not None:
+            lines.insert(0, "not submitted by hpcui: logs from the paths its script names")
         lines += self._service_lines(cluster, job_id, rec.name if rec is not None else "")
-        self.query_one("#details", Static).update("\n".join(lines) or problem or "-")
+        self.query_one("#details", Static).update("\n".join(lines) or _escape(problem) or "-")
 
     def _forwarded(self) -> None:
         self._details()  # the new forward is listed
@@ -400,7 +349,7 @@ class JobScreen(JobControlScreen):
             return
         self.entry, self.record = entry or self.entry, record or self.record
         self.accounting = acct
-        self._details(state=acct.state if acct else None)
+        self._details()
 
     # -- usage: looks only while this screen shows the job ------------------------------------
 
@@ -444,8 +393,8 @@ class JobScreen(JobControlScreen):
     # -- logs ----------------------------------------------------------------------------------
 
     def _follow(self) -> None:
-        job = self.job
-        if not self._active or self.key is None or (job is None and self.foreign is None):
+        handle, job = self.handle, self.job
+        if not self._active or self.key is None or handle is None:
             return
         cluster = self.ctx.hub.cluster(self.key[0])
         if cluster is None:
@@ -453,12 +402,11 @@ class JobScreen(JobControlScreen):
         self._reset_panel()
         self._generation += 1  # text a cancelled follower still sends is dropped
         if job is None:  # any other job: the files its script names (hpcui.jobs.other)
-            if self.foreign is not None and self.foreign.state is JobState.PENDING:
+            if handle.state is JobState.PENDING:
                 self.panel.add_lines([PENDING_NOTE])  # its file may hold an older job's log
-            if self.other is not None:
-                self._read_log(cluster, self.other, (self.stream, 0, self._generation), None)
+            self._read_log(cluster, handle, (self.stream, 0, self._generation), None)
             return
-        self._read_log(cluster, job, (self.stream, self.rank, self._generation), job)
+        self._read_log(cluster, handle, (self.stream, self.rank, self._generation), job)
 
     def _reset_panel(self) -> None:
         job_id = self.key[1] if self.key else ""
@@ -483,7 +431,7 @@ class JobScreen(JobControlScreen):
     def _read_log(
         self,
         cluster: Cluster,
-        handle: Job | OtherJob,
+        handle: JobHandle,
         key: tuple[Stream, int, int],
         watched: Job | None,
     ) -> None:
@@ -538,7 +486,9 @@ class JobScreen(JobControlScreen):
     def _state_changed(self, job: Job, state: Any) -> None:
         if self.job is not job:
             return
-        self._details(state=state)
+        if self.record is not None:  # the status service's word is newer than the record's
+            self.record = self.record.model_copy(update={"state": state})
+        self._details()
         first, self._first_state = self._first_state, False
         if state.is_final:
             self._load_result(job)

@@ -229,7 +229,7 @@ class JobsScreen(Screen[None]):
             if cluster is None:
                 continue
             for rec in recs:
-                cluster.track([rec.job_id or ""], rec.state)
+                cluster.faces.track([rec.job_id or ""], rec.state)
                 self._tracked.add(f"{rec.cluster}:{rec.job_id}")
 
     @work(thread=True, exclusive=True, group="jobs-history", exit_on_error=False)

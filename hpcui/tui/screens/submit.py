@@ -428,7 +428,7 @@ class SubmitScreen(Screen[None]):
             else:
                 job = cluster.submit(call.fn, *call.args, kwargs=call.kwargs, **resources)
             # the registry record keeps the form: "resubmit" refills it, in any process
-            cluster.remember(job, SUBMIT_FORM, form.as_dict())
+            cluster.faces.remember(job, SUBMIT_FORM, form.as_dict())
         except HpcuiError as exc:
             self.app.call_from_thread(self._failed, str(exc))
             return

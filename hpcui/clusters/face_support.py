@@ -1,0 +1,101 @@
+"""What the faces (the app, the CLI, the agent) need of a cluster beyond the user's API:
+hpcui's records, statuses and tracking, the prompt and the stall watch, where logs and
+results are kept on this machine. It lives here, behind `Cluster.faces`, so that a
+Cluster's own names are the user's API (submit, map, job, logs, view, site, control,
+files, usage, clean) and this plumbing is one documented object, not 36 names beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcui.backends.states import JobState
+from hpcui.schedulers.base import JobStatus
+from hpcui.store.registry import JobRecord, Registry
+from hpcui.submit import recovery as submit_recovery
+from hpcui.transport.base import Transport
+
+if TYPE_CHECKING:
+    from hpcui.jobs.job import Job
+    from hpcui.jobs.status import StatusService
+    from hpcui.submit.submitter import Submitter
+
+
+class FaceSupport:
+    """`cluster.faces`: one cluster's plumbing for the faces (made once per Cluster, from
+    getters of its parts: nothing is made before it is used)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        record: Callable[[str], JobRecord | None],
+        status: Callable[[], StatusService],
+        registry: Callable[[], Registry],
+        transport: Callable[[], Transport],
+        own_transport: Callable[[], Transport],
+        submitter: Callable[[], Submitter],
+    ) -> None:
+        self.name = name
+        self._record, self._status, self._registry = record, status, registry
+        self._transport, self._own_transport, self._submitter = transport, own_transport, submitter
+
+    def record(self, job_id: str) -> JobRecord | None:
+        """hpcui's record of a job, None for a job hpcui did not submit (a cut-off submit's
+        job is reconciled first: it may be that one)."""
+        return self._record(job_id)
+
+    def job_status(self, job_id: str) -> JobStatus | None:
+        """The status service's last word on a tracked job (None: not tracked here)."""
+        return self._status().get(job_id)
+
+    def refresh_states(self) -> None:
+        """Ask the scheduler once for every tracked job's state (the registry's may be
+        stale; nothing is asked for a job it already knows is over)."""
+        self._status().poll_once()
+
+    def track(self, job_ids: list[str], state: JobState = JobState.PENDING) -> None:
+        """Follow these jobs' states (`state`: what is known of them already)."""
+        self._status().track(job_ids, state)
+
+    def remember(self, job: Job, key: str, value: Any) -> None:
+        """Keep `value` (JSON) in the job's registry record, e.g. the form that made it."""
+        self._registry().set_meta(self.name, job.job_id, key, value)
+
+    def reconcile_submissions(self, *, force: bool = False) -> submit_recovery.Recovered:
+        """Finish submissions cut off earlier (a killed client, a lost link, a timeout)."""
+        return self._submitter().reconcile(force=force)
+
+    def own_transport(self) -> Transport:
+        """This process's own connection to the cluster, never the agent's (the agent
+        serves its callers with it)."""
+        return self._own_transport()
+
+    @property
+    def prompt(self) -> Callable[..., list[str]] | None:
+        """Who answers this cluster's keyboard-interactive questions (2FA)."""
+        return self._transport().prompt
+
+    def watch_stall(self, listener: Callable[[float | None], None]) -> None:
+        """`listener(seconds)` when the connection goes silent, `listener(None)` when it
+        answers again (from a background thread)."""
+        self._transport().watch_stall(listener)
+
+    @property
+    def log_spool(self) -> Path:
+        """Where followed logs are kept on this machine (beside the registry, files 0600)."""
+        return spool_dir(self._registry(), self.name)
+
+    @property
+    def result_cache(self) -> Path:
+        """Fetched results of this cluster's jobs, beside the registry (files 0600)."""
+        return result_dir(self._registry(), self.name)
+
+
+def spool_dir(registry: Registry, cluster: str) -> Path:
+    return registry.path.parent / "logs" / cluster
+
+
+def result_dir(registry: Registry, cluster: str) -> Path:
+    return registry.path.parent / "results" / cluster

@@ -1,0 +1,162 @@
+"""One job as every face shows it: what hpcui recorded, what the scheduler says now (the
+queue row while the job lives, its accounting once it ended, its description for a job
+hpcui did not submit), and the GPU use kept while it ran.
+
+Built here once, from the parts a `Cluster` owns; the CLI's `show` prints `JobView.fields()`
+as key/value lines (its `--json` is the model itself) and the app's Job screen draws the same
+fields as its details tab, so the two never say different things about one job."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from hpcui.backends.model import Model
+from hpcui.backends.records import JobDetails
+from hpcui.backends.states import JobState
+from hpcui.common.formatting import hms, when
+from hpcui.jobs.usage import GpuSummary
+from hpcui.sitestate.jobs import HistoryJob, QueueJob
+from hpcui.store.registry import JobRecord
+
+
+class JobView(Model):
+    """`hpcui show --json`: one model for hpcui's jobs and every other job of the user."""
+
+    cluster: str
+    job_id: str
+    name: str
+    state: JobState
+    state_raw: str = ""
+    reason: str = Field("", description="why a pending job waits (the scheduler's words)")
+    folder: str = ""
+    num_tasks: int = 1
+    token: str | None = None
+    array_index: int = -1
+    submitted_at: datetime | None = None
+    container: str | None = Field(None, description="the runtime and image the job ran in")
+    queue: QueueJob | None = Field(None, description="the queue's row while the job is listed")
+    accounting: HistoryJob | None = Field(
+        None, description="the scheduler's record: exit code, elapsed, usage, efficiency"
+    )
+    gpu_usage: list[GpuSummary] = Field(
+        default_factory=list,
+        description="mean/peak GPU use per GPU over the looks kept while it ran (hpcui usage)",
+    )
+    hpcui_job: bool = Field(True, description="submitted by hpcui (else folder is empty)")
+    details: JobDetails | None = Field(
+        None,
+        description="the scheduler's description (scontrol show job, qstat -f): log paths, "
+        "working directory, script; set for jobs hpcui did not submit",
+    )
+
+    def fields(self) -> list[tuple[str, str]]:
+        """(label, text) in the order both faces show them; what is unknown is left out."""
+        d, q, a = self.details, self.queue, self.accounting
+        raw = self.state_raw if self.state_raw not in ("", self.state.value) else ""
+        nodes = (
+            f"{a.nodes} ({a.nodelist})"
+            if a and a.nodelist
+            else f"{q.nodes} ({q.nodelist})"
+            if q and q.nodelist
+            else (d.nodelist if d else "")
+        )
+        started = (a.start_time if a else None) or (q.start_time if q else None)
+        started = started or (d.start_time if d else None)
+        limit = (a.time_limit_s if a else None) or (q.time_limit_s if q else None)
+        limit = limit or (d.time_limit_s if d else None)
+        elapsed = a.elapsed_s if a else (q.elapsed_s if q else None)
+        exit_code = ""
+        if a is not None and a.state.is_final and a.exit_code is not None:
+            exit_code = f"{a.exit_code}" + (f"  signal {a.signal}" if a.signal else "")
+        elif d is not None and d.exit_code:
+            exit_code = d.exit_code
+        rows: list[tuple[str, str | None]] = [
+            ("job", f"{self.job_id} on {self.cluster}" + ("" if self.hpcui_job else " (not submitted by hpcui)")),
+            ("name", self.name),
+            ("user", d.user if d else None),
+            ("state", self.state.value + (f" ({raw})" if raw else "")),
+            ("reason", self.reason),
+            ("tasks", str(self.num_tasks) if self.hpcui_job else None),
+            ("folder", self.folder if self.hpcui_job else None),
+            ("container", self.container),
+            ("submitted", when(self.submitted_at) if self.submitted_at else None),
+            ("partition", (a.partition if a else "") or (q.partition if q else "") or (d.partition if d else "")),
+            ("qos", q.qos if q else None),
+            ("account", (q.account if q else "") or (a.account if a else "")),
+            ("GPUs", str(q.gpus) if q and q.gpus is not None else None),
+            ("nodes", nodes),
+            ("started", when(started) if started else None),
+            ("ended", when(a.end_time) if a and a.end_time else None),
+            ("elapsed", (hms(elapsed) + (f" of {hms(limit)}" if limit else "")) if elapsed is not None else None),
+            ("time limit", hms(limit) if limit and elapsed is None else None),
+            ("exit code", exit_code),
+            ("efficiency", a.efficiency.removeprefix("efficiency: ") if a else None),
+            ("dependency", d.dependency if d else None),
+            ("script", d.command if d else None),
+            ("work dir", d.work_dir if d else None),
+            ("stdout", d.stdout if d else None),
+            ("stderr", d.stderr if d and d.stderr != d.stdout else None),
+            ("note", d.log_note if d else None),
+            ("token", self.token),
+            *((f"GPU {g.node}:{g.index}", gpu_line(g)) for g in self.gpu_usage),
+        ]  # fmt: skip
+        return [(k, v) for k, v in rows if v]
+
+
+def gpu_line(g: GpuSummary) -> str | None:
+    if None in (g.mean_util_pct, g.peak_util_pct, g.mean_mem_mib, g.peak_mem_mib):
+        return None
+    total = f" of {g.mem_total_mib:.0f}" if g.mem_total_mib is not None else ""
+    return (
+        f"mean {g.mean_util_pct:.0f}% peak {g.peak_util_pct:.0f}%, memory mean "
+        f"{g.mean_mem_mib:.0f} peak {g.peak_mem_mib:.0f}{total} MiB ({g.samples} looks)"
+    )
+
+
+def assemble(
+    cluster: str,
+    job_id: str,
+    *,
+    record: JobRecord | None = None,
+    queue: QueueJob | None = None,
+    accounting: HistoryJob | None = None,
+    details: JobDetails | None = None,
+    gpu_usage: list[GpuSummary] | None = None,
+    status_raw: str = "",
+    status_reason: str = "",
+) -> JobView:
+    """What is known of a job, newest word first: accounting once it ended, else the
+    queue's row, else the scheduler's description, else hpcui's record."""
+    newest = accounting or queue or details
+    if newest is not None:
+        state, raw = newest.state, newest.state_raw
+    elif record is not None:
+        state, raw = record.state, record.state_raw or status_raw
+    else:
+        state, raw = JobState.UNKNOWN, status_raw
+    reason = (queue.reason if queue else "") or (details.reason if details else "") or status_reason
+    name = (record.name if record else "") or (queue.name if queue else "")
+    name = name or (details.name if details else "") or (accounting.name if accounting else "")
+    submitted = datetime.fromtimestamp(record.submitted_at) if record else None
+    submitted = submitted or (details.submit_time if details else None)
+    return JobView(
+        cluster=cluster,
+        job_id=job_id,
+        name=name,
+        state=state,
+        state_raw=raw,
+        reason=reason if not state.is_final else "",
+        folder=record.folder if record else "",
+        num_tasks=record.num_tasks if record else 1,
+        token=record.token if record else None,
+        array_index=record.array_index if record else -1,
+        submitted_at=submitted,
+        container=record.meta.get("container") if record else None,
+        queue=queue,
+        accounting=accounting,
+        gpu_usage=gpu_usage or [],
+        hpcui_job=record is not None,
+        details=details if record is None else None,
+    )
