@@ -4,6 +4,7 @@ needs both, and slurm/ and pbs/ sit above the shared records."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 _NO_DURATION = {"", "UNLIMITED", "INFINITE", "INVALID", "PARTITION_LIMIT", "NOT_SET", "N/A"}
@@ -13,6 +14,7 @@ _DURATION = re.compile(
 _MEM = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)  # limits and elapsed times repeat across a big queue
 def parse_duration(text: str) -> float | None:
     """Seconds in a duration as Slurm prints it: ``[D-][H]H:MM:SS``, ``M:SS``, ``MM:SS.mmm``.
 

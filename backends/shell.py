@@ -31,6 +31,6 @@ def verify_lines(files: tuple[tuple[str, str], ...]) -> list[str]:
             f"printf '%s  %s\\n' {digest} {quote(path)} | sha256sum -c --status - 2>/dev/null || "
             f"{{ echo 'hpcui: '{quote(path)}' is not the file hpcui uploaded (its SHA-256 "
             "differs): not running it. Someone else may write where it lives; see "
-            'docs/decisions/shared-remote-base.md.\' >&2; exit 97; }'
+            "docs/decisions/shared-remote-base.md.' >&2; exit 97; }"
         )
     return lines

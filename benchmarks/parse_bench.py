@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcui.backends.slurm import accounting as sa
 from hpcui.backends.slurm import queue as sq
 from hpcui.sitestate import HistoryJob, QueueJob
 
@@ -134,14 +135,14 @@ def figures(n: int = 10_000, runs: int = 7) -> list[tuple[str, float, float]]:
     rows.append((f"squeue {n:,} lines, validated path (reference)", slow, base))
 
     acct = sacct_lines(n)
-    acct_keys = list(sq._SACCT.values())
+    acct_keys = list(sa._SACCT.values())
     hist_ms, acct_base, hist = paired(
-        lambda: sq.parse_sacct(acct, into=HistoryJob), lambda: baseline(acct, acct_keys), runs
+        lambda: sa.parse_sacct(acct, into=HistoryJob), lambda: baseline(acct, acct_keys), runs
     )
     assert len(hist) == n and isinstance(hist[0], HistoryJob)
     lines = len(acct.splitlines())
     rows.append((f"sacct {n:,} jobs ({lines:,} lines) -> HistoryJob", hist_ms, acct_base))
-    general, _ = median_ms(lambda: sq.parse_sacct_general(acct, into=HistoryJob), max(3, runs // 2))
+    general, _ = median_ms(lambda: sa.parse_sacct_general(acct, into=HistoryJob), max(3, runs // 2))
     rows.append((f"sacct {n:,} jobs, any-field-order path (reference)", general, acct_base))
     return rows
 

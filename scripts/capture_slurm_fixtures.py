@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 import hpcui
-from hpcui.backends.slurm.queue import sacct_command, sinfo_command, squeue_command
+from hpcui.backends.slurm.accounting import sacct_command
+from hpcui.backends.slurm.partitions import sinfo_command
+from hpcui.backends.slurm.queue import squeue_command
 
 
 def ok() -> int:

@@ -26,7 +26,7 @@ from hpcui.backends.job_paths import CALL_INDEX_ENV, log_name, pickle_name, subm
 from hpcui.backends.pbs.dialect import PbsDialect
 from hpcui.backends.pbs.ids import parse_pbs_id
 from hpcui.backends.shell import quote, verify_lines
-from hpcui.backends.slurm import queue as slurm_queue
+from hpcui.backends.slurm import accounting as slurm_accounting
 from hpcui.backends.slurm import script as slurm_script
 
 TOKEN_VAR = "HPCUI_TOKEN"
@@ -312,7 +312,7 @@ def wrapper_status_command(job_ids: Sequence[str]) -> str:
     if bad:
         raise ValueError(f"not Slurm job ids: {bad}")
     qstat = " ".join(["qstat", "-f", *ids])  # digits and _ only, checked above
-    sacct = " ".join(quote(a) for a in slurm_queue.sacct_command(ids))
+    sacct = " ".join(quote(a) for a in slurm_accounting.sacct_command(ids))
     return f"{qstat} 2>/dev/null; echo {SACCT_MARK}; {sacct} 2>/dev/null; true"
 
 

@@ -15,8 +15,15 @@ from hpcui.backends.batch import BatchSpec
 from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.records import JobDetails
 from hpcui.backends.shell import quote
+from hpcui.backends.slurm.fields import (
+    ENV,
+    parse_timestamp,
+    plain_user,
+    seconds,
+    slurm_state,
+    split_fields,
+)
 from hpcui.backends.slurm.jobids import parse_job_id
-from hpcui.backends.slurm.queue import _ENV, _seconds, _split, _user, parse_timestamp, slurm_state
 from hpcui.backends.slurm.script import directives
 
 # `Key=value` pairs of `scontrol show job --oneliner`. A value may hold spaces (Comment,
@@ -27,7 +34,7 @@ _PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9:/_]*)=")
 def show_job_command(job_id: str) -> list[str]:
     """One line per job (per array element) with every field scontrol knows; timestamps
     in the standard form whatever the user's SLURM_TIME_FORMAT says."""
-    return [*_ENV, "scontrol", "show", "job", "--oneliner", _checked_id(job_id)]
+    return [*ENV, "scontrol", "show", "job", "--oneliner", _checked_id(job_id)]
 
 
 def batch_script_command(job_id: str) -> list[str]:
@@ -113,7 +120,7 @@ def _details(v: dict[str, str]) -> JobDetails:
         "a": array_task if array_task.isdigit() else "0",
         "j": v["JobId"],
         "J": v["JobId"],
-        "u": _user(v.get("UserId", "")),
+        "u": plain_user(v.get("UserId", "")),
         "x": v.get("JobName", ""),
         "N": _none(v.get("BatchHost", "")),
     }
@@ -133,7 +140,7 @@ def _details(v: dict[str, str]) -> JobDetails:
         stderr=expand_pattern(_none(v.get("StdErr", "")), fields),
         batch_host=fields["N"],
         nodelist=_none(v.get("NodeList", "")),
-        time_limit_s=_seconds(v.get("TimeLimit", "")),
+        time_limit_s=seconds(v.get("TimeLimit", "")),
         dependency=_none(v.get("Dependency", "")),
         submit_time=parse_timestamp(v.get("SubmitTime", "")),
         start_time=parse_timestamp(v.get("StartTime", "")),
@@ -152,7 +159,7 @@ ACCOUNTING_FIELDS = (
 def accounting_command(job_id: str) -> list[str]:
     """The job's allocation line from sacct (``-X``), in ``ACCOUNTING_FIELDS`` order."""
     fields = ",".join(ACCOUNTING_FIELDS)
-    return [*_ENV, "sacct", "-X", "-n", "-P", "-j", _checked_id(job_id), f"--format={fields}"]
+    return [*ENV, "sacct", "-X", "-n", "-P", "-j", _checked_id(job_id), f"--format={fields}"]
 
 
 def batch_script_accounting_command(job_id: str) -> list[str]:
@@ -164,7 +171,7 @@ def parse_accounting(text: str) -> list[JobDetails]:
     """``accounting_command`` output: the same record as ``scontrol show job`` gives while
     the controller remembers the job (sacct prints StdOut unexpanded: expanded here)."""
     out = []
-    for parts in _split(text, len(ACCOUNTING_FIELDS), suffixed=False):
+    for parts in split_fields(text, len(ACCOUNTING_FIELDS), suffixed=False):
         v = dict(zip(ACCOUNTING_FIELDS, parts, strict=True))
         job, raw = v["JobID"], v["JobIDRaw"]
         array_job, _, array_task = job.partition("_") if "_" in job else ("", "", "")

@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterable
 
 from hpcui.backends.records import FairShare, JobPriority, NodeInfo, PartitionFree
-from hpcui.backends.slurm.queue import _counts, _leading_int, _split
+from hpcui.backends.slurm.fields import leading_int, split_fields
+from hpcui.backends.slurm.partitions import allocation_counts
 
 _SEP = "|"
 SINFO_NODE_FIELDS: tuple[str, ...] = (
@@ -79,10 +80,10 @@ def parse_sinfo_nodes(text: str) -> list[NodeInfo]:
     """``sinfo_nodes_command`` output: one record per node and partition."""
     out = []
     # the `Field:|` form (squeue's too): a `|` after every field, the last included
-    for host, part, state, cpus, gres, used, mem, alloc_mem in _split(
+    for host, part, state, cpus, gres, used, mem, alloc_mem in split_fields(
         text, len(SINFO_NODE_FIELDS), suffixed=True
     ):
-        counts = _counts(cpus)
+        counts = allocation_counts(cpus)
         state_word = state.rstrip("*~#!%$@^-+").lower()
         out.append(
             NodeInfo(
@@ -96,8 +97,8 @@ def parse_sinfo_nodes(text: str) -> list[NodeInfo]:
                 cpus_total=counts[3],
                 gpus_total=gres_gpus(gres),
                 gpus_used=gres_gpus(used),
-                mem_mb=_leading_int(mem),
-                mem_alloc_mb=_leading_int(alloc_mem),
+                mem_mb=leading_int(mem),
+                mem_alloc_mb=leading_int(alloc_mem),
             )
         )
     return out
@@ -151,9 +152,9 @@ def parse_sshare(text: str) -> list[FairShare]:
             FairShare(
                 account=account,
                 user=user,
-                raw_shares=_leading_int(raw),
+                raw_shares=leading_int(raw),
                 norm_shares=_float(norm),
-                raw_usage=_leading_int(usage),
+                raw_usage=leading_int(usage),
                 effective_usage=_float(effective),
                 fair_share=_float(fair),
             )

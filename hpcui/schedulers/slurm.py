@@ -15,11 +15,14 @@ from hpcui.backends.records import (
     JobDetails,
     JobPriority,
     NodeInfo,
+    PartitionInfo,
     QueueEntry,
 )
+from hpcui.backends.slurm import accounting as slurm_accounting
 from hpcui.backends.slurm import control as slurm_control
 from hpcui.backends.slurm import free as slurm_free
 from hpcui.backends.slurm import jobids as slurm_jobids
+from hpcui.backends.slurm import partitions as slurm_partitions
 from hpcui.backends.slurm import queue as slurm_queue
 from hpcui.backends.slurm import script as slurm_script
 from hpcui.errors import HpcuiError, JobsRefused, SchedulerError, UsageError
@@ -72,7 +75,7 @@ class SlurmScheduler(Scheduler):
         if not self.accounting_off:
             bases = sorted({str(slurm_jobids.parse_job_id(j).job) for j in job_ids})
             self.calls += 1
-            res = self.transport.run(slurm_queue.sacct_command(bases))
+            res = self.transport.run(slurm_accounting.sacct_command(bases))
             if res.ok:
                 return sacct_statuses(res.stdout)
             log.info(
@@ -129,9 +132,9 @@ class SlurmScheduler(Scheduler):
         """sacct; where accounting is off, the ended jobs squeue still remembers (MinJobAge)."""
         if not self.accounting_off:
             self.calls += 1
-            res = self.transport.run(slurm_queue.sacct_command(job_ids, since=since))
+            res = self.transport.run(slurm_accounting.sacct_command(job_ids, since=since))
             if res.ok:
-                return slurm_queue.parse_sacct(res.stdout, into=into)
+                return slurm_accounting.parse_sacct(res.stdout, into=into)
             log.info("sacct failed (%s); history from squeue", res.stderr.strip())
             self._accounting_off_until = time.monotonic() + ACCOUNTING_RETRY_S
         self.calls += 1
@@ -141,10 +144,10 @@ class SlurmScheduler(Scheduler):
             for e in slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=QueueEntry)
         ]
 
-    def partitions(self) -> list[slurm_queue.PartitionInfo]:
+    def partitions(self) -> list[PartitionInfo]:
         self.calls += 1
-        res = self.transport.run(slurm_queue.sinfo_command())
-        return slurm_queue.parse_sinfo(_checked(res, "sinfo").stdout)
+        res = self.transport.run(slurm_partitions.sinfo_command())
+        return slurm_partitions.parse_sinfo(_checked(res, "sinfo").stdout)
 
     # -- what is free now, and where the user stands ------------------------------------------
 
@@ -325,7 +328,7 @@ def sacct_statuses(text: str) -> dict[str, JobStatus]:
     """``sacct_command`` output as JobStatus per job id (array ranges expanded)."""
     return {
         jid: JobStatus(e.state, e.state_raw, e.exit_code)
-        for e in slurm_queue.parse_sacct(text, into=AccountingEntry)
+        for e in slurm_accounting.parse_sacct(text, into=AccountingEntry)
         for jid in slurm_jobids.expand_array_ids(e.job_id)
     }
 

@@ -4,7 +4,9 @@
 
 import pytest
 
-from hpcui.backends.slurm.queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.slurm.accounting import parse_sacct
+from hpcui.backends.slurm.partitions import parse_sinfo
+from hpcui.backends.slurm.queue import parse_squeue
 from hpcui.backends.states import JobState
 from tests.conftest import fixture_text
 

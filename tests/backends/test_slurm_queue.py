@@ -3,22 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcui.backends.slurm.queue import (
-    SACCT_FIELDS,
-    SINFO_FIELDS,
-    SQUEUE_FIELDS,
-    parse_duration,
-    parse_exit_code,
-    parse_mem,
-    parse_sacct,
-    parse_sinfo,
-    parse_squeue,
-    parse_timestamp,
-    sacct_command,
-    sinfo_command,
-    slurm_state,
-    squeue_command,
-)
+from hpcui.backends.scheduler_text import parse_duration, parse_mem
+from hpcui.backends.slurm.accounting import SACCT_FIELDS, parse_sacct, sacct_command
+from hpcui.backends.slurm.fields import parse_exit_code, parse_timestamp, slurm_state
+from hpcui.backends.slurm.partitions import SINFO_FIELDS, parse_sinfo, sinfo_command
+from hpcui.backends.slurm.queue import SQUEUE_FIELDS, parse_squeue, squeue_command
 from hpcui.backends.states import JobState
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

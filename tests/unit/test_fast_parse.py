@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from hpcui.backends.records import AccountingEntry, QueueEntry, trusted
+from hpcui.backends.slurm import accounting as sa
+from hpcui.backends.slurm import fields as sf
 from hpcui.backends.slurm import queue as sq
 from hpcui.sitestate import HistoryJob, QueueJob
 from tests.conftest import FIXTURES
@@ -73,7 +75,7 @@ def test_rows_of_unchanged_lines_are_reused_and_changed_lines_parsed_again():
 
 
 def test_trusted_rows_behave_like_validated_ones():
-    values = sq._queue_values(*SQUEUE[0].read_text().splitlines()[0].split("|")[:-1])
+    values = sq.queue_values(*SQUEUE[0].read_text().splitlines()[0].split("|")[:-1])
     fast = QueueJob.from_values(dict(values))
     slow = QueueJob.model_validate({**values, "token": fast.token})
     assert fast == slow and hash(fast) == hash(slow)
@@ -87,7 +89,7 @@ def test_trusted_rows_behave_like_validated_ones():
 
 def test_sacct_rows_match_their_validated_form():
     text = (FIXTURES / "slurm-22.05.8-dev" / "sacct_hpcui_format.txt").read_text()
-    for job in sq.parse_sacct(text, into=HistoryJob):
+    for job in sa.parse_sacct(text, into=HistoryJob):
         again = HistoryJob.model_validate(job.model_dump(exclude={"hpcui", "efficiency"}))
         assert again.model_dump() == job.model_dump()
 
@@ -103,23 +105,23 @@ SACCT = [
 @pytest.mark.parametrize("into", [AccountingEntry, HistoryJob])
 def test_sacct_fast_and_general_paths_agree(path, into):
     text = path.read_text()
-    fast = sq.parse_sacct(text, into=into)
-    general = sq.parse_sacct_general(text, into=into)
+    fast = sa.parse_sacct(text, into=into)
+    general = sa.parse_sacct_general(text, into=into)
     assert len(fast) == len(general) > 0
     for a, b in zip(fast, general, strict=True):
         assert type(a) is type(b) is into
         assert a.model_dump() == b.model_dump()
     # a field order of its own goes the general way and still gives the same rows
-    reordered = list(reversed(sq.SACCT_FIELDS))
+    reordered = list(reversed(sa.SACCT_FIELDS))
     lines = ["|".join(reversed(line.split("|"))) for line in text.splitlines() if line]
-    again = sq.parse_sacct("\n".join(lines), reordered, into=into)
+    again = sa.parse_sacct("\n".join(lines), reordered, into=into)
     assert [j.model_dump() for j in again] == [j.model_dump() for j in fast]
 
 
 def _sacct_line(**change: str) -> str:
     parts = SACCT[2].read_text().splitlines()[0].split("|")
     for key, value in change.items():
-        parts[list(sq._SACCT.values()).index(key)] = value
+        parts[list(sa._SACCT.values()).index(key)] = value
     return "|".join(parts) + "\n"
 
 
@@ -140,9 +142,9 @@ def _sacct_line(**change: str) -> str:
 )
 def test_both_sacct_paths_refuse_malformed_lines_with_the_same_words(text):
     with pytest.raises(ValueError) as fast:
-        sq.parse_sacct(text, into=HistoryJob)
+        sa.parse_sacct(text, into=HistoryJob)
     with pytest.raises(ValueError) as general:
-        sq.parse_sacct_general(text, into=HistoryJob)
+        sa.parse_sacct_general(text, into=HistoryJob)
     assert str(fast.value) == str(general.value)
 
 
@@ -160,13 +162,15 @@ def test_both_sacct_paths_refuse_malformed_lines_with_the_same_words(text):
 )
 def test_the_line_splitter_keeps_the_exact_rules(line):
     def exact():
-        return sq._fields_of(line, 3, suffixed=True)
+        return sf.fields_of(line, 3, suffixed=True)
 
     try:
         expected = exact()
     except ValueError as error:
         with pytest.raises(ValueError, match="expected 3"):
-            list(sq._split(line, 3, suffixed=True))
+            list(sf.split_fields(line, 3, suffixed=True))
         assert "expected 3" in str(error)
         return
-    assert list(sq._split(line, 3, suffixed=True)) == ([expected] if expected is not None else [])
+    assert list(sf.split_fields(line, 3, suffixed=True)) == (
+        [expected] if expected is not None else []
+    )

@@ -7,8 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 from types import SimpleNamespace
 
+from hpcui.backends.slurm.accounting import parse_sacct
 from hpcui.backends.slurm.control import parse_show_job
-from hpcui.backends.slurm.queue import parse_sacct, parse_squeue
+from hpcui.backends.slurm.queue import parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.clusters.cluster import Cluster
 from hpcui.clusters.job_view import JobView, assemble

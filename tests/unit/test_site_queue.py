@@ -9,7 +9,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from hpcui.backends.records import AccountingEntry, QueueEntry
-from hpcui.backends.slurm.queue import parse_sacct, parse_sinfo, parse_squeue
+from hpcui.backends.slurm.accounting import parse_sacct
+from hpcui.backends.slurm.partitions import parse_sinfo
+from hpcui.backends.slurm.queue import parse_squeue
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.schedulers.slurm import SlurmScheduler
