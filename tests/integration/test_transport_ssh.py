@@ -411,11 +411,11 @@ def test_file_operations_on_a_dead_link_raise_connection_lost(devcluster):
             raise EOFError()
 
         with pytest.raises(ConnectionLost, match="dropped while reading x"):
-            t._file_op("reading x", always_dropping, retry=True)
+            t._files.file_op("reading x", always_dropping, retry=True)
         assert len(calls) == 2  # tried again once
         calls.clear()
         with pytest.raises(ConnectionLost, match="dropped while creating y"):
-            t._file_op("creating y", always_dropping, retry=False)
+            t._files.file_op("creating y", always_dropping, retry=False)
         assert len(calls) == 1
         # the server's own answers pass unchanged while the link is up
         assert t.run("true").ok
