@@ -41,7 +41,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
         raise UsageError("`hpcui shell` needs a terminal (stdin is not one).")
     resources = resource_kwargs(args)
     if args.new:
-        from hpcui.request.resources import explain
+        from hpcui.request.plan import explain
 
         if args.job is not None or args.node:
             raise UsageError("`hpcui shell --new` makes its own job: name no JOB or --node.")

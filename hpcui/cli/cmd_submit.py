@@ -57,7 +57,7 @@ def _submit(
         print_result,
     )
     from hpcui.cli.models import SubmitOutput
-    from hpcui.request.resources import explain
+    from hpcui.request.plan import explain
 
     alloc = cluster.plan(
         **res

@@ -25,7 +25,7 @@ from hpcui.jobs.cleanup import CleanReport
 from hpcui.logs.follow import LogChunk
 from hpcui.metrics import Metrics
 from hpcui.profiles import Profile
-from hpcui.request.resources import Allocation
+from hpcui.request.allocation import Allocation
 from hpcui.sitestate import FreeReport, HistoryJob, QueueJob, QuotaReport, Standing
 
 

@@ -26,7 +26,8 @@ from hpcui.jobs.other import OtherJob
 from hpcui.jobs.status import StatusService
 from hpcui.logs import follow as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.profiles import Profile
-from hpcui.request.resources import Allocation, Resources
+from hpcui.request.allocation import Allocation
+from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Capabilities, Scheduler
 from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as submission

@@ -15,7 +15,8 @@ from hpcui.backends.records import JobDetails
 from hpcui.errors import HpcuiError, JobsRefused, UsageError
 from hpcui.jobs import other as any_job
 from hpcui.jobs.forwarding import Forward, node_of
-from hpcui.request.resources import Allocation, batch_spec
+from hpcui.request.allocation import Allocation
+from hpcui.request.plan import batch_spec
 from hpcui.schedulers.base import Scheduler
 from hpcui.transport.base import TerminalChannel, Transport
 

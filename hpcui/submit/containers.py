@@ -30,7 +30,7 @@ from hpcui.backends.containers import (
 )
 from hpcui.errors import RemotePythonError, UsageError
 from hpcui.profiles import Profile
-from hpcui.request.resources import Allocation
+from hpcui.request.allocation import Allocation
 from hpcui.transport.base import Transport
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,9 @@ from hpcui.errors import (
     UsageError,
 )
 from hpcui.profiles import Profile
-from hpcui.request.resources import Allocation, Resources, batch_spec, explain, resolve
+from hpcui.request.allocation import Allocation
+from hpcui.request.plan import batch_spec, explain, resolve
+from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as submission
 from hpcui.store.registry import JobRecord, Registry

@@ -91,7 +91,7 @@ def test_user_profiles_reach_clusters_and_give_python_and_setup(tmp_path):
 
 def test_submit_script_and_probe_use_the_effective_python(tmp_path):
     from hpcui.clusters.cluster import Cluster
-    from hpcui.request.resources import batch_spec
+    from hpcui.request.plan import batch_spec
     from hpcui.store.remote import probe_command
 
     p = tmp_path / "c.toml"

@@ -18,7 +18,8 @@ from hpcui.backends.pbs.script import render_script as render_pbs
 from hpcui.backends.slurm.script import render_script as render_slurm
 from hpcui.errors import UsageError
 from hpcui.profiles import load_profile
-from hpcui.request.resources import Resources, resolve
+from hpcui.request.plan import resolve
+from hpcui.request.resources import Resources
 from tests.conftest import ROOT
 
 IMG = "/images/pytorch.sqsh"

@@ -13,7 +13,8 @@ from hpcui.backends.launch import PORT_BASE, PORT_SPAN, master_port, torchrun_ar
 from hpcui.backends.slurm.script import render_script
 from hpcui.distributed import rank_info, resolve_master, stop_file_path
 from hpcui.profiles import load_profile
-from hpcui.request.resources import Resources, batch_spec, resolve
+from hpcui.request.plan import batch_spec, resolve
+from hpcui.request.resources import Resources
 
 
 def no_dns(host: str, suffix: str) -> str:

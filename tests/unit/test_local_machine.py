@@ -9,7 +9,8 @@ import pytest
 from hpcui.errors import UsageError
 from hpcui.profiles import local_machine, resolve_profile
 from hpcui.profiles.local_machine import LocalMachine, describe, detect
-from hpcui.request.resources import Resources, resolve
+from hpcui.request.plan import resolve
+from hpcui.request.resources import Resources
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 NV = FIXTURES / "nvidia-smi-580-h100"

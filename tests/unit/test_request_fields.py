@@ -7,8 +7,10 @@ import dataclasses
 
 from hpcui.backends.batch import BatchSpec
 from hpcui.cli.parser import RESOURCE_PREFIX, build_parser
+from hpcui.request.allocation import Allocation
 from hpcui.request.fields import API_ONLY, FRIENDLY, REQUEST_FIELDS
-from hpcui.request.resources import Allocation, Resources, batch_spec
+from hpcui.request.plan import batch_spec
+from hpcui.request.resources import Resources
 from hpcui.tui.screens.submit import FORM_FIELDS, SubmitForm
 
 

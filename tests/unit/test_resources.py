@@ -6,14 +6,8 @@ from hpcui.backends.slurm.script import directives, render_script
 from hpcui.common.units import UnitWarning
 from hpcui.errors import UsageError
 from hpcui.profiles import load_profile
-from hpcui.request.resources import (
-    Resources,
-    batch_spec,
-    explain,
-    parse_mem_mb,
-    parse_time,
-    resolve,
-)
+from hpcui.request.plan import batch_spec, explain, resolve
+from hpcui.request.resources import Resources, parse_mem_mb, parse_time
 
 
 def plan(profile: str, **kwargs):

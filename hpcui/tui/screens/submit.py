@@ -26,7 +26,7 @@ from hpcui.tui.messages import Prefill, Submitted
 
 if TYPE_CHECKING:
     from hpcui.clusters.cluster import Cluster
-    from hpcui.request.resources import Allocation
+    from hpcui.request.allocation import Allocation
     from hpcui.tui.context import AppContext
 
 #: the form's resource boxes: the fields of hpcui.request.fields that have a label
@@ -171,7 +171,6 @@ def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocati
 
 def placeholders(alloc: Allocation) -> dict[str, str]:
     """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
-    from hpcui.request.resources import format_mem  # the script's own spelling (4G, 1500M)
     from hpcui.tui.rows import hms
 
     return {
@@ -181,7 +180,7 @@ def placeholders(alloc: Allocation) -> dict[str, str]:
         if alloc.gpus_per_node
         else str(alloc.tasks_per_node),
         "cpus_per_task": str(alloc.cpus_per_task),
-        "mem": format_mem(alloc.mem_mb) if alloc.mem_mb else "no --mem",
+        "mem": alloc.mem_text or "no --mem",
         "time": hms(alloc.time_s) if alloc.time_s else "no --time",
         "partition": alloc.partition or "site default",
         "qos": alloc.qos or "none",
