@@ -5,6 +5,8 @@ built as ``bash -lc '...'``. Both implementations write to stderr by default; th
 builders move the output to stdout (Lmod ``--redirect``, Environment Modules ``2>&1``)
 and prefer the machine-readable modes: Lmod ``-t`` and ``spider-json``, Environment
 Modules (4.5+) ``-j``. The parsers take that text and return :class:`Module` objects.
+
+Over 500 lines: Lmod and Environment Modules answer each command (list, avail, spider, keyword) in their own shapes; each parser sits beside its command line, as in every dialect module.
 """
 
 from __future__ import annotations

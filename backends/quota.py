@@ -6,6 +6,8 @@ Each site prints quota its own way: ``bsc_quota`` (MareNostrum 5), ``lumi-quota`
 else exists, ``df`` or ``du``. The parsers are strict on purpose: a quota screen that shows a wrong number is
 worse than one that shows none, so a value that cannot be read with certainty becomes
 ``None`` and a text that is not recognised raises :class:`QuotaParseError`.
+
+Over 500 lines: one small parser per site tool (bsc_quota, lfs quota, csc-workspaces, df, ...) beside the table that names them; each is tested on its real output.
 """
 
 from __future__ import annotations

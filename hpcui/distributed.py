@@ -60,6 +60,8 @@ the previous one. stop_requested() also turns true at the scheduler's early sign
 its limit unless it stops itself. On a time limit, resubmit the same function (or use submitit's
 Checkpointable, whose `checkpoint()` can simply return a resubmission of the same call:
 the function finds the newest checkpoint itself).
+
+Over 500 lines: a public module users import inside a job as one namespace (setup, rank info, rank-0 I/O, sharded checkpoints, stop); splitting it would change what `hpcui.distributed` holds for them.
 """
 
 from __future__ import annotations

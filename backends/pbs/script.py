@@ -12,6 +12,8 @@ Ids (decision): hpcui names a plain job by the id qsub printed (``1234.server``)
 array element ``<seq>.<server>_<index>`` (``1234.server_7`` for PBS's ``1234[7].server``),
 so result files are ``1234.server_7_0_result.pkl`` (no brackets in file names) and the
 ``<base>_<index>`` rule the registry applies to Slurm arrays holds unchanged.
+
+Over 500 lines: PBS Pro's and Torque's scripts and command lines, whose differences sit side by side (select vs nodes=, -J vs -t, qstat's forms).
 """
 
 from __future__ import annotations

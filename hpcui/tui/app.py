@@ -7,6 +7,8 @@ is an ``AppContext`` handed to each screen; what they ask of the app arrives as 
 (``hpcui.tui.messages``). Imports go one way: app -> screens -> context/messages.
 No worker takes the app down: each runs with ``exit_on_error=False`` and a failed one is
 shown by ``on_worker_state_changed``.
+
+Over 500 lines: Textual's App is one class (bindings, screens, the hub's wiring, the global actions); the screens, widgets and workers live in their own modules.
 """
 
 from __future__ import annotations

@@ -530,3 +530,19 @@ def test_the_outside_reference_check_sees_one():
         "a:1",
         "b:1",
     ]
+
+
+MAX_LINES = 500
+
+
+def test_no_module_over_500_lines_without_its_reason():
+    """A module does one job; one that is longer says why in its docstring ("Over 500
+    lines: ..."). Tests and the dev-cluster scripts are not counted."""
+    unsaid = []
+    for module, path in modules().items():
+        text = path.read_text()
+        if text.count("\n") > MAX_LINES and "Over 500 lines:" not in (
+            ast.get_docstring(ast.parse(text)) or ""
+        ):
+            unsaid.append(f"{module} ({text.count(chr(10))} lines)")
+    assert unsaid == []

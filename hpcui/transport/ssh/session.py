@@ -1,7 +1,9 @@
 """SSH transport: one paramiko connection per cluster and process, (re)connected with
 backoff, through ProxyJump/ProxyCommand, watched by keepalives. Commands go through a pool
 of framed shells (shells.py), files through SFTP or a plain channel (sftp.py); who the server
-is and who we are is auth.py's business."""
+is and who we are is auth.py's business.
+
+Over 500 lines: the connection, its reconnects with backoff, ProxyJump and ProxyCommand, the keepalive watch and the exec channels share one lock and one connection state; login (auth.py), shells (shells.py) and files (sftp.py) are apart already."""
 
 from __future__ import annotations
 

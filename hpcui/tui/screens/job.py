@@ -4,6 +4,8 @@ Logs come from ``Cluster.logs(follow=True)`` in a thread worker, exactly as for
 ``hpcui logs -f``: one stat plus a ranged read of only the new bytes per poll, backing off
 while the file is quiet, and a local spool. The worker is cancelled while the screen is
 hidden; coming back replays the spool from local disk and reads on from its offset.
+
+Over 500 lines: one Textual Screen with six tabs (log, metrics, usage, details, script, result) whose workers share its state; what it shows of a job is the core's JobView, its log panel and plots are widgets of their own.
 """
 
 from __future__ import annotations

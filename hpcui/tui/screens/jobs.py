@@ -6,6 +6,8 @@ Data comes from two places and no screen polls a scheduler itself:
 - the local registry (hpcui's own jobs, including ended ones the queue forgot), read in a
   worker that re-arms its timer only after it finished.
 Both stop while the screen is hidden (subscriptions cancelled, timer not re-armed).
+
+Over 500 lines: one Textual Screen whose compose, bindings, workers and message handlers share its state; rows, folding and the table are apart (rows.py, job_table.py).
 """
 
 from __future__ import annotations

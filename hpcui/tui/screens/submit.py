@@ -3,6 +3,8 @@
 The preview is the core's own plan (``Cluster.plan``: profile rules and defaults, no
 network) rendered by the cluster's scheduler, so what is shown is what ``submit`` sends,
 except for the job folder, token and runtime-bundle path that exist only at submit time.
+
+Over 500 lines: one Textual Screen (the form, its validation on each key, the preview and the submit worker share its state); the fields come from hpcui.request.fields.
 """
 
 from __future__ import annotations
