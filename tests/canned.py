@@ -44,7 +44,7 @@ class CannedTransport(Transport):
             raise AssertionError(f"unexpected command {text!r}")
         return CommandResult(127, b"", f"{text}: not found".encode())
 
-    def put_files(self, directory, files, *, then=None):  # type: ignore[override]
+    def _put_files(self, directory, files, then, first):  # type: ignore[override]
         raise NotImplementedError("CannedTransport answers commands only")
 
     def write_file(self, path, data, *, mode=0o600):  # type: ignore[override]

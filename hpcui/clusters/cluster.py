@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from hpcui.clusters import parts as cluster_setup
 from hpcui.clusters.face_support import FaceSupport, result_dir, spool_dir
@@ -426,12 +426,7 @@ class Cluster:
         job: JobHandle | str,
         stream: _logs.Stream = "stdout",
         rank: int | None = None,
-        *,
-        follow: bool = False,
-        tail_bytes: int | None = None,
-        timeout: float | None = None,
-        spool: bool = True,
-        until: Callable[[], bool] | None = None,
+        **options: Unpack[_logs.LogOptions],
     ) -> Iterator[_logs.LogChunk]:
         """A job's log text as it appears, per rank (all ranks when `rank` is None).
 
@@ -444,7 +439,4 @@ class Cluster:
         (`job`); a handle in hand is not asked again.
         """
         handle = self.job(job) if isinstance(job, str) else job
-        return handle.logs(
-            stream, rank, follow=follow, tail_bytes=tail_bytes, timeout=timeout, spool=spool,
-            until=until,
-        )  # fmt: skip
+        return handle.logs(stream, rank, **options)

@@ -4,12 +4,12 @@ hpcui's jobs have (results, ranks, a recorded script) instead of asking which cl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator
+from typing import Protocol, Unpack, runtime_checkable
 
 from hpcui.backends.records import JobDetails
 from hpcui.backends.states import JobState
-from hpcui.logs.follow import LogChunk, Stream
+from hpcui.logs.follow import LogChunk, LogOptions, Stream
 
 
 @runtime_checkable
@@ -41,15 +41,7 @@ class JobHandle(Protocol):
         ...
 
     def logs(
-        self,
-        stream: Stream = "stdout",
-        rank: int | None = None,
-        *,
-        follow: bool = False,
-        tail_bytes: int | None = None,
-        timeout: float | None = None,
-        spool: bool = True,
-        until: Callable[[], bool] | None = None,
+        self, stream: Stream = "stdout", rank: int | None = None, **options: Unpack[LogOptions]
     ) -> Iterator[LogChunk]: ...
 
     def cancel(self) -> None: ...

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from pydantic import ConfigDict
 
@@ -34,6 +35,7 @@ __all__ = [
     "CHUNK_BYTES",
     "LogChunk",
     "LogFollower",
+    "LogOptions",
     "LogTimeout",
     "ProgressLines",
     "Stream",
@@ -55,6 +57,18 @@ def log_path(folder: str, job_id: str, task: int, stream: Stream) -> str:
         return JobPaths(folder, job_id).log(task, stream)
     except ValueError as exc:
         raise UsageError(f"{exc}.") from None
+
+
+class LogOptions(TypedDict, total=False):
+    """How a job's logs are read, beyond which stream and rank: `follow` until the job ends,
+    start `tail_bytes` from the end, give up after `timeout` s, keep a local `spool`, and
+    `until()` in place of "the job ended" (the app stops when its screen is hidden)."""
+
+    follow: bool
+    tail_bytes: int | None
+    timeout: float | None
+    spool: bool
+    until: Callable[[], bool] | None
 
 
 class LogChunk(Model):

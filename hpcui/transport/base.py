@@ -109,7 +109,6 @@ class Transport(abc.ABC):
     ) -> CommandResult:
         """Run a command. A list is quoted word by word; a string is shell code."""
 
-    @abc.abstractmethod
     def put_files(
         self,
         directory: str,
@@ -125,6 +124,13 @@ class Transport(abc.ABC):
         `directory` in the same shell before anything uploaded is unpacked (a claim that
         must exist before the files do).
         """
+        return self._put_files(directory, files, then, first)
+
+    @abc.abstractmethod
+    def _put_files(
+        self, directory: str, files: dict[str, bytes], then: Command | None, first: Command | None
+    ) -> CommandResult:
+        """`put_files` as each transport does it (the keywords checked once, above)."""
 
     @abc.abstractmethod
     def write_file(

@@ -48,13 +48,8 @@ class LocalTransport(Transport):
                 f"Nothing answers on {host}:{port} ({exc.strerror or exc}): is the service up yet?"
             ) from None
 
-    def put_files(
-        self,
-        directory: str,
-        files: dict[str, bytes],
-        *,
-        then: Command | None = None,
-        first: Command | None = None,
+    def _put_files(
+        self, directory: str, files: dict[str, bytes], then: Command | None, first: Command | None
     ) -> CommandResult:
         os.makedirs(directory, exist_ok=True)
         for name, content in files.items():

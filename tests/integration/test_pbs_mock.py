@@ -43,7 +43,7 @@ class MockOnPath(Transport):
     def run(self, cmd: Command, *, timeout=None, stdin=None) -> CommandResult:
         return self.inner.run(self.prefix + to_command(cmd), timeout=timeout, stdin=stdin)
 
-    def put_files(self, directory, files, *, then=None, first=None) -> CommandResult:
+    def _put_files(self, directory, files, then, first) -> CommandResult:
         then = None if then is None else self.prefix + to_command(then)
         return self.inner.put_files(directory, files, then=then, first=first)
 

@@ -343,13 +343,8 @@ class AgentTransport(Transport):
             limit=timeout,
         )
 
-    def put_files(
-        self,
-        directory: str,
-        files: dict[str, bytes],
-        *,
-        then: Command | None = None,
-        first: Command | None = None,
+    def _put_files(
+        self, directory: str, files: dict[str, bytes], then: Command | None, first: Command | None
     ) -> CommandResult:
         # a large file (a 30 MB argument's pickle) follows the request in chunks, as
         # write_file's data does: no frame comes near the wire's limit

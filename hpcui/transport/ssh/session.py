@@ -485,15 +485,10 @@ class SshTransport(Transport):
     def stat_file(self, path: str) -> RemoteStat | None:
         return self._files.stat_file(path)
 
-    def put_files(
-        self,
-        directory: str,
-        files: dict[str, bytes],
-        *,
-        then: Command | None = None,
-        first: Command | None = None,
+    def _put_files(
+        self, directory: str, files: dict[str, bytes], then: Command | None, first: Command | None
     ) -> CommandResult:
-        return self._files.put_files(directory, files, then=then, first=first)
+        return self._files.put_files(directory, files, then, first)
 
 
 def _proxy_command(command: str) -> paramiko.ProxyCommand:

@@ -234,12 +234,7 @@ class RemoteFiles:
         return self.file_op(f"checking {path}", stat, retry=True)
 
     def put_files(
-        self,
-        directory: str,
-        files: dict[str, bytes],
-        *,
-        then: Command | None = None,
-        first: Command | None = None,
+        self, directory: str, files: dict[str, bytes], then: Command | None, first: Command | None
     ) -> CommandResult:
         """Files by SFTP (many as one tar), then one command unpacks them and runs `then`.
 
