@@ -280,15 +280,17 @@ def test_packages_in_pyproject_are_the_packages_on_disk():
     assert link.is_symlink() and link.readlink() == Path("..") / "backends"
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_the_wheel_installs_no_top_level_backends(tmp_path):
     """`pip install hpcui` must not put a package named `backends` in site-packages: a
-    user's own `backends` package would collide with it (pickling and on the node)."""
+    user's own `backends` package would collide with it (pickling and on the node). The
+    wheel carries py.typed and the LICENSE, and installs into a fresh venv whose `hpcui
+    --version` answers (the thin entry point needs nothing beyond the standard library)."""
     src = tmp_path / "src"  # a copy: building writes build/ beside pyproject.toml
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for folder in ("hpcui", "backends"):
-        shutil.copytree(ROOT / folder, src / folder, ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
+    shutil.copytree(ROOT / "hpcui", src / "hpcui", ignore=skip, symlinks=True)
+    shutil.copytree(ROOT / "backends", src / "backends", ignore=skip)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     wheel_cmd = [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps"]
     subprocess.run(
@@ -301,6 +303,26 @@ def test_the_wheel_installs_no_top_level_backends(tmp_path):
     tops = {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n}
     assert tops == {"hpcui"}
     assert "hpcui/backends/slurm/script.py" in names and "hpcui/backends/job_paths.py" in names
+    assert "hpcui/py.typed" in names
+    assert any(
+        n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names
+    )
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    metadata = zipfile.ZipFile(wheel).read(meta).decode()
+    assert "License-File: LICENSE" in metadata or "License: MIT" in metadata
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "--no-deps", "-q", str(wheel)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    done = subprocess.run(
+        [str(venv / "bin" / "hpcui"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    from hpcui.version import __version__
+
+    assert done.returncode == 0 and __version__ in done.stdout, done.stdout + done.stderr
 
 
 def test_faces_reach_status_transport_and_registry_only_through_cluster():
