@@ -65,6 +65,8 @@ def _timed(call: Callable[[], object]) -> tuple[float, str]:
 
 def main() -> None:
     dev = Cluster(load_config().cluster("dev"))
+    # --quick: keepalives every 0.5 s, so the short stall is noticed within it
+    dev.transport.alive_interval = sized(dev.transport.alive_interval, 0.5)
     done = dev.submit(add, 1, 2)
     assert done.result(timeout=120) == 3
     running = dev.submit(nap, 120, time="5m")
