@@ -179,7 +179,8 @@ def test_a_50_element_array_is_one_row_that_unfolds(local_box):
 
 
 def test_small_arrays_and_plain_jobs_stay_as_they_are():
-    from hpcui.tui.rows import FOLD_MIN, collapse_arrays, queue_row
+    from hpcui.sitestate.arrays import FOLD_MIN
+    from hpcui.tui.rows import collapse_arrays, queue_row
 
     rows = {r.key: r for r in (queue_row("mn5", j) for j in array_jobs(FOLD_MIN - 1, 0))}
     assert collapse_arrays(rows, set()) == rows
