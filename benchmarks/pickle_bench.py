@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from benchmarks import sized
-from hpcui.submit import pickling
+from hpcui.submission import pickling
 
 FILLER = "".join(f"def unrelated_{i}(x):\n    return x + {i}\n\n\n" for i in range(250))
 MODULE = (

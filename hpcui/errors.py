@@ -75,7 +75,7 @@ class RemoteWriteError(HpcuiError):
 class SubmitOutcomeUnknown(HpcuiError):
     """A submit was cut off (link lost, timeout) after the job folder was claimed: the job
     may or may not have reached the scheduler. Its registry record is kept and finished by
-    its token later (hpcui.submit.recovery), never submitted twice."""
+    its token later (hpcui.submission.recovery), never submitted twice."""
 
     exit_code = 3
 

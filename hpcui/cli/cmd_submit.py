@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from hpcui.submit.targets import (
+    from hpcui.submission.targets import (
         json_value,
         load_function,
     )
@@ -32,7 +32,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from hpcui.submit.targets import script_call
+    from hpcui.submission.targets import script_call
 
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:

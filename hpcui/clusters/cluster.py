@@ -33,9 +33,9 @@ from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as submission
 from hpcui.store.registry import JobRecord, Registry, shared_registry
 from hpcui.store.signing import job_key
-from hpcui.submit.submitter import ScriptPreview, Submitted, Submitter
-from hpcui.submit.submitter import plan as submitter_plan
-from hpcui.submit.submitter import preview_script as submitter_preview
+from hpcui.submission.submitter import ScriptPreview, Submitted, Submitter
+from hpcui.submission.submitter import plan as submitter_plan
+from hpcui.submission.submitter import preview_script as submitter_preview
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- submit (hpcui.submit.submitter) -----------------------------------------------------------
+    # -- submit (hpcui.submission.submitter) -----------------------------------------------------------
 
     @cached_property
     def submitter(self) -> Submitter:

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from hpcui.backends.states import JobState
 from hpcui.schedulers.base import JobStatus
 from hpcui.store.registry import JobRecord, Registry
-from hpcui.submit import recovery as submit_recovery
+from hpcui.submission import recovery as submit_recovery
 from hpcui.transport.base import Transport
 
 if TYPE_CHECKING:
     from hpcui.jobs.job import Job
     from hpcui.jobs.status import StatusService
-    from hpcui.submit.submitter import Submitter
+    from hpcui.submission.submitter import Submitter
 
 
 class FaceSupport:

@@ -3,7 +3,7 @@
 cloudpickle pickles a by-value function's code with its file name (3.1.3 and later
 rewrite it to ``<dynamic-code>``), and never with its source: a node that lacks the
 user's file (a laptop's working copy, a notebook cell) prints tracebacks without the
-lines. hpcui's pickler (hpcui/submit/pickling.py) wraps each code object with its real file
+lines. hpcui's pickler (hpcui/submission/pickling.py) wraps each code object with its real file
 name and its own lines as they were at submit time; unpickling on the node calls
 `restore` here, which puts both back. Standard library only (this runs on the cluster).
 """

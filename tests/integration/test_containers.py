@@ -272,7 +272,7 @@ def test_a_registry_imports_progress_is_said_while_it_runs(dev) -> None:
     failure is said before any sbatch."""
     import time
 
-    from hpcui.submit import containers as prep
+    from hpcui.submission import containers as prep
 
     said: list[tuple[float, str]] = []
     name = f"refused-{uuid.uuid4().hex[:8]}"
@@ -303,7 +303,7 @@ def test_a_registry_image_is_imported_once_then_reused(devcluster: Path, site: s
     finds the imported file by name and imports nothing."""
     import time
 
-    from hpcui.submit import containers as prep
+    from hpcui.submission import containers as prep
 
     def submit_once(clean: bool) -> tuple[dict[str, Any], list[str]]:
         said: list[str] = []
@@ -338,7 +338,7 @@ def test_waiting_for_another_processs_import_is_said(dev) -> None:
     import time
 
     from hpcui.backends.containers import cache_key
-    from hpcui.submit import containers as prep
+    from hpcui.submission import containers as prep
 
     said: list[str] = []
     ref = "docker://127.0.0.1:9/held/img:1"

@@ -20,7 +20,7 @@ import pytest
 from hpcui.clusters.cluster import Cluster
 from hpcui.config import load_config
 from hpcui.errors import JobFailedError, JobLostError, UsageError
-from hpcui.submit.runtime_bundle import build_bundle
+from hpcui.submission.runtime_bundle import build_bundle
 
 pytestmark = pytest.mark.devcluster
 

@@ -1,6 +1,6 @@
 """A drop or a client SIGKILL at each step of a submit ends in exactly one job hpcui knows.
 
-The steps of one submit (hpcui.submit.submitter.Submitter.submit): the record, the upload (SFTP), the claim
+The steps of one submit (hpcui.submission.submitter.Submitter.submit): the record, the upload (SFTP), the claim
 of the job folder, sbatch, the job id landing in the folder, the client reading it. (A
 map's calls go up as one pack file since issue 20, written directly: there is no tar to
 unpack after the claim any more, so that step and its faults are gone.) Faults are injected where a real one strikes:
@@ -28,7 +28,7 @@ from hpcui.backends.states import JobState
 from hpcui.errors import SubmitOutcomeUnknown, UsageError
 from hpcui.store.registry import shared_registry
 from hpcui.store.signing import job_key
-from hpcui.submit.recovery import NOT_SUBMITTED
+from hpcui.submission.recovery import NOT_SUBMITTED
 from tests.integration import stand_ins
 
 pytestmark = pytest.mark.devcluster

@@ -393,8 +393,8 @@ def test_job_details_follow_the_job_and_show_its_outcome(dev_env):
     first, last, head = run_closing(go)
     assert "COMPLETED" not in first  # opened while it was still pending or running
     assert "state       COMPLETED" in last and "ended       20" in last  # its end time
-    assert "nodes       1 node" in last and "efficiency  CPU " in last
-    assert "end         20" in last and "elapsed     0:00:0" in last
+    assert "nodes       1 (node" in last and "efficiency  CPU " in last
+    assert "started     20" in last and "elapsed     00:00:0" in last
     assert "COMPLETED" in head
 
 

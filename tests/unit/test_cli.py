@@ -242,8 +242,8 @@ def test_run_script_executes_source_as_main(capsys):
 
 
 def test_load_function_from_a_file_travels_by_value(tmp_path):
-    from hpcui.submit.pickling import _user_package
-    from hpcui.submit.targets import load_function
+    from hpcui.submission.pickling import _user_package
+    from hpcui.submission.targets import load_function
 
     path = tmp_path / "jobfile_for_cli_test.py"
     path.write_text("def train(x):\n    return x * 2\n")

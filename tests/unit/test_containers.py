@@ -248,7 +248,7 @@ def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
     import threading
     import time
 
-    from hpcui.submit import containers as prep
+    from hpcui.submission import containers as prep
     from hpcui.transport.local import LocalTransport
 
     log = tmp_path / ".import-x.log"
@@ -283,7 +283,7 @@ def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_failing_progress_listener_ends_the_following_only(tmp_path):
     """The prepare goes on (its answer matters, the progress does not)."""
-    from hpcui.submit import containers as prep
+    from hpcui.submission import containers as prep
     from hpcui.transport.local import LocalTransport
 
     log = tmp_path / ".import-y.log"

@@ -460,7 +460,7 @@ FOLDERS = (
     "hpcui.transport", "hpcui.transport.ssh", "hpcui.transport.agent",
     # the core, bottom up: what a job asks for, what jobs/ and submit/ share (store), jobs
     "hpcui.profiles", "hpcui.config", "hpcui.request", "hpcui.schedulers", "hpcui.store",
-    "hpcui.logs", "hpcui.live", "hpcui.jobs", "hpcui.submit", "hpcui.services",
+    "hpcui.logs", "hpcui.live", "hpcui.jobs", "hpcui.submission", "hpcui.services",
     "hpcui.sitestate", "hpcui.clusters", "hpcui.metrics", "hpcui",
     # the faces, then the agent that hosts the CLI
     "hpcui.tui", "hpcui.cli", "hpcui.agent",
@@ -514,14 +514,14 @@ def test_imports_between_folders_point_down_and_never_loop():
 
 
 def test_the_folder_check_sees_an_arrow_up_and_a_loop():
-    """The check above can fail: jobs/ importing submit/ (as the flat job.py once imported
-    submission.py) is an arrow up, and with submit/ -> jobs/ a loop."""
+    """The check above can fail: jobs/ importing submission/ (as the flat job.py once imported
+    submission.py) is an arrow up, and with submission/ -> jobs/ a loop."""
     edges = {m: set(d) for m, d in graph().items()}
-    edges["hpcui.jobs.job"].add("hpcui.submit.submitter")
+    edges["hpcui.jobs.job"].add("hpcui.submission.submitter")
     folders = folder_graph(edges)
-    assert arrows_up(folders) == ["hpcui.jobs -> hpcui.submit"]
-    folders["hpcui.submit"].add("hpcui.jobs")
-    assert ["hpcui.jobs", "hpcui.submit"] in cycles(folders)
+    assert arrows_up(folders) == ["hpcui.jobs -> hpcui.submission"]
+    folders["hpcui.submission"].add("hpcui.jobs")
+    assert ["hpcui.jobs", "hpcui.submission"] in cycles(folders)
 
 
 #: what a comment in the package may not point at: a tracker number (it means nothing in a

@@ -36,7 +36,7 @@ PICKLE = textwrap.dedent(
     import sys
     sys.path.insert(0, sys.argv[1])
     import cloudpickle, usermod
-    from hpcui.submit import pickling
+    from hpcui.submission import pickling
     with pickling.by_value(usermod.outer):
         data = pickling.dumps(usermod.outer)
     open(sys.argv[2], "wb").write(data)

@@ -50,3 +50,19 @@ def test_import_hpcui_stays_light():
     code = "import sys, hpcui\nprint(sorted(m for m in ('paramiko', 'textual', 'pydantic', 'torch') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_no_subpackage_shadows_a_public_name():
+    """`hpcui.submit` is the function, also after every internal module was imported: a
+    subpackage of the same name would replace it as an attribute of `hpcui` (a folder
+    `hpcui/submit/` once did, and `hpcui.submit(fn)` then called a module)."""
+    code = (
+        "import importlib, pkgutil, hpcui\n"
+        "for m in pkgutil.walk_packages(hpcui.__path__, 'hpcui.'):\n"
+        "    if not m.name.endswith('__main__'): importlib.import_module(m.name)\n"
+        "import inspect\n"
+        "bad = [n for n in hpcui.__all__ if inspect.ismodule(getattr(hpcui, n))]\n"
+        "print(bad, callable(hpcui.submit), callable(hpcui.connect))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[] True True", done.stdout + done.stderr[-2000:]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import zipfile
 
-from hpcui.submit.runtime_bundle import BUNDLED, _sources, build_bundle
+from hpcui.submission.runtime_bundle import BUNDLED, _sources, build_bundle
 
 
 def _names() -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 from hpcui.backends.states import JobState
 from hpcui.store import remote as submission
 from hpcui.store.registry import JobRecord, Registry
-from hpcui.submit.recovery import ORPHAN_S, abandoned, in_flight, submitter
+from hpcui.submission.recovery import ORPHAN_S, abandoned, in_flight, submitter
 from hpcui.transport.local import LocalTransport
 
 

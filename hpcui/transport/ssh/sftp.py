@@ -49,6 +49,9 @@ class Link(Protocol):
         self, cmd: Command, *, timeout: float | None = None, stdin: bytes | None = None
     ) -> CommandResult: ...
     def free_bytes(self, path: str) -> int | None: ...
+    def write_file(
+        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+    ) -> int: ...
     def _run_exec(self, raw: bytes, stdin: bytes, timeout: float | None) -> CommandResult: ...
     def _link_up(self) -> bool: ...
     def _drop_if(self, conn: paramiko.Transport | None) -> None: ...
@@ -267,9 +270,9 @@ class RemoteFiles:
         if len(files) <= DIRECT_FILES and not any("/" in n for n in files):
             for name, body in files.items():
                 check_name(name)
-                self.write_file(f"{directory}/{name}", body, mode=None)
+                self._link.write_file(f"{directory}/{name}", body, mode=None)
         else:
-            self.write_file(f"{directory}/{UPLOAD}", tar_files(files), mode=None)
+            self._link.write_file(f"{directory}/{UPLOAD}", tar_files(files), mode=None)
             cmd += b" && tar -xmof " + UPLOAD.encode() + b" && (rm -f " + UPLOAD.encode() + b" &)"
         if then is not None:
             cmd += b" && " + to_command(then)

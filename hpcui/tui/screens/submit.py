@@ -22,7 +22,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from hpcui.errors import HpcuiError
 from hpcui.request.fields import FRIENDLY, REQUEST_FIELDS, RequestField
-from hpcui.submit.targets import Call, default_name, json_value, load_call
+from hpcui.submission.targets import Call, default_name, json_value, load_call
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.messages import Prefill, Submitted
 
@@ -109,7 +109,7 @@ class SubmitForm:
 
     def call(self) -> Call:
         """The call to submit: ``pkg.mod:fn`` imported here, or a script file (one loader
-        for the app and the CLI: ``hpcui.submit.targets``)."""
+        for the app and the CLI: ``hpcui.submission.targets``)."""
         args = json_value(self.args, "arguments", list)
         kwargs = json_value(self.kwargs, "keyword arguments", dict)
         return load_call(self.target, args, kwargs)
@@ -409,7 +409,7 @@ class SubmitScreen(Screen[None]):
 
     def _hear_imports(self) -> None:
         """A registry image's import (minutes, once) shows its progress in the status line."""
-        from hpcui.submit.containers import import_progress
+        from hpcui.submission.containers import import_progress
 
         def said(line: str) -> None:
             self.app.call_from_thread(self._status, f"importing the image: {_esc(line)}")

@@ -42,10 +42,10 @@ from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as submission
 from hpcui.store.registry import JobRecord, Registry
 from hpcui.store.signing import job_key
-from hpcui.submit import containers
-from hpcui.submit import recovery as submit_recovery
-from hpcui.submit.pickling import pickle_calls
-from hpcui.submit.runtime_bundle import build_bundle, bundle_sha256
+from hpcui.submission import containers
+from hpcui.submission import recovery as submit_recovery
+from hpcui.submission.pickling import pickle_calls
+from hpcui.submission.runtime_bundle import build_bundle, bundle_sha256
 from hpcui.transport.base import Transport
 
 log = logging.getLogger(__name__)
@@ -429,7 +429,7 @@ class Submitter:
             return self.scheduler.parse_submit(res.stdout)
         return self.scheduler.find_token(token)
 
-    # -- cut-off submissions (hpcui.submit.recovery) ----------------------------------------
+    # -- cut-off submissions (hpcui.submission.recovery) ----------------------------------------
 
     def _finish_cut_off(self, tokens: Iterable[str] | None = None) -> submit_recovery.Recovered:
         return submit_recovery.finish_cut_off(
