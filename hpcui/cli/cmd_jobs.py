@@ -279,10 +279,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         out.emit_json(ShowOutput, view)
         return EXIT_OK
+    state = view.state.value  # the field starts with it: coloured as every face colours it
     out.key_values(
-        [(k, out.state(v.split()[0]) + v[len(v.split()[0]) :] if k == "state" else v)
-         for k, v in view.fields()]
-    )  # fmt: skip
+        [(k, out.state(state) + v[len(state) :] if k == "state" else v) for k, v in view.fields()]
+    )
     return EXIT_OK
 
 

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from hpcui.clusters import parts as cluster_setup
-from hpcui.clusters.face_support import FaceSupport, result_dir, spool_dir
+from hpcui.clusters.face_support import FaceSupport
 from hpcui.clusters.job_view import JobView, assemble
 from hpcui.config import ClusterConfig
 from hpcui.errors import UsageError
 from hpcui.jobs import cleanup as housekeeping
 from hpcui.jobs import files as job_files
-from hpcui.jobs import other as any_job
 from hpcui.jobs import usage
 from hpcui.jobs.control import JobControl
 from hpcui.jobs.handle import JobHandle
@@ -30,7 +29,7 @@ from hpcui.request.allocation import Allocation
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Capabilities, Scheduler
 from hpcui.sitestate.site import SiteView
-from hpcui.store import remote as submission
+from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, shared_registry
 from hpcui.store.signing import job_key
 from hpcui.submission.submitter import ScriptPreview, Submitted, Submitter
@@ -131,11 +130,13 @@ class Cluster:
 
     @property
     def _result_cache(self) -> Path:
-        return result_dir(self.registry, self.name)
+        """Fetched results of this cluster's jobs, beside the registry (files 0600)."""
+        return self.registry.path.parent / "results" / self.name
 
     @property
     def _log_spool(self) -> Path:
-        return spool_dir(self.registry, self.name)
+        """Followed logs kept on this machine, beside the registry (files 0600)."""
+        return self.registry.path.parent / "logs" / self.name
 
     @cached_property
     def faces(self) -> FaceSupport:
@@ -143,7 +144,6 @@ class Cluster:
         tracking, statuses, the prompt, the stall watch): hpcui.clusters.face_support."""
         return FaceSupport(
             self.name,
-            record=self._record,
             status=lambda: self.status,
             registry=lambda: self.registry,
             transport=lambda: self.transport,
@@ -218,7 +218,9 @@ class Cluster:
             missing_setup_modules=lambda: self.site.missing_setup_modules(),
         )
 
-    def remote_info(self, *, local_version: tuple[int, int] | None = None) -> submission.RemoteInfo:
+    def remote_info(
+        self, *, local_version: tuple[int, int] | None = None
+    ) -> remote_side.RemoteInfo:
         """Home, job base and Python of the cluster, probed once (see Submitter)."""
         return self.submitter.remote_info(local_version=local_version)
 
@@ -330,7 +332,7 @@ class Cluster:
         scheduler's record (asked once). UsageError when neither knows it."""
         if self._record(str(ref)) is not None or not self.capabilities.control:
             return self.get_job(str(ref))
-        return any_job.OtherJob(
+        return OtherJob(
             self.control.details(str(ref)),
             cluster=self.name,
             transport=self.transport,
@@ -346,13 +348,14 @@ class Cluster:
         handle = self.job(str(ref))
         job_id = handle.job_id
         record = self._record(job_id) if handle.hpcui_job else None
-        status_raw = status_reason = ""
+        status_reason = ""
         if record is not None:
             self.status.poll_once()  # the registry's state may be stale: one batched poll
             status = self.status.get(job_id)
             if status is not None:
-                status_raw, status_reason = status.state_raw, status.reason
-                record = record.model_copy(update={"state": status.state})
+                status_reason = status.reason
+                update = {"state": status.state, "state_raw": status.state_raw}
+                record = record.model_copy(update=update)
         accounting = None
         if record is not None and self.capabilities.history:
             accounting = next(iter(self.site.history(None, job_ids=[job_id])), None)
@@ -363,7 +366,6 @@ class Cluster:
             accounting=accounting,
             details=handle.details,
             gpu_usage=self.usage.report(job_id).summary if record is not None else [],
-            status_raw=status_raw,
             status_reason=status_reason,
         )
 

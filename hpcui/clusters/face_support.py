@@ -1,18 +1,16 @@
 """What the faces (the app, the CLI, the agent) need of a cluster beyond the user's API:
-hpcui's records, statuses and tracking, the prompt and the stall watch, where logs and
-results are kept on this machine. It lives here, behind `Cluster.faces`, so that a
-Cluster's own names are the user's API (submit, map, job, logs, view, site, control,
-files, usage, clean) and this plumbing is one documented object, not 36 names beside it."""
+tracking and refreshing states, the form kept in a job's record, finishing cut-off
+submits, this process's own connection, the prompt and the stall watch. It lives behind
+`Cluster.faces`, so that a Cluster's own names are the user's API (submit, map, job, logs,
+view, site, control, files, usage, clean) and this plumbing is one documented object."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcui.backends.states import JobState
-from hpcui.schedulers.base import JobStatus
-from hpcui.store.registry import JobRecord, Registry
+from hpcui.store.registry import Registry
 from hpcui.submission import recovery as submit_recovery
 from hpcui.transport.base import Transport
 
@@ -30,7 +28,6 @@ class FaceSupport:
         self,
         name: str,
         *,
-        record: Callable[[str], JobRecord | None],
         status: Callable[[], StatusService],
         registry: Callable[[], Registry],
         transport: Callable[[], Transport],
@@ -38,17 +35,8 @@ class FaceSupport:
         submitter: Callable[[], Submitter],
     ) -> None:
         self.name = name
-        self._record, self._status, self._registry = record, status, registry
+        self._status, self._registry = status, registry
         self._transport, self._own_transport, self._submitter = transport, own_transport, submitter
-
-    def record(self, job_id: str) -> JobRecord | None:
-        """hpcui's record of a job, None for a job hpcui did not submit (a cut-off submit's
-        job is reconciled first: it may be that one)."""
-        return self._record(job_id)
-
-    def job_status(self, job_id: str) -> JobStatus | None:
-        """The status service's last word on a tracked job (None: not tracked here)."""
-        return self._status().get(job_id)
 
     def refresh_states(self) -> None:
         """Ask the scheduler once for every tracked job's state (the registry's may be
@@ -81,21 +69,3 @@ class FaceSupport:
         """`listener(seconds)` when the connection goes silent, `listener(None)` when it
         answers again (from a background thread)."""
         self._transport().watch_stall(listener)
-
-    @property
-    def log_spool(self) -> Path:
-        """Where followed logs are kept on this machine (beside the registry, files 0600)."""
-        return spool_dir(self._registry(), self.name)
-
-    @property
-    def result_cache(self) -> Path:
-        """Fetched results of this cluster's jobs, beside the registry (files 0600)."""
-        return result_dir(self._registry(), self.name)
-
-
-def spool_dir(registry: Registry, cluster: str) -> Path:
-    return registry.path.parent / "logs" / cluster
-
-
-def result_dir(registry: Registry, cluster: str) -> Path:
-    return registry.path.parent / "results" / cluster

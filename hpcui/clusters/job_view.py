@@ -106,12 +106,12 @@ class JobView(Model):
 
 
 def gpu_line(g: GpuSummary) -> str | None:
-    if None in (g.mean_util_pct, g.peak_util_pct, g.mean_mem_mib, g.peak_mem_mib):
+    if None in (g.mean_util_pct, g.peak_util_pct, g.mean_mem_mib, g.peak_mem_mib, g.mem_total_mib):
         return None
-    total = f" of {g.mem_total_mib:.0f}" if g.mem_total_mib is not None else ""
     return (
         f"mean {g.mean_util_pct:.0f}% peak {g.peak_util_pct:.0f}%, memory mean "
-        f"{g.mean_mem_mib:.0f} peak {g.peak_mem_mib:.0f}{total} MiB ({g.samples} looks)"
+        f"{g.mean_mem_mib:.0f} peak {g.peak_mem_mib:.0f} of {g.mem_total_mib:.0f} MiB "
+        f"({g.samples} looks)"
     )
 
 
@@ -124,18 +124,13 @@ def assemble(
     accounting: HistoryJob | None = None,
     details: JobDetails | None = None,
     gpu_usage: list[GpuSummary] | None = None,
-    status_raw: str = "",
     status_reason: str = "",
 ) -> JobView:
     """What is known of a job, newest word first: accounting once it ended, else the
-    queue's row, else the scheduler's description, else hpcui's record."""
-    newest = accounting or queue or details
-    if newest is not None:
-        state, raw = newest.state, newest.state_raw
-    elif record is not None:
-        state, raw = record.state, record.state_raw or status_raw
-    else:
-        state, raw = JobState.UNKNOWN, status_raw
+    queue's row, else the scheduler's description, else hpcui's record (which the caller
+    brings up to date from the status service: `status_reason` is that service's too)."""
+    newest = accounting or queue or details or record
+    state, raw = (newest.state, newest.state_raw) if newest else (JobState.UNKNOWN, "")
     reason = (queue.reason if queue else "") or (details.reason if details else "") or status_reason
     name = (record.name if record else "") or (queue.name if queue else "")
     name = name or (details.name if details else "") or (accounting.name if accounting else "")

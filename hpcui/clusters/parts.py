@@ -14,7 +14,7 @@ from hpcui.jobs.end_push import EndPush
 from hpcui.jobs.status import StatusService
 from hpcui.profiles import Profile, local_machine, resolve_profile
 from hpcui.schedulers.base import JobStatus, Scheduler
-from hpcui.store import remote as submission
+from hpcui.store import remote as remote_side
 from hpcui.store.registry import Registry
 from hpcui.transport.base import Transport
 
@@ -153,8 +153,8 @@ def status_service(
                 by_folder.setdefault(where, []).append(jid)
         if not by_folder:
             return {}
-        found = submission.list_results(transport, list(by_folder))
-        return submission.judge_vanished(job_ids, found)
+        found = remote_side.list_results(transport, list(by_folder))
+        return remote_side.judge_vanished(job_ids, found)
 
     service = StatusService(scheduler, on_update=states_changed, resolve_vanished=resolve_vanished)
     service.end_push = EndPush(transport, folder, service.nudge)

@@ -27,7 +27,7 @@ from hpcui.common.units import parse_time
 from hpcui.errors import HpcuiError
 from hpcui.jobs.job import kept_result_path
 from hpcui.schedulers.base import Scheduler
-from hpcui.store import remote as submission
+from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry
 from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
@@ -137,7 +137,7 @@ def _unfetched(
     """Folders holding a result this machine has no copy of (one remote listing)."""
     if not ended:
         return set()
-    remote = submission.list_results(transport, list(ended))  # result file name -> ok
+    remote = remote_side.list_results(transport, list(ended))  # result file name -> ok
     out = set()
     for folder, recs in ended.items():
         for rec in recs:

@@ -13,7 +13,7 @@ from typing import Literal, NamedTuple
 
 from hpcui.backends.records import JobDetails
 from hpcui.errors import HpcuiError, JobsRefused, UsageError
-from hpcui.jobs import other as any_job
+from hpcui.jobs import other as other_job
 from hpcui.jobs.forwarding import Forward, node_of
 from hpcui.request.allocation import Allocation
 from hpcui.request.plan import batch_spec
@@ -78,7 +78,7 @@ class JobControl:
     def set_time_limit(self, job_id: str, time: str | int) -> None:
         """A new time limit (`"2:00:00"`, `"90m"`, seconds); Slurm lets users only lower
         it unless the site allows more, and says so."""
-        seconds = any_job.time_limit_seconds(time)
+        seconds = other_job.time_limit_seconds(time)
         self._do(lambda ids: self.scheduler.set_time_limit(ids[0], seconds), [job_id])
 
     def open_shell(
@@ -92,7 +92,7 @@ class JobControl:
     ) -> TerminalChannel:
         """An interactive shell inside a running job (srun --overlap --pty): the channel
         the caller bridges to its terminal. UsageError while the job does not run."""
-        return any_job.open_shell(
+        return other_job.open_shell(
             self.transport, self.scheduler, self.details(job_id), node=node, term=term,
             cols=cols, rows=rows,
         )  # fmt: skip
@@ -144,7 +144,7 @@ class JobControl:
 
     def resubmit(self, script: str, *, work_dir: str, name: str = "job") -> str:
         """Submit an (edited) batch script from `work_dir`; returns the new job id."""
-        job_id = any_job.resubmit(
+        job_id = other_job.resubmit(
             self.name, self.remote_base, self.transport, self.scheduler, script,
             work_dir=work_dir, name=name,
         )  # fmt: skip

@@ -32,7 +32,7 @@ from typing import Any
 
 from hpcui.errors import HpcuiError
 from hpcui.schedulers.base import Scheduler
-from hpcui.store import remote as submission
+from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry
 from hpcui.transport.base import Transport
 
@@ -124,14 +124,14 @@ def finish_cut_off(
     out = Recovered()
     if not recs:
         return out
-    verdicts: dict[str, submission.FolderVerdict] = {}
+    verdicts: dict[str, remote_side.FolderVerdict] = {}
     for start in range(0, len(recs), BATCH):
         folders = [r.folder for r in recs[start : start + BATCH]]
-        res = transport.run(submission.reconcile_command(folders))
+        res = transport.run(remote_side.reconcile_command(folders))
         res.check("looking for cut-off submissions")
-        verdicts.update(submission.parse_reconcile(res.stdout))
+        verdicts.update(remote_side.parse_reconcile(res.stdout))
     for rec in recs:
-        verdict = verdicts.get(rec.folder, submission.FolderVerdict("LIVE"))
+        verdict = verdicts.get(rec.folder, remote_side.FolderVerdict("LIVE"))
         _finish(name, registry, transport, scheduler, track, rec, verdict, out)
     return out
 
@@ -143,7 +143,7 @@ def _finish(
     scheduler: Scheduler,
     track: Callable[[list[str]], None],
     rec: JobRecord,
-    verdict: submission.FolderVerdict,
+    verdict: remote_side.FolderVerdict,
     out: Recovered,
 ) -> None:
     token = rec.token
@@ -152,7 +152,7 @@ def _finish(
         try:
             job_id = scheduler.parse_submit(verdict.answer)
         except HpcuiError:
-            verdict = submission.FolderVerdict("DEAD")  # an answer with no id: ask the token
+            verdict = remote_side.FolderVerdict("DEAD")  # an answer with no id: ask the token
     if verdict.state == "LIVE":
         out.waiting.append(token)
         return

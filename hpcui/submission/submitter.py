@@ -39,7 +39,7 @@ from hpcui.request.allocation import Allocation
 from hpcui.request.plan import batch_spec, explain, resolve
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Scheduler
-from hpcui.store import remote as submission
+from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry
 from hpcui.store.signing import job_key
 from hpcui.submission import containers
@@ -148,7 +148,7 @@ class Submitter:
         self._track = track
         self._on_submitted = on_submitted
         self._missing_setup_modules = missing_setup_modules
-        self._remote: submission.RemoteInfo | None = None
+        self._remote: remote_side.RemoteInfo | None = None
         self._shared_base_said = False
         self._setup_checked = False
         self._reconciled_at: float | None = None
@@ -159,7 +159,7 @@ class Submitter:
 
     def remote_info(
         self, *, local_version: tuple[int, int] | None = None, check_python: bool = True
-    ) -> submission.RemoteInfo:
+    ) -> remote_side.RemoteInfo:
         """Home, job base and Python of the cluster, probed once in one round trip.
 
         Refuses when the remote Python's minor version differs from ours: cloudpickle
@@ -168,7 +168,7 @@ class Submitter:
         """
         with self._lock:
             if self._remote is None:
-                self._remote = submission.probe_remote(
+                self._remote = remote_side.probe_remote(
                     self.transport, self.config, python=self.python, setup=self.setup
                 )
             info = self._remote
@@ -234,7 +234,7 @@ class Submitter:
         self._setup_checked = True
 
     def container_launch(
-        self, alloc: Allocation, info: submission.RemoteInfo
+        self, alloc: Allocation, info: remote_side.RemoteInfo
     ) -> ContainerLaunch | None:
         """The request's image made ready on the login node (once per image and process),
         as the batch script starts it; None without a container."""
@@ -262,7 +262,7 @@ class Submitter:
         return bool(ready.has_module)
 
     def _prepare(
-        self, alloc: Allocation, info: submission.RemoteInfo, check_import: str | None = None
+        self, alloc: Allocation, info: remote_side.RemoteInfo, check_import: str | None = None
     ) -> containers.Prepared:
         """The login-node round trip for the request's image, kept for this process."""
         ready = containers.prepare(
@@ -278,7 +278,7 @@ class Submitter:
             self._images[_image_key(alloc)] = ready
         return ready
 
-    def ensure_bundle(self, info: submission.RemoteInfo) -> tuple[str, str]:
+    def ensure_bundle(self, info: remote_side.RemoteInfo) -> tuple[str, str]:
         """The bundle's path on the cluster and its SHA-256, which every job checks before
         it imports it (a file there is never trusted by its name alone)."""
         digest, data = build_bundle()
@@ -374,8 +374,8 @@ class Submitter:
     def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
         """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
         sched = self.scheduler
-        submit = submission.guarded_submit_command(sched.submit_command(SCRIPT))
-        claim = submission.submit_claim()
+        submit = remote_side.guarded_submit_command(sched.submit_command(SCRIPT))
+        claim = remote_side.submit_claim()
         try:
             res = self.transport.put_files(folder, files, then=submit, first=claim)
         except ConnectionLost as exc:
@@ -390,7 +390,7 @@ class Submitter:
                 raise exc from None
         if not res.ok:
             said = (res.stderr or res.stdout).strip()
-            if submission.disk_full(said):
+            if remote_side.disk_full(said):
                 # a write failed: before the claim or the unpack (nothing submitted), or the
                 # job id's (sbatch ran): the token decides, never a guess
                 job_id = self._recover_submit(folder, token)
@@ -424,7 +424,7 @@ class Submitter:
         ) from exc
 
     def _recover_submit(self, folder: str, token: str) -> str | None:
-        res = self.transport.run(submission.recover_command(folder))
+        res = self.transport.run(remote_side.recover_command(folder))
         if res.ok and res.stdout.strip():
             return self.scheduler.parse_submit(res.stdout)
         return self.scheduler.find_token(token)

@@ -101,7 +101,6 @@ def test_a_job_id_walks_to_the_scheduler_and_back_through_one_handle(site, monke
 
     for name in ("job", "_record", "get_job", "logs", "view"):
         monkeypatch.setattr(site, name, gone)
-    monkeypatch.setattr(site.faces, "record", gone)
     for name in ("details", "batch_script"):
         monkeypatch.setattr(site.control, name, gone)
     text = "".join(c.text for c in handle.logs(follow=True, timeout=120))

@@ -238,9 +238,7 @@ class SshTransport(Transport):
         """No keepalive answered: close the link first (never blocks on a silent peer),
         which ends every call waiting on it; the next call reconnects."""
         conn.close()
-        with self._lock:
-            if self._conn is conn:
-                self._drop()
+        self._drop_if(conn)
 
     def stalled_s(self) -> float:
         return self._silent_for or 0.0
