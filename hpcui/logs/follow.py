@@ -107,6 +107,7 @@ class LogFollower:
         self.bytes_read = 0  # total transferred (benchmarks and tests read it)
         self.exists = False
         self.size = 0  # the file's size at the last read
+        self._size_asked = False  # a replayed spool says nothing of the remote size
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._started = False
         self._spool = spool
@@ -198,7 +199,7 @@ class LogFollower:
         if size is None:
             self.exists = False
             return ""
-        self.exists, self.size = True, size
+        self.exists, self.size, self._size_asked = True, size, True
         restart = False
         if size < self.offset:
             log.info("%s shrank from %d to %d bytes: reading from 0", self.path, self.offset, size)
@@ -219,6 +220,12 @@ class LogFollower:
         if skip_partial_line:
             text = text.split("\n", 1)[1] if "\n" in text else ""
         return text
+
+    @property
+    def caught_up(self) -> bool:
+        """Every byte the last size check saw has been read: a spool still to replay, or
+        a size never asked (a follower resumed from its spool), is not caught up."""
+        return self._replay is None and self._size_asked and self.offset >= self.size
 
     def start_over(self) -> None:
         """The file was truncated or replaced (a reader on the login node saw it, where a
@@ -303,7 +310,7 @@ def drain_chunks(
         if not text:
             return
         yield LogChunk(task=task, stream=stream, text=text, offset=start)
-        if follower.offset >= follower.size:
+        if follower.caught_up:
             return
 
 

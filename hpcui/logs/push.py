@@ -9,11 +9,12 @@ nothing. What tail sends is taken exactly like a polled read (`LogFollower.take`
 offset, spool, decoder), so both paths can hand over to each other at any byte:
 
 - a file that does not exist yet (pending job) is polled until it does;
-- tail's notices come in the data stream (`2>&1`), so in order with the bytes: what came
-  before a notice of a truncated or replaced file (rotation) is taken, then the file is
-  read again from 0 by polls (a size check alone misses a new file as long as the old
-  one) and a new reader starts where they stopped; bytes that may begin a notice cut by
-  a read wait for the next read;
+- the data stream holds only the file's bytes: tail's notices go to its stderr, so a job
+  that prints "tail: " (or "detail: ... file truncated") is shown as it printed it. A
+  notice of a truncated or replaced file (rotation) ends that reader; what it pushed in
+  the same read may already be the new file's, so it is not taken: the file is read
+  again from 0 by polls (a size check alone misses a new file as long as the old one),
+  and a new reader starts where they stopped;
 - a reader that ends (dropped link, killed tail) is restarted from the offset; after
   MAX_RESTARTS that follower is polled for good, as it is where no reader can start;
 - once `done()`, readers are closed and every file is drained by polls: nothing is lost.
@@ -39,35 +40,19 @@ from hpcui.transport.quoting import quote_bytes
 #: how long a wait for pushed bytes lasts before done() is asked again
 WAIT_S = 0.25
 MAX_RESTARTS = 5
-#: tail's notices after which its byte count no longer matches the file's
+#: tail's notices (its stderr) after which its byte count no longer matches the file's
 _RESYNC = (b"file truncated", b"following new file")
-#: how tail's notices start; they come in the data stream (2>&1), so in order with it
-_NOTICE = b"tail: "
 
 
-def split_notice(out: bytes) -> tuple[bytes, bytes | None, bytes, bool]:
-    """(data before tail's first notice, the notice line, what follows, unsure).
-
-    `unsure`: the bytes end in what may be the start of a notice cut by the read: the
-    data before it is certain; the rest (returned as what follows) waits for the next
-    read to tell.
-    """
-    i = out.find(_NOTICE)
-    if i < 0:
-        for n in range(len(_NOTICE) - 1, 0, -1):  # "t", "ta", ... "tail:" at the very end
-            if out.endswith(_NOTICE[:n]):
-                return out[:-n], None, out[-n:], True
-        return out, None, b"", False
-    j = out.find(b"\n", i)
-    if j < 0:
-        return out[:i], None, out[i:], True
-    return out[:i], out[i : j + 1], out[j + 1 :], False
+def resync_notice(err: bytes) -> bool:
+    """tail said, on its stderr, that its byte count no longer matches the file's."""
+    return any(word in line for line in err.splitlines() for word in _RESYNC)
 
 
 def push_command(path: str, offset: int) -> bytes:
     """tail from `offset`, following truncation and rotation; it ends with its channel."""
     inner = (
-        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {shlex.quote(path)} 2>&1 & t=$!; "
+        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {shlex.quote(path)} & t=$!; "
         "cat >/dev/null; kill $t 2>/dev/null"
     )
     return b"sh -c " + quote_bytes(inner)
@@ -108,7 +93,7 @@ def follow_pushed(
     readers: dict[int, RemoteStream] = {}
     restarts = dict.fromkeys(followers, 0)
     polled_only: set[int] = set()
-    held: dict[int, bytes] = {}  # a reader's last bytes that may begin a notice
+    notices: dict[int, bytes] = {}  # a reader's stderr, whole lines looked at
     wait = WAIT_S
     try:
         while True:
@@ -147,27 +132,23 @@ def follow_pushed(
                 time.sleep(wait)
             for task, reader in list(readers.items()):
                 f = followers[task]
-                out = held.pop(task, b"") + reader.read()[0]
-                resync = False
-                while out:
-                    data, notice, out, unsure = split_notice(out)
-                    if data:
-                        start = f.offset
-                        if text := f.take(data):
-                            yield LogChunk(task=task, stream=stream, text=text, offset=start)
-                    if unsure:  # maybe a notice cut by the read: the next read tells
-                        held[task] = out
-                        break
-                    resync = notice is not None and any(word in notice for word in _RESYNC)
-                    if resync:
-                        break
-                if resync:  # a new file, or the old one emptied: polls read it from 0,
-                    f.start_over()  # then a new reader (what followed the notice is in it)
+                data, err = reader.read()
+                err = notices.pop(task, b"") + err
+                lines, _, rest = err.rpartition(b"\n")
+                if rest:
+                    notices[task] = rest  # a notice cut by the read: the next read ends it
+                if resync_notice(lines):  # a new file, or the old one emptied: polls read
+                    notices.pop(task, None)  # it from 0, then a new reader starts
+                    f.start_over()
                     reader.close()
                     del readers[task]
                     continue
-                if reader.ended:  # bytes still held were not taken: polls read them
-                    held.pop(task, None)
+                if data:
+                    start = f.offset
+                    if text := f.take(data):
+                        yield LogChunk(task=task, stream=stream, text=text, offset=start)
+                if reader.ended:  # polls read on from its offset
+                    notices.pop(task, None)
                     reader.close()
                     del readers[task]
                     restarts[task] += 1

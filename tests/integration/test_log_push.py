@@ -5,6 +5,7 @@ the reader pushes."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import threading
 import time
@@ -139,3 +140,26 @@ def test_eight_ranks_on_one_connection(link):
     text = follow.stop()
     assert all(text[r] == "".join(f"rank {r} step {s}\n" for s in range(3)) for r in range(8))
     assert reader.connects == 1
+
+
+def test_output_that_looks_like_tails_notices_is_output(link):
+    """A job may print "tail: " (even inside "detail: ") or a line like tail's own notice of
+    a truncated file: it is shown as printed, once, and the follow does not restart."""
+    reader, writer, path = link
+    writer.run(f"printf 'start\\n' > {path}").check()
+    f = LogFollower(reader, path)
+    follow = Follow({0: f})
+    follow.wait_for(0, "start\n")
+    lines = [
+        "detail: tail: the end of the list",
+        f"tail: {path}: file truncated",
+        "tail: '/x' has appeared;  following new file",
+        "after the notices",
+    ]
+    for line in lines:
+        writer.run(f"printf '%s\\n' {shlex.quote(line)} >> {path}").check()
+        time.sleep(0.05)
+    follow.wait_for(0, "after the notices\n")
+    text = follow.stop()[0]
+    assert text == "start\n" + "".join(f"{line}\n" for line in lines)
+    assert f.restarts == 0 and f.offset == len(text.encode())

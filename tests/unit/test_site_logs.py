@@ -201,11 +201,56 @@ def test_progress_bars_collapse_to_their_last_state() -> None:
     assert p.current == ""
 
 
-def test_tails_notices_are_split_from_the_data_in_order():
-    from hpcui.logs.push import split_notice
+def test_tails_notices_are_read_from_its_stderr_only():
+    from hpcui.logs.push import push_command, resync_notice
 
-    notice = b"tail: '/x/log' has appeared;  following new file\n"
-    assert split_notice(b"abc" + notice + b"new\n") == (b"abc", notice, b"new\n", False)
-    assert split_notice(b"line\n") == (b"line\n", None, b"", False)
-    assert split_notice(b"abc\ntail: '/x/lo") == (b"abc\n", None, b"tail: '/x/lo", True)
-    assert split_notice(b"abc\nta") == (b"abc\n", None, b"ta", True)  # maybe its start
+    assert b"2>&1" not in push_command("/x/log", 0)  # the data stream is the file's bytes
+    assert resync_notice(b"tail: /x/log: file truncated")
+    assert resync_notice(b"tail: '/x/log' has appeared;  following new file\n")
+    assert not resync_notice(b"tail: '/x/log' has become inaccessible: No such file")
+    assert not resync_notice(b"")
+
+
+def _read_all(transport, path: Path, spool: Path) -> bytes:
+    """One `hpcui logs` of an ended job: every chunk a fresh follower gives, as bytes."""
+    f = LogFollower(transport, str(path), spool=spool)
+    return "".join(c.text for c in follow_many({0: f})).encode()
+
+
+def test_a_log_read_again_from_its_spool_is_whole(tmp_path: Path) -> None:
+    """The spool's replay is one chunk; the read must go on to the remote end (it once
+    stopped there: 1 MiB of a 3 MB log, 7 of 12 lines of a short one)."""
+    path = tmp_path / "1_0_log.out"
+    spool = tmp_path / "spool" / "1_0.out"
+    path.write_bytes(b"".join(b"line %06d of a long log\n" % i for i in range(120_000)))
+    assert path.stat().st_size > 2 * (1 << 20)
+    first = _read_all(LocalTransport(), path, spool)
+    assert first == path.read_bytes()
+    t = CountingTransport()
+    second = _read_all(t, path, spool)  # replayed from the spool: nothing read remotely
+    assert second == path.read_bytes() and t.read_bytes == 0
+    with open(path, "ab") as fh:  # still running: more after the spool's end
+        fh.write(b"tail line\n")
+    assert _read_all(LocalTransport(), path, spool) == path.read_bytes()
+
+
+def test_a_short_log_read_while_running_then_after_its_end(tmp_path: Path) -> None:
+    path = tmp_path / "2_0_log.out"
+    spool = tmp_path / "spool" / "2_0.out"
+    path.write_text("".join(f"line {i}\n" for i in range(7)))
+    assert _read_all(LocalTransport(), path, spool) == path.read_bytes()
+    append(path, "".join(f"line {i}\n" for i in range(7, 12)))
+    assert _read_all(LocalTransport(), path, spool).decode().count("\n") == 12
+
+
+def test_a_follow_interrupted_midway_then_a_plain_read(tmp_path: Path) -> None:
+    path = tmp_path / "3_0_log.out"
+    spool = tmp_path / "spool" / "3_0.out"
+    path.write_bytes(b"x" * 100 + b"\n" + b"y" * (3 << 20) + b"\n")
+    f = LogFollower(LocalTransport(), str(path), spool=spool, chunk_bytes=4096)
+    chunks = follow_many({0: f}, done=lambda: False, fast_s=0.001, slow_s=0.001)
+    for _ in range(3):  # `logs -f` interrupted after three chunks
+        next(chunks)
+    chunks.close()
+    assert 0 < f.offset < path.stat().st_size
+    assert _read_all(LocalTransport(), path, spool) == path.read_bytes()

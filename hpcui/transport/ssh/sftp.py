@@ -104,6 +104,17 @@ class RemoteFiles:
                 return op()
             except HpcuiError:
                 raise
+            except (KeyboardInterrupt, SystemExit):  # mid-request (the agent's hang-up watch
+                self.reset()  # raises it in a command's thread): a half-read answer would
+                raise  # be the next request's "Garbage packet": that session is done
+            except paramiko.SFTPError as exc:  # out of step already: a fresh session, once
+                self.reset()
+                if retry and attempt == 0 and not deadline.expired():
+                    continue
+                raise ConnectionLost(
+                    f"The file session with {self._link.target.label} went out of step while "
+                    f"{what} ({exc}). The next call opens a new one."
+                ) from exc
             except TimeoutError as exc:  # no answer in time: that SFTP session is out of step
                 self.reset()
                 raise CommandTimeout(
