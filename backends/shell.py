@@ -34,3 +34,8 @@ def verify_lines(files: tuple[tuple[str, str], ...]) -> list[str]:
             "docs/decisions/shared-remote-base.md.' >&2; exit 97; }"
         )
     return lines
+
+
+#: a job's first line: the logs were made under umask 077 (private: a service's token may
+#: be in them); the user's code runs with the umask the user has (the submit passes it)
+UMASK_BACK = '[ -z "${HPCUI_UMASK:-}" ] || umask "$HPCUI_UMASK"'

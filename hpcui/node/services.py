@@ -32,14 +32,6 @@ def node_address(env: dict[str, str] | None = None) -> str:
         return name
 
 
-def free_port(host: str) -> int:
-    """A port free on this node now (TensorBoard given an address does not look for one:
-    6006 may be another user's on a shared node)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
 def jupyter_lab(root_dir: str | None = None) -> int:
     """JupyterLab on this node until the job ends; its runtime file (URL, port, token) in
     the job folder for the client. Listens on the node's own address, token required."""
@@ -56,14 +48,11 @@ def jupyter_lab(root_dir: str | None = None) -> int:
 
 
 def tensorboard(logdir: str) -> int:
-    """TensorBoard over `logdir` on this node until the job ends; its own info file
-    (`.tensorboard-info/pid-N.info`: port, path prefix) in the job folder for the client
-    (TensorBoard writes it under the temp dir, pointed there)."""
+    """TensorBoard over `logdir` on this node until the job ends, behind a token only its
+    user can read (`hpcui.node.tensorboard_gate`); its info file
+    (`.tensorboard-info/pid-N.info`: port, path prefix) and the token in the job folder
+    for the client."""
+    from hpcui.node import tensorboard_gate
+
     runtime = service_dir("tensorboard")
-    os.makedirs(runtime, mode=0o700, exist_ok=True)
-    host = node_address()
-    cmd = [
-        sys.executable, "-m", "tensorboard.main", f"--logdir={os.path.expanduser(logdir)}",
-        f"--host={host}", f"--port={free_port(host)}",
-    ]  # fmt: skip
-    return subprocess.call(cmd, env={**os.environ, "TMPDIR": runtime})
+    return tensorboard_gate.main(["--logdir", logdir, "--host", node_address(), "--folder", runtime])

@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from hpcui.backends.shell import quote
@@ -15,6 +16,7 @@ from hpcui.errors import JobError, UsageError
 from hpcui.jobs.forwarding import Forward
 from hpcui.jobs.job import Job
 from hpcui.node import services as on_node
+from hpcui.node import tensorboard_gate
 from hpcui.request.resources import Resources
 from hpcui.transport.quoting import quote_bytes
 
@@ -101,11 +103,17 @@ def read_server(job: Job, kind: Kind) -> Server | None:
     names = [n for n in listing.stdout.split() if n] if listing.ok else []
     if not names:
         return None
-    data = json.loads(job.cluster.transport.read_file(f"{where}/{names[-1]}"))
+    return _server(job.cluster.transport, where, names[-1])
+
+
+def _server(transport: Any, where: str, info_name: str) -> Server:
+    """From the server's info file; TensorBoard's token from its gate's file beside it."""
+    data = json.loads(transport.read_file(f"{where}/{info_name}"))
     base = str(data.get("base_url") or data.get("path_prefix") or "/")
-    return Server(
-        int(data["port"]), base if base.endswith("/") else base + "/", str(data.get("token", ""))
-    )
+    token = str(data.get("token", ""))
+    if not token and info_name.startswith(".tensorboard-info/"):
+        token = transport.read_file(f"{where}/{tensorboard_gate.TOKEN_FILE}").decode().strip()
+    return Server(int(data["port"]), base if base.endswith("/") else base + "/", token)
 
 
 def wait_for_server(
@@ -168,19 +176,22 @@ class LoginService(NamedTuple):
 
 def start_on_login(cluster: Any, kind: Kind, argument: str) -> LoginService:
     """TensorBoard as the user's own background process on the login node (a site whose
-    profile allows light services there), on 127.0.0.1 and a port free there; its info
-    file in a private folder of the job base, as in a job."""
+    profile allows light services there), on 127.0.0.1 and a port free there, behind
+    the same token gate as in a job (127.0.0.1 of a shared login node is every user's);
+    the gate's file, its token and the info file in a private folder of the job base."""
     if kind.name != "tensorboard":
         raise UsageError(f"{kind.title} runs in a job, not on the login node.")
     base = cluster.remote_info().base
     folder = f"{base}/{LOGIN_SERVICES}/{kind.name}-{uuid.uuid4().hex[:12]}"
     setup = "; ".join(cluster.setup)
     python = quote(cluster.python)
-    port = f"$({python} -c {quote(_FREE_PORT)})"
+    cluster.run(["mkdir", "-p", "-m", "700", folder]).check("making the service's folder")
+    gate = f"{folder}/tensorboard_gate.py"
+    cluster.transport.write_file(gate, Path(tensorboard_gate.__file__).read_bytes(), mode=0o600)
     script = (
-        f"mkdir -p -m 700 {quote(folder)} && cd {quote(folder)} && "
-        f"{{ {setup + '; ' if setup else ''}TMPDIR={quote(folder)} nohup {python} -m "
-        f"tensorboard.main --logdir={quote(argument)} --host=127.0.0.1 --port={port} "
+        f"cd {quote(folder)} && "
+        f"{{ {setup + '; ' if setup else ''}nohup {python} {quote(gate)} "
+        f"--logdir {quote(argument)} --host 127.0.0.1 --folder {quote(folder)} "
         "</dev/null >log 2>&1 & echo $! > pid; cat pid; }"
     )
     res = cluster.run(script)
@@ -192,11 +203,6 @@ def start_on_login(cluster: Any, kind: Kind, argument: str) -> LoginService:
             f"{(res.stderr or res.stdout).strip()[-500:] or 'no output'}."
         ) from None
     return LoginService(folder, pid)
-
-
-_FREE_PORT = (
-    "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
-)
 
 
 def login_alive(cluster: Any, service: LoginService, *, started: bool = True) -> bool:
@@ -218,9 +224,7 @@ def wait_for_login_server(
         listing = cluster.run(f"cd {where} 2>/dev/null && ls -1 {kind.runtime_file}")
         names = [n for n in listing.stdout.split() if n] if listing.ok else []
         if names:
-            data = json.loads(cluster.transport.read_file(f"{service.folder}/{names[-1]}"))
-            base = str(data.get("path_prefix") or "/")
-            return Server(int(data["port"]), base if base.endswith("/") else base + "/", "")
+            return _server(cluster.transport, service.folder, names[-1])
         if not login_alive(cluster, service, started=False):
             log = cluster.run(f"tail -n 20 {where}/log 2>/dev/null").stdout
             raise UsageError(

@@ -138,11 +138,13 @@ def submit_claim() -> bytes:
 
 def guarded_submit_command(submit: Command) -> bytes:
     """The submit itself, after `submit_claim` and the unpacking: its answer lands in
-    `job_id` and is printed."""
+    `job_id` and is printed. Under umask 077 (in a subshell): the scheduler creates the
+    job's logs with the submitter's umask, and a service's log may hold its token; the
+    job script puts the user's own umask (HPCUI_UMASK) back before the user's code runs."""
     return (
-        b"{ "
+        b"( HPCUI_UMASK=$(umask) && export HPCUI_UMASK && umask 077 && "
         + to_command(submit)
-        + f'; }} > {JOB_ID_FILE} && while read -r l; do echo "$l"; done < {JOB_ID_FILE}'.encode()
+        + f'; ) > {JOB_ID_FILE} && while read -r l; do echo "$l"; done < {JOB_ID_FILE}'.encode()
     )
 
 

@@ -51,7 +51,8 @@ class LocalTransport(Transport):
     def _put_files(
         self, directory: str, files: dict[str, bytes], then: Command | None, first: Command | None
     ) -> CommandResult:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)  # private, as over SSH: a service's token lands in it
         for name, content in files.items():
             if name.startswith("/") or ".." in name.split("/"):
                 raise ValueError(f"put_files needs relative names inside the folder, got {name!r}")

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -33,9 +34,52 @@ cd ~/anyjob && exec python3 -m http.server {port} --bind "$(getent hosts $SLURMD
 """
 
 
-def get(url: str, timeout: float = 10) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return resp.read().decode()
+def get(url: str, timeout: float = 10, ok: int = 200) -> str:
+    """The page (`ok`: the status expected; an error status gives its body)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            status, body = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read().decode()
+    assert status == ok, (status, body[:300])
+    return body
+
+
+class Browser:
+    """A browser's cookie jar: the token URL once (the gate sets a cookie and redirects
+    without the token), then plain addresses."""
+
+    def __init__(self, url: str) -> None:
+        import http.cookiejar
+
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        with self.opener.open(url, timeout=10) as resp:
+            assert "token=" not in resp.url, resp.url  # redirected to the address without it
+            self.first = resp.read().decode()
+        self.base = url.split("?", 1)[0]
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=10) as resp:
+            return resp.read().decode()
+
+
+def peer_status(host: str, port: int, path: str = "data/runs") -> int:
+    """The HTTP status the cluster's second user, hpcpeer, gets from host:port directly."""
+    probe = (
+        "import sys, urllib.request, urllib.error\n"
+        "try:\n"
+        f"    print(urllib.request.urlopen('http://{host}:{port}/{path}', timeout=10).status)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    print(e.code)\n"
+    )
+    res = subprocess.run(
+        ["runuser", "-u", "hpcpeer", "--", "python3", "-c", probe],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return int(res.stdout.strip())
 
 
 def listing_through(fwd) -> str:
@@ -234,16 +278,21 @@ def test_tensorboard_over_a_jobs_folder(lab_env, dev):
     assert started.returncode == 0, started.stderr
     [row] = json.loads(started.stdout)
     url = row["url"]
-    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
-    assert "<tf-tensorboard" in get(url) or "TensorBoard" in get(url)
-    runs = json.loads(get(f"{url}data/runs"))
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]{40,}", url), url
+    assert get(url.split("?")[0] + "data/runs", ok=403)  # the forward alone is not enough
+    browser = Browser(url)
+    assert "<tf-tensorboard" in browser.first or "TensorBoard" in browser.first
+    runs = json.loads(browser.get("data/runs"))
     assert runs == ["runs/first"]  # relative to the job's folder
-    tags = json.loads(get(f"{url}data/plugin/scalars/tags"))
+    tags = json.loads(browser.get("data/plugin/scalars/tags"))
     assert "loss" in tags["runs/first"]
-    points = json.loads(get(f"{url}data/plugin/scalars/scalars?run=runs/first&tag=loss"))
+    points = json.loads(browser.get("data/plugin/scalars/scalars?run=runs/first&tag=loss"))
     assert [(step, round(value, 4)) for _, step, value in points] == [
         (step, round(1 / (step + 1), 4)) for step in range(5)
     ]  # what the job's SummaryWriter wrote, through the forward
+    # the cluster's second user, straight to the node's port: refused, nothing served
+    assert peer_status(row["node"], row["remote_port"]) == 403
+    assert peer_status(row["node"], row["remote_port"], "?token=wrong") == 403
     stopped = hpcui(env, "-c", "lab", "tensorboard", "--stop")
     assert f"cancelled tensorboard job {row['job_id']}" in stopped.stdout
 
@@ -352,8 +401,12 @@ def test_tensorboard_on_the_login_node_where_the_profile_says_so(lab_env, dev):
     assert row["job_id"].startswith("login:") and row["node"] == "127.0.0.1"
     pid = int(row["job_id"].split(":")[1])
     assert "tensorboard" in Path(f"/proc/{pid}/cmdline").read_text()  # the login node's
-    points = json.loads(get(f"{row['url']}data/plugin/scalars/scalars?run=runs/first&tag=loss"))
+    points = json.loads(
+        Browser(row["url"]).get("data/plugin/scalars/scalars?run=runs/first&tag=loss")
+    )
     assert [step for _, step, _ in points] == list(range(5))
+    # 127.0.0.1 of the shared login node is every user's: hpcpeer is refused there
+    assert peer_status("127.0.0.1", row["remote_port"]) == 403
     stopped = hpcui(env, "-c", "tblogin", "tensorboard", "--stop")
     assert f"stopped tensorboard (pid {pid})" in stopped.stdout
     assert json.loads(hpcui(env, "forward", "--list", "--json").stdout) == []
