@@ -18,6 +18,7 @@ from hpcui.jobs import forwarding
 
 if TYPE_CHECKING:
     from hpcui.clusters.cluster import Cluster
+    from hpcui.services.web import Kind
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
@@ -141,7 +142,7 @@ def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> in
                     if f.cluster == cluster.name and f.job_id == f"login:{pid}":
                         f.close()
                 print(f"stopped {kind.name} (pid {pid}) on {cluster.name}'s login node")
-        return _stop_service(cluster, kind.name)
+        return _stop_service(cluster, kind)
     if on_login and argument is not None:  # the profile's rule: no job
         if resource_kwargs(args):
             raise UsageError(
@@ -167,19 +168,23 @@ def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> in
 def _opened(args: argparse.Namespace, forward: forwarding.Forward, url: str) -> int:
     """Open the browser unless told not to, then hold the forward (see `hold`)."""
     if not args.no_browser:
-        import webbrowser  # the browser is looked up only when one is opened
+        from hpcui.services.browser import open_url
 
-        webbrowser.open(url)
+        open_url(url)
     return hold(args, forward, url)
 
 
-def _stop_service(cluster: Cluster, job_name: str) -> int:
+def _stop_service(cluster: Cluster, kind: Kind) -> int:
     """Cancel the jobs of this kind hpcui started on this cluster that may still run, and
-    end their forwards (one scancel/qdel for all; one that already ended is no error)."""
+    end their forwards (one scancel/qdel for all; one that already ended is no error).
+    Only hpcui's own servers: a job merely named "jupyter" is the user's."""
+    from hpcui.services import web as services
+
+    job_name = kind.name
     ids = [
         r.job_id
         for r in cluster.records()
-        if r.name == job_name and r.job_id and not r.state.is_final
+        if services.is_service(r, kind) and r.job_id and not r.state.is_final
     ]
     for f in forwarding.active():
         if f.cluster == cluster.name and f.job_id in ids:

@@ -55,4 +55,6 @@ def tensorboard(logdir: str) -> int:
     from hpcui.node import tensorboard_gate
 
     runtime = service_dir("tensorboard")
-    return tensorboard_gate.main(["--logdir", logdir, "--host", node_address(), "--folder", runtime])
+    return tensorboard_gate.main(
+        ["--logdir", logdir, "--host", node_address(), "--folder", runtime]
+    )

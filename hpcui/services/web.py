@@ -18,6 +18,7 @@ from hpcui.jobs.job import Job
 from hpcui.node import services as on_node
 from hpcui.node import tensorboard_gate
 from hpcui.request.resources import Resources
+from hpcui.submission.submitter import function_name
 from hpcui.transport.quoting import quote_bytes
 
 
@@ -87,6 +88,12 @@ def submit(cluster: Any, kind: Kind, argument: str | None, **resources: Any) -> 
     resources.setdefault("name", kind.name)
     job: Job = cluster.submit(kind.run, argument, **resources)
     return job
+
+
+def is_service(record: Any, kind: Kind) -> bool:
+    """A job hpcui submitted as this kind of service: by what it runs, not by its name
+    (a user's own job may be called "jupyter")."""
+    return bool(record.meta.get("function")) and record.meta["function"] == function_name(kind.run)
 
 
 def runtime_dir(job: Job, kind: Kind) -> str:

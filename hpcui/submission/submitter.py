@@ -347,6 +347,8 @@ class Submitter:
                         else {}
                     ),
                     "signed": True,
+                    # what runs: how hpcui knows its own services (never by a job's name)
+                    "function": function_name(fn),
                     # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
                     **({"container": f"{image.runtime} {image.asked}"} if image else {}),
                 },
@@ -454,3 +456,9 @@ class Submitter:
             self.reconcile()
         except HpcuiError as exc:  # a look-up for later must not fail what the user asked
             log.warning("could not finish cut-off submissions on %s: %s", self.name, exc)
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """`module.qualname` of a submitted callable ('' when it has none: a partial)."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    return f"{module}.{name}" if module and name else ""

@@ -27,6 +27,7 @@ from textual.worker import Worker, WorkerState
 from hpcui.config import Config, config_path, load_config
 from hpcui.errors import ConfigError, HpcuiError
 from hpcui.jobs.control import DONE, JobControl, Verb, fan_out
+from hpcui.services.browser import has_secret, redirect_page
 from hpcui.store.registry import JobRecords
 from hpcui.tui.chrome import LEAD_BINDINGS
 from hpcui.tui.context import AppContext
@@ -125,6 +126,13 @@ class HpcuiApp(App[None]):
         return self.ctx.current_job
 
     # -- startup -----------------------------------------------------------------------------
+
+    def open_url(self, url: str, *, new_tab: bool = True) -> None:
+        """A URL with a token reaches a local browser through a private redirect page, never
+        its argv (`ps` shows that to every user here); a web-served app hands it over."""
+        if has_secret(url) and not self.is_web:
+            url = redirect_page(url).as_uri()
+        super().open_url(url, new_tab=new_tab)
 
     def on_mount(self) -> None:
         self.connections_changed()

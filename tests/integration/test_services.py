@@ -414,3 +414,39 @@ def test_tensorboard_on_the_login_node_where_the_profile_says_so(lab_env, dev):
         not Path(f"/proc/{pid}").exists()
         or "tensorboard" not in Path(f"/proc/{pid}/cmdline").read_text()
     )
+
+
+def test_another_local_user_cannot_read_the_browsers_page(tmp_path, monkeypatch):
+    """The redirect page a token URL is opened through: hpcpeer (another user of this
+    machine) cannot read it, and the browser's argv holds only its path."""
+    from hpcui.services.browser import redirect_page
+
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    page = redirect_page("http://127.0.0.1:8888/lab?token=abc123secret")
+    assert "abc123secret" not in page.as_uri()
+    os.chmod(tmp_path, 0o755)  # even where the folders above it are open
+    peer = subprocess.run(
+        ["runuser", "-u", "hpcpeer", "--", "cat", str(page)], capture_output=True, text=True
+    )
+    assert peer.returncode != 0 and "abc123secret" not in peer.stdout
+    assert "Permission denied" in peer.stderr
+
+
+def test_stop_ends_only_the_servers_hpcui_started(agent_env):
+    """`hpcui jupyter --stop` once cancelled any unfinished job named "jupyter": a user's
+    own job of that name is left alone (the marker is what the job runs)."""
+    env = agent_env("5m")
+    mine = hpcui(env, "submit", "time:sleep", "--args", "[120]", "--name", "jupyter",
+                 "--time", "5m", "-q")  # fmt: skip
+    assert mine.returncode == 0, mine.stderr
+    job = mine.stdout.strip()
+    try:
+        stopped = hpcui(env, "jupyter", "--stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert "no jupyter job of hpcui's runs" in stopped.stdout
+        shown = json.loads(hpcui(env, "show", job, "--json").stdout)
+        assert shown["state"] in ("PENDING", "RUNNING"), shown["state"]
+    finally:
+        hpcui(env, "cancel", job)
