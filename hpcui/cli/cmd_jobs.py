@@ -288,6 +288,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from hpcui.backends.states import JobState
+    from hpcui.common.terminal_text import safe_text
     from hpcui.logs.follow import (
         LogChunk,
         QuietRuntime,
@@ -297,14 +298,20 @@ def cmd_logs(args: argparse.Namespace) -> int:
     # one filter per rank: a rank's unfinished line waits for that rank's next text
     quiet: dict[int, QuietRuntime] | None = {} if args.quiet_runtime else None
 
+    # a terminal obeys escapes in a job's output (clipboard, title, clearing the screen)
+    safe = not args.json and not args.raw and sys.stdout.isatty()
+
     def shown(chunk: LogChunk) -> LogChunk:
-        if quiet is None:
-            return chunk
-        text = quiet.setdefault(chunk.task, QuietRuntime()).feed(chunk.text)
-        return chunk.model_copy(update={"text": text})
+        text = chunk.text
+        if quiet is not None:
+            text = quiet.setdefault(chunk.task, QuietRuntime()).feed(text)
+        if safe:
+            text = safe_text(text)
+        return chunk if text is chunk.text else chunk.model_copy(update={"text": text})
 
     def rest() -> str:
-        return "".join(q.flush() for q in (quiet or {}).values())
+        tail = "".join(q.flush() for q in (quiet or {}).values())
+        return safe_text(tail) if safe else tail
 
     if job.details is not None:  # a job hpcui did not submit: the scheduler's description
         job_id, details = job.job_id, job.details

@@ -293,6 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hide the runtime's own INFO lines (submitit's `Starting with JobEnvironment`...)",
     )
+    s.add_argument(
+        "--raw",
+        action="store_true",
+        help="the job's bytes as they are, escapes too (to a terminal they are dropped, "
+        "colours kept)",
+    )
     _json(s)
 
     s = add("metrics", "the numbers a job's log printed (loss, accuracy, ...) per step or epoch")

@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import RichLog, Static
 
+from hpcui.common.terminal_text import safe_text
 from hpcui.logs.follow import ProgressLines, is_runtime_line
 
 # -- logs ------------------------------------------------------------------------------------
@@ -97,7 +98,9 @@ class LogPanel(Vertical):
         self._line_y.append(len(log.lines))
         if self.quiet and is_runtime_line(line):
             return
-        text = Text(line)
+        # the job's escapes never reach the terminal (colours are styles, kept as such)
+        line = safe_text(line)
+        text = Text.from_ansi(line) if "\x1b" in line else Text(line)
         if self.search:
             text.highlight_regex(re.escape(self.search), "black on yellow")
         log.write(text, scroll_end=scroll_end)
