@@ -50,6 +50,11 @@ def image_kind(image: str) -> str:
 
 def check_image(image: str, runtime: str) -> str | None:
     """What is wrong with this image for this runtime, or None."""
+    if image.startswith("-"):
+        return (
+            f"{image!r} starts with '-', which the runtime would read as an option: "
+            "name the image by its path or registry reference"
+        )
     if not IMAGE.fullmatch(image):
         return (
             f"{image!r} is not an image hpcui can pass on: a path, an enroot container name or "
@@ -103,10 +108,18 @@ class ContainerLaunch:
 
 
 def _split_bind(bind: str) -> tuple[str, str, str | None]:
+    """(SRC, DST, mode): `/data:ro` is /data at /data read-only (not at a folder "ro")."""
     parts = bind.split(":")
+    mode = parts.pop() if len(parts) > 1 and parts[-1] in ("ro", "rw") else None
     src = parts[0]
-    dst = parts[1] if len(parts) > 1 and parts[1] else src
-    return src, dst, parts[2] if len(parts) > 2 else None
+    return src, parts[1] if len(parts) > 1 and parts[1] else src, mode
+
+
+def _bind_text(bind: str) -> str:
+    """As given, but `SRC:ro` spelled `SRC:SRC:ro`: every runtime reads that the same way
+    (enroot and Apptainer would take "ro" for the destination)."""
+    src, dst, mode = _split_bind(bind)
+    return f"{src}:{dst}:{mode}" if mode and bind.count(":") == 1 else bind
 
 
 def env_lines(launch: ContainerLaunch) -> list[str]:
@@ -209,7 +222,7 @@ def wrap(launch: ContainerLaunch, args: str) -> str:
         conf = '"$HPCUI_JOB_FOLDER/enroot.conf"'
         return f"{start} --conf {conf} {mounts} {quote(launch.image)} {inner}".replace("  ", " ")
     flags = " ".join(launch.gpu_flags)
-    binds = f"-B {quote(','.join(launch.binds))} " if launch.binds else ""
+    binds = f"-B {quote(','.join(map(_bind_text, launch.binds)))} " if launch.binds else ""
     return (
         f"{launch.runtime} exec {flags + ' ' if flags else ''}{binds}{quote(launch.image)} {inner}"
     )
@@ -266,7 +279,7 @@ def prepare_script(
         f"cache={q(cache)}; img={q(image)}",
         'case "$img" in "~/"*) img="$HOME/${img#\\~/}";; esac',
         'mkdir -p "$cache" && chmod 700 "$cache" || { echo "' + MARK + ' status=cache"; exit 0; }',
-        f'say() {{ echo "{MARK} status=$1"; exit 0; }}',
+        f'say() {{ echo "{MARK} status=$1 file=${{img:-}}"; exit 0; }}',
     ]
     # one prepare of an image at a time (two hpcui processes, or two runtimes of it); an
     # import by another process holds the lock for minutes: said where progress is read
@@ -286,17 +299,22 @@ def prepare_script(
     lines.append(f"command -v {exe} >/dev/null 2>&1 || say no-runtime")
     if kind == "registry":
         ext = "sif" if runtime in ("apptainer", "singularity") else "sqsh"
+        # written under a temporary name and renamed when whole: a killed import never
+        # leaves a file that looks cached (the lock is held: no other import of it runs)
         fetch = (
-            f'{runtime} pull "$file" "$img"' if ext == "sif" else 'enroot import -o "$file" "$img"'
+            f'{runtime} pull "$part" -- "$img"'
+            if ext == "sif"
+            else 'enroot import -o "$part" -- "$img"'
         )
         plog = q(progress_log) if progress_log else '"$cache/.import-last.log"'
         lines += [
-            f'file="$cache/{_safe(image)}.{ext}"; plog={plog}',
+            f'file="$cache/{_safe(image)}.{ext}"; part="$cache/.part-{_safe(image)}.{ext}"; '
+            f"plog={plog}",
             "find \"$cache\" -maxdepth 1 -name '.import-*.log' -mmin +60 -delete 2>/dev/null",
-            'if [ ! -s "$file" ]; then'
+            'if [ ! -s "$file" ]; then rm -f "$part";'
             ' echo "importing $img into $file (once: later submits reuse it)" >>"$plog";'
-            f' {fetch} >>"$plog" 2>&1 ||'
-            ' { tail -n +2 "$plog" | tail -n 20 >&2; rm -f "$file"; say import; }; fi',
+            f' {{ {fetch} >>"$plog" 2>&1 && mv -f "$part" "$file"; }} ||'
+            ' { tail -n +2 "$plog" | tail -n 20 >&2; rm -f "$part"; say import; }; fi',
             'img="$file"',
         ]
     if kind in ("registry", "file"):
@@ -316,7 +334,7 @@ def prepare_script(
             ' enroot list 2>/dev/null | grep "^'
             + name
             + '-" | xargs -r enroot remove -f >/dev/null 2>&1;'
-            ' enroot create --name "$name" "$img" >/dev/null 2>"$cache/create.err" ||'
+            ' enroot create --name "$name" -- "$img" >/dev/null 2>"$cache/create.err" ||'
             ' { tail -n 5 "$cache/create.err" >&2; say unusable; }; }',
             'run_in() { enroot start "$name" "$@"; }',
         ]

@@ -135,8 +135,14 @@ def prepare(
                 "the image file."
             ),
             "unusable": (
-                f"{runtime} could not unpack {image} {where}: {said or 'no output'}. Is it a "
-                "squashfs image (`enroot import` or mksquashfs makes one)?"
+                f"{runtime} could not unpack {image} {where}: {said or 'no output'}. "
+                + (
+                    f"The image hpcui imported earlier ({fields.get('file')}) is damaged: "
+                    f"remove it (`hpcui -c {cluster} exec -- rm {fields.get('file')}`) and "
+                    "submit again, which imports it afresh."
+                    if image_kind(image) == "registry" and fields.get("file")
+                    else "Is it a squashfs image (`enroot import` or mksquashfs makes one)?"
+                )
             ),
             "no-container": (
                 f"No enroot container named {image} {where} (`enroot list`). Create it with "

@@ -429,3 +429,95 @@ def test_the_cli_prints_a_registry_imports_progress_on_stderr(
     assert f"hpcui: importing {ref} into " in res.stderr, res.stderr
     assert "hpcui: [INFO] Querying registry for permission grant" in res.stderr
     assert f"Importing {ref} on dev failed" in res.stderr + res.stdout
+
+
+def read_only_bind(folder: str) -> dict[str, Any]:
+    """Inside the image: the bound folder's file is readable, and writing there fails."""
+    import os
+
+    seen = open(os.path.join(folder, "data.txt")).read()
+    try:
+        open(os.path.join(folder, "new.txt"), "w").write("x")
+        wrote = "written"
+    except OSError as exc:
+        wrote = type(exc).__name__ + ": " + (exc.strerror or "")
+    return {"seen": seen, "wrote": wrote, "ro_dir": os.path.isdir("/ro")}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_bind_written_src_ro_is_that_folder_read_only(dev, runtime: str) -> None:
+    """`binds=["/path:ro"]` once mounted the folder at "/ro" (enroot, the stand-in) or
+    failed the job at start (pyxis, exit 255): it is /path, read-only, in every runtime."""
+    folder = f"{dev.transport.home()}/ro-{uuid.uuid4().hex[:8]}"  # on every node
+    dev.run(["sh", "-c", f"mkdir -p {folder} && echo bound > {folder}/data.txt && chmod -R a+rwX {folder}"]).check()  # fmt: skip
+    try:
+        job = dev.submit(
+            read_only_bind, folder, container=PYTORCH, container_runtime=runtime,
+            binds=[f"{folder}:ro"], time="5m",
+        )  # fmt: skip
+        out = job.result(timeout=WAIT)
+        assert out["seen"] == "bound\n" and not out["ro_dir"], out
+        assert out["wrote"].startswith("OSError: Read-only file system"), out
+    finally:
+        dev.run(["rm", "-rf", folder])
+
+
+def test_a_killed_import_leaves_nothing_that_looks_cached(devcluster: Path) -> None:
+    """Killing the prepare script's whole process tree while the image is written once
+    left a partial .sqsh that every later submit took for the image ("Is it a squashfs
+    image?"); the image is written under a temporary name and renamed when whole."""
+    import threading
+    import time
+
+    with site_cluster(devcluster, "dev") as c, site_cluster(devcluster, "dev") as watcher:
+        base = c.remote_info().base
+        cache = f"{base}/containers"
+        watcher.run(["sh", "-c", f"rm -f {cache}/127.0.0.1+5005* {cache}/.part-127.0.0.1+5005*"])
+        first: list[BaseException] = []
+
+        def submit() -> None:
+            try:
+                c.submit(inside, 3, container=REGISTRY_REF, time="5m")
+            except BaseException as exc:  # the kill ends it: said, not raised here
+                first.append(exc)
+
+        thread = threading.Thread(target=submit)
+        thread.start()
+        part = f"{cache}/.part-127.0.0.1+5005*"
+        killed = False
+        for _ in range(600):  # the image is being written: kill the whole tree now
+            if watcher.run(["sh", "-c", f"ls {part} >/dev/null 2>&1"]).ok:
+                watcher.run(["sh", "-c", "pkill -9 -f HPCUI_CONTAINER; pkill -9 -f 'enroot import'; "
+                             "pkill -9 mksquashfs; true"])  # fmt: skip
+                killed = True
+                break
+            time.sleep(0.02)
+        thread.join(timeout=120)
+        assert killed, "the import never wrote its image"
+        assert first and isinstance(first[0], UsageError), first
+        left = watcher.run(["sh", "-c", f"ls -a {cache}"]).stdout.split()
+        assert not [n for n in left if n.startswith("127.0.0.1+5005") and n.endswith(".sqsh")], left
+    with site_cluster(devcluster, "dev") as again:  # the next submit imports afresh
+        out = again.submit(inside, 4, container=REGISTRY_REF, time="5m").result(timeout=WAIT)
+    assert out["double"] == 8
+
+
+def test_a_damaged_cached_image_is_named_with_how_to_remove_it(devcluster: Path) -> None:
+    """A cached import that is not a squashfs image (an old version's killed import, a disk
+    that filled): the refusal names the file and the command that removes it."""
+    import re
+
+    from hpcui.backends.containers import _safe
+
+    with site_cluster(devcluster, "dev") as c:
+        cache = f"{c.remote_info().base}/containers"
+        damaged = f"{cache}/{_safe(REGISTRY_REF)}.sqsh"
+        c.run(["sh", "-c", f"mkdir -p {cache} && head -c 65536 /dev/urandom > {damaged}"]).check()
+        try:
+            with pytest.raises(UsageError) as err:
+                c.submit(inside, 5, container=REGISTRY_REF, time="5m")
+            said = str(err.value)
+            assert f"({damaged}) is damaged" in said, said
+            assert re.search(rf"`hpcui -c dev exec -- rm {re.escape(damaged)}`", said), said
+        finally:
+            c.run(["rm", "-f", damaged])

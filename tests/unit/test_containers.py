@@ -232,7 +232,10 @@ def test_a_registry_import_writes_its_progress_to_the_log_the_client_reads(tmp_p
         cache="/c", init=None, progress_log="/c/.import-ab12 x.log",
     )  # fmt: skip
     assert "plog='/c/.import-ab12 x.log'" in script  # quoted: a path never runs as code
-    assert 'enroot import -o "$file" "$img" >>"$plog" 2>&1' in script
+    # under a temporary name, renamed when whole; `--` before the user's reference
+    assert (
+        '{ enroot import -o "$part" -- "$img" >>"$plog" 2>&1 && mv -f "$part" "$file"; }' in script
+    )
     path = tmp_path / "p.sh"
     path.write_text(script)
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -329,3 +332,35 @@ def test_the_enroot_helpers_are_never_seen_half_written(tmp_path):
     assert not [
         p.name for p in folder.iterdir() if p.name not in ("enroot-start.sh", "enroot.conf")
     ]
+
+
+def test_an_image_that_looks_like_an_option_is_refused():
+    for runtime in containers.RUNTIMES:
+        why = containers.check_image("--help#x", runtime)
+        assert why is not None and "option" in why
+        assert containers.check_image("-x.sqsh", runtime) is not None
+
+
+def test_a_read_only_bind_without_destination_means_the_same_path():
+    def launch(runtime):
+        return containers.ContainerLaunch(runtime=runtime, image="/i/x.sqsh", binds=("/data:ro",))
+
+    enroot = containers.wrap(launch("enroot"), "-c pass")
+    assert "-m /data:/data:none:x-create=auto,rbind,ro" in enroot
+    assert containers.srun_options(launch("pyxis")) == (
+        "--container-image=/i/x.sqsh --container-mounts=/data:/data:ro "
+    )
+    assert "-B /data:/data:ro " in containers.wrap(launch("apptainer"), "-c pass")
+    assert containers.parse_bind("/data:/in:ro") == "/data:/in:ro"
+
+
+def test_the_cli_refuses_an_image_that_looks_like_an_option(tmp_path):
+    (tmp_path / "c.toml").write_text(SITES)
+    env = {**os.environ, "HPCUI_CONFIG": str(tmp_path / "c.toml"), "PYTHONPATH": str(ROOT)}
+    env["HPCUI_DATA_DIR"] = str(tmp_path / "data")
+    res = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", "script", "-c", "dev", "--container=--help#x",
+         "--container-runtime", "enroot"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2 and "read as an option" in res.stderr, res.stderr
