@@ -384,7 +384,13 @@ class Cluster:
             transport=self.transport,
             scheduler=self.scheduler,
             changed=self._changed,
+            known_over=self._known_over,
         )
+
+    def _known_over(self, job_id: str) -> bool:
+        """The status service already holds this job's end (pushed or polled)."""
+        status = self.status.get(job_id)
+        return status is not None and status.state.is_final
 
     @cached_property
     def files(self) -> job_files.JobFiles:

@@ -42,8 +42,11 @@ class JobControl:
         transport: Transport,
         scheduler: Scheduler,
         changed: Callable[[list[str]], None],
+        known_over: Callable[[str], bool] | None = None,
     ) -> None:
         self.name = name
+        #: a job's end as this process already knows it (pushed, or polled): no round trip
+        self.known_over = known_over
         self.remote_base = remote_base
         self.transport = transport
         self.scheduler = scheduler
@@ -131,9 +134,11 @@ class JobControl:
             except UsageError:  # the scheduler forgot it: long over
                 return True
 
+        known = self.known_over
         return Forward(
             cluster=self.name, job_id=details.job_id, node=node, remote_port=int(port),
             open_tunnel=self.transport.open_tunnel, local_port=local_port, ended=ended,
+            known_over=(lambda: known(details.job_id)) if known else None,
         )  # fmt: skip
 
     def _user(self) -> str:

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 #: how often a forward asks whether its job still runs
 JOB_CHECK_S = 15.0
+#: a new connection asks the scheduler first when its last answer is older than this
+FRESH_S = 2.0
 #: bytes per read on either side (64 KiB gave 176 MiB/s, 1 MiB 209: benchmarks/forward_bench)
 CHUNK = 1024 * 1024
 #: the loopback address every listener binds (never 0.0.0.0)
@@ -63,7 +65,15 @@ def free_port(preferred: int | None = None) -> int:
 
 class Forward:
     """Connections to 127.0.0.1:`local_port` go to `node`:`remote_port` until `close()`
-    or `ended()` says so (checked every JOB_CHECK_S)."""
+    or the job ends.
+
+    A job's port is free for anyone once the job ended: another user may bind it and
+    would receive what the browser sends (a token, a cookie). So no connection is carried
+    once the job is known to be over: `known_over()` (what this process already knows,
+    e.g. the status service fed by the pushed job ends: no round trip) is asked on every
+    connection and every second; `ended()` (the scheduler) every JOB_CHECK_S, and before
+    a new connection when it was last asked more than FRESH_S ago.
+    """
 
     def __init__(
         self,
@@ -75,11 +85,16 @@ class Forward:
         open_tunnel: Callable[[str, int], ByteChannel],
         local_port: int | None = None,
         ended: Callable[[], bool] | None = None,
+        known_over: Callable[[], bool] | None = None,
     ) -> None:
         self.cluster, self.job_id, self.node = cluster, job_id, node
         self.remote_port = remote_port
         self._open_tunnel = open_tunnel
         self._ended = ended
+        self._known_over = known_over
+        self._asked_at = time.monotonic()  # when `ended()` was last asked (the caller just did)
+        self._ask_lock = threading.Lock()
+        self.refused = 0  # connections refused because the job was over
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -145,7 +160,6 @@ class Forward:
     # -- the accept loop and the byte pumps ---------------------------------------------------
 
     def _serve(self) -> None:
-        checked = time.monotonic()
         while not self._closed.is_set():
             try:
                 ready, _, _ = select.select([self._listener], [], [], 1.0)
@@ -158,21 +172,35 @@ class Forward:
                     break
                 self.connections += 1
                 threading.Thread(target=self._carry, args=(conn,), daemon=True).start()
-            if self._ended is not None and time.monotonic() - checked >= JOB_CHECK_S:
-                checked = time.monotonic()
-                if self._job_over():
-                    log.info("forward %s: job %s ended", self.address, self.job_id)
-                    break
+            if self._over(fresh_s=JOB_CHECK_S):
+                log.info("forward %s: job %s ended", self.address, self.job_id)
+                break
         self.close()
 
-    def _job_over(self) -> bool:
-        try:
-            return bool(self._ended and self._ended())
-        except HpcuiError as exc:  # a dropped link: the forward stays, asked again later
-            log.info("forward %s: could not check job %s: %s", self.address, self.job_id, exc)
+    def _over(self, fresh_s: float) -> bool:
+        """The job is over: as this process knows it, else the scheduler when its last
+        answer is older than `fresh_s` (one question for a burst of connections)."""
+        if self._known_over is not None and self._known_over():
+            return True
+        if self._ended is None:
             return False
+        with self._ask_lock:
+            if time.monotonic() - self._asked_at < fresh_s:
+                return False
+            self._asked_at = time.monotonic()
+            try:
+                return bool(self._ended())
+            except HpcuiError as exc:  # a dropped link: the forward stays, asked again later
+                log.info("forward %s: could not check job %s: %s", self.address, self.job_id, exc)
+                return False
 
     def _carry(self, conn: socket.socket) -> None:
+        if self._over(fresh_s=FRESH_S):  # its port may be another user's by now
+            self.refused += 1
+            log.info("forward %s: job %s is over: connection refused", self.address, self.job_id)
+            conn.close()
+            self.close()
+            return
         try:
             chan = self._open_tunnel(self.node, self.remote_port)
         except Exception as exc:  # this connection fails; the forward serves the next one

@@ -450,3 +450,77 @@ def test_stop_ends_only_the_servers_hpcui_started(agent_env):
         assert shown["state"] in ("PENDING", "RUNNING"), shown["state"]
     finally:
         hpcui(env, "cancel", job)
+
+
+def serve_for(seconds: float) -> int:
+    """A job's web server on its node's address for `seconds`; the port it had."""
+    import http.server
+    import os
+    import socket
+    import threading
+    import time
+
+    host = socket.gethostbyname(os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+    server = http.server.ThreadingHTTPServer((host, 0), http.server.SimpleHTTPRequestHandler)
+    port = server.server_address[1]
+    open(os.path.join(os.environ["HPCUI_JOB_FOLDER"], "port"), "w").write(str(port))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    time.sleep(seconds)
+    server.shutdown()
+    return port
+
+
+PEER_LISTENER = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4); s.settimeout(8)
+print("listening", flush=True)
+try:
+    conn, _ = s.accept(); conn.settimeout(3)
+    print("GOT " + conn.recv(4096).decode(errors="replace").splitlines()[0], flush=True)
+except OSError:
+    print("nothing", flush=True)
+"""
+
+
+def test_a_forward_stops_the_moment_its_job_is_known_over(dev_env):
+    """Once a job ends its port is anyone's: hpcpeer binds it at once and waits for what
+    a browser would send. The forward (the end push tells it) refuses the connection; it
+    once carried requests for up to 15 s after the end."""
+    import socket
+    import time
+
+    from hpcui.clusters.api import connect
+
+    site = connect("dev")
+    job = site.submit(serve_for, 6, time="5m", name="served")
+    folder = job.folder
+    for _ in range(240):
+        port_file = site.run(["cat", f"{folder}/port"])
+        if port_file.ok and port_file.stdout.strip():
+            break
+        time.sleep(0.25)
+    port = int(port_file.stdout.strip())
+    fwd = site.control.forward(job.job_id, port)
+    peer = None
+    try:
+        assert "Directory listing" in listing_through(fwd)
+        node_ip = socket.gethostbyname(fwd.node)
+        while not site.scheduler.status([job.job_id])[job.job_id].state.is_final:
+            time.sleep(0.1)  # the scheduler says it ended (the test asks, not the forward)
+        peer = subprocess.Popen(
+            ["runuser", "-u", "hpcpeer", "--", "python3", "-c", PEER_LISTENER, node_ip, str(port)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert peer.stdout is not None and peer.stdout.readline().strip() == "listening"
+        time.sleep(1.5)  # the end push's news: about a second
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://{fwd.address}/?token=secret", timeout=5).read()
+        assert fwd.wait(5), "the forward outlived its job"
+        said, _ = peer.communicate(timeout=20)
+        assert said.strip() == "nothing", said  # the peer received no request
+    finally:
+        fwd.close()
+        if peer is not None and peer.poll() is None:
+            peer.kill()
+        site.close()
