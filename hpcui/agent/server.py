@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpcui.agent import handover
 from hpcui.cli.routing import Client, ClientGone, serving
 from hpcui.jobs import forwarding
 from hpcui.transport.agent import paths, wire
@@ -96,6 +97,7 @@ class Agent:
         self._listener: socket.socket | None = None
         self._inode: int | None = None
         self._stamp: tuple[str, tuple[tuple[str, float | None], ...]] | None = None
+        self._handed: list[forwarding.Forward] = []  # offered to the next agent
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -161,6 +163,8 @@ class Agent:
         deadline = time.monotonic() + 30  # requests in flight may finish, boundedly
         while self.active and time.monotonic() < deadline:
             time.sleep(0.05)
+        if self._handed:  # forwarding until the next agent holds them (or they end)
+            handover.wait_taken(self.path, self._handed)
         from hpcui.clusters import api
 
         for cluster in list(api._clusters.values()):
@@ -203,6 +207,9 @@ class Agent:
     def _dispatch(self, conn: socket.socket, req: dict[str, Any]) -> None:
         op = req.get("op")
         if req.get("v") != paths.version() or self._stale_config():
+            with self._lock:  # its forwards go on in the next agent (hpcui.agent.handover)
+                if not self.stopping.is_set() and not self._handed:
+                    self._handed = handover.offer(self.path)
             self.withdraw()  # the client starts the agent its version and config need
             wire.send(conn, {"retry": "agent replaced"})
             return
@@ -371,6 +378,8 @@ def main(argv: list[str], ready: int | None = None) -> int:
         os.close(ready)
     log.info("agent %d listening on %s (persist %.0f s)", os.getpid(), path, persist_s)
     agent.prepare()
+    if handover.handover_path(path).exists():  # the forwards of the agent this one replaces
+        threading.Thread(target=handover.take, args=(path,), name="handover", daemon=True).start()
     agent.serve()
     log.info("agent %d exits", os.getpid())
     return 0

@@ -33,7 +33,7 @@ _COMMANDS = {
     "script": "hpcui.cli.cmd_submit",
     "jobs": "hpcui.cli.cmd_jobs",
     "show": "hpcui.cli.cmd_jobs",
-    "logs": "hpcui.cli.cmd_jobs",
+    "logs": "hpcui.cli.cmd_logs",
     "metrics": "hpcui.cli.cmd_metrics",
     "result": "hpcui.cli.cmd_jobs",
     "wait": "hpcui.cli.cmd_jobs",

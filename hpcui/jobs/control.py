@@ -119,7 +119,9 @@ class JobControl:
         script = self.scheduler.allocation_shell_script(spec)
         return self.transport.open_terminal(script, term=term, cols=cols, rows=rows)
 
-    def forward(self, job_id: str, port: int, *, local_port: int | None = None) -> Forward:
+    def forward(
+        self, job_id: str, port: int, *, local_port: int | None = None, taking_over: bool = False
+    ) -> Forward:
         """Connections to 127.0.0.1:`local_port` (a free one when None) reach `port` on the
         job's node, until the job ends or the Forward is closed (a context manager).
         UsageError for a job that does not run, or that is not the user's."""
@@ -139,6 +141,9 @@ class JobControl:
             cluster=self.name, job_id=details.job_id, node=node, remote_port=int(port),
             open_tunnel=self.transport.open_tunnel, local_port=local_port, ended=ended,
             known_over=(lambda: known(details.job_id)) if known else None,
+            origin={"kind": "job", "cluster": self.name, "job_id": details.job_id,
+                    "port": int(port)},
+            taking_over=taking_over,
         )  # fmt: skip
 
     def _user(self) -> str:

@@ -13,9 +13,11 @@ import contextlib
 import logging
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.records import JobDetails
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: how often a forward asks whether its job still runs
 JOB_CHECK_S = 15.0
+#: Linux's SO_REUSEPORT shares a port only among sockets of the same user (BSD's does not)
+SHARED_PORTS = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 #: a new connection asks the scheduler first when its last answer is older than this
 FRESH_S = 2.0
 #: bytes per read on either side (64 KiB gave 176 MiB/s, 1 MiB 209: benchmarks/forward_bench)
@@ -86,6 +90,8 @@ class Forward:
         local_port: int | None = None,
         ended: Callable[[], bool] | None = None,
         known_over: Callable[[], bool] | None = None,
+        origin: dict[str, Any] | None = None,
+        taking_over: bool = False,
     ) -> None:
         self.cluster, self.job_id, self.node = cluster, job_id, node
         self.remote_port = remote_port
@@ -95,12 +101,11 @@ class Forward:
         self._asked_at = time.monotonic()  # when `ended()` was last asked (the caller just did)
         self._ask_lock = threading.Lock()
         self.refused = 0  # connections refused because the job was over
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        #: how to make this forward again (a new agent takes it over: hpcui.agent.handover)
+        self.origin = origin
         try:
-            self._listener.bind((LOOPBACK, local_port or 0))
+            self._listener = listen(local_port, taking_over=taking_over)
         except OSError as exc:
-            self._listener.close()
             raise UsageError(
                 f"Local port {local_port} is taken ({exc.strerror}): pick another with "
                 "--local, or leave it out for a free one."
@@ -264,6 +269,30 @@ def keep(forward: Forward) -> Forward:
     with _ACTIVE_LOCK:
         _ACTIVE.append(forward)
     return forward
+
+
+def listen(port: int | None, *, taking_over: bool = False) -> socket.socket:
+    """A listener on 127.0.0.1:`port` (a free one for None).
+
+    On Linux with SO_REUSEPORT, so that a new agent can bind the same port while the old
+    one still listens (a forward handed over has no gap another local user could bind
+    in: the kernel lets only the same user share it). A port someone listens on already
+    is refused unless `taking_over`.
+    """
+    if port and not taking_over:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((LOOPBACK, port))  # OSError when it is in use, ours or not
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if SHARED_PORTS:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((LOOPBACK, port or 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def active() -> list[Forward]:

@@ -262,7 +262,12 @@ def stop_on_login(cluster: Any, kind: Kind) -> list[int]:
 
 
 def forward_login(
-    cluster: Any, service: LoginService, port: int, *, local_port: int | None = None
+    cluster: Any,
+    service: LoginService,
+    port: int,
+    *,
+    local_port: int | None = None,
+    taking_over: bool = False,
 ) -> Forward:
     """127.0.0.1:`local_port` here to 127.0.0.1:`port` on the login node, over the
     cluster's connection, until the server ends or the forward is closed."""
@@ -270,4 +275,7 @@ def forward_login(
         cluster=cluster.name, job_id=service.label, node="127.0.0.1", remote_port=port,
         open_tunnel=cluster.transport.open_tunnel, local_port=local_port,
         ended=lambda: not login_alive(cluster, service),
+        origin={"kind": "login", "cluster": cluster.name, "folder": service.folder,
+                "pid": service.pid, "port": port},
+        taking_over=taking_over,
     )  # fmt: skip

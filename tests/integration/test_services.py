@@ -524,3 +524,53 @@ def test_a_forward_stops_the_moment_its_job_is_known_over(dev_env):
         if peer is not None and peer.poll() is None:
             peer.kill()
         site.close()
+
+
+def test_the_agents_forwards_survive_its_replacement(agent_env, dev):
+    """A watched file changed (hpcui's config): the next call replaces the agent. Its
+    forward once died while the job ran on; the new agent takes it over on the same local
+    port (shared with the old one until then: no moment it is free), and lists it."""
+    import time
+
+    env = agent_env("5m")
+    port = 20000 + int(uuid.uuid4().int % 5000)
+    job_id = sbatch_script(dev, HTTP.format(port=port))
+    try:
+        wait_state(dev, job_id, {JobState.RUNNING})
+        res = hpcui(env, "forward", f"dev:{job_id}", str(port), "--json")
+        assert res.returncode == 0, res.stderr
+        [row] = json.loads(res.stdout)
+        local = row["local"]
+        for _ in range(40):
+            try:
+                assert "Directory listing" in get(f"http://{local}/")
+                break
+            except OSError:
+                time.sleep(0.5)
+        before = status_of(env)
+        config = Path(env["HPCUI_CONFIG"])
+        config.write_text(config.read_text() + "\n# edited\n")  # the agent is now stale
+        listed: list = []
+        for _ in range(100):  # the first call replaces the agent; the new one takes over
+            listed = json.loads(hpcui(env, "forward", "--list", "--json").stdout)
+            if listed:
+                break
+            time.sleep(0.2)
+        after = status_of(env)
+        assert after["pid"] != before["pid"], "the agent was not replaced"
+        assert [r["local"] for r in listed] == [local] and listed[0]["job_id"] == job_id
+        assert "Directory listing" in get(f"http://{local}/")  # the same address still works
+        for _ in range(100):  # the old agent, its forwards handed over, exits
+            if not Path(f"/proc/{before['pid']}").exists():
+                break
+            time.sleep(0.1)
+        assert not Path(f"/proc/{before['pid']}").exists()
+        assert "Directory listing" in get(f"http://{local}/")
+    finally:
+        dev.control.cancel([job_id])
+
+
+def status_of(env: dict[str, str]) -> dict:
+    res = hpcui(env, "agent", "status", "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
