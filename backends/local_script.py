@@ -132,12 +132,17 @@ _OURS = (
     'ours() { kill -0 "$1" 2>/dev/null || return 1; [ -n "$2" ] || return 0; '
     "command -v ps >/dev/null 2>&1 || return 0; "
     'ps -ww -p "$1" -o args= 2>/dev/null | grep -qF -- "$2"; }; '
+    # `ranks PID`: the launcher is gone (SIGKILLed) but ranks of its process group still
+    # run hpcui's runner: the group outlives its leader, so they can be found and ended
+    'ranks() { command -v pgrep >/dev/null 2>&1 && pgrep -g "$1" -f hpcui.node.signed '
+    ">/dev/null 2>&1; }; "
 )
 
 
 def status_command(job_ids: Sequence[str], state_dir: str) -> str:
-    """One line per job: DONE <rc>, RUNNING, PENDING <why>, KILLED (its launcher is gone
-    without an outcome: SIGKILLed, OOM-killed, a reboot) or GONE (no launcher file yet)."""
+    """One line per job: DONE <rc>, RUNNING, ORPHANED (its launcher is gone, its ranks
+    run on), PENDING <why>, KILLED (its launcher and ranks are gone without an outcome:
+    SIGKILLed, OOM-killed, a reboot) or GONE (no launcher file yet)."""
     ids = " ".join(quote(j) for j in job_ids)
     d = quote(state_dir)
     return (
@@ -148,6 +153,7 @@ def status_command(job_ids: Sequence[str], state_dir: str) -> str:
         'else echo "$j RUNNING"; fi; '
         # it may have written its outcome between the two looks
         f'elif [ -e {d}/$j.rc ]; then echo "$j DONE $(cat {d}/$j.rc)"; '
+        'elif ranks "${p%%_*}"; then echo "$j ORPHANED"; '
         'else echo "$j KILLED"; fi; '
         'else echo "$j GONE"; fi; done'
     )
@@ -162,6 +168,8 @@ def parse_status(text: str) -> dict[str, tuple[JobState, str, int | None]]:
         jid, word = parts[0], parts[1]
         if word == "RUNNING":
             out[jid] = (JobState.RUNNING, word, None)
+        elif word == "ORPHANED":  # it still uses its GPU and CPUs: running, until cancelled
+            out[jid] = (JobState.RUNNING, "RUNNING (its launcher was killed; ranks run on)", None)
         elif word == "PENDING":
             out[jid] = (JobState.PENDING, line.split(None, 2)[2] if len(parts) > 2 else "", None)
         elif word == "KILLED":
@@ -181,7 +189,8 @@ def cancel_command(job_ids: Sequence[str], state_dir: str) -> str:
     The job id carries the launcher's pid. SIGKILL, because submitit's runner ignores
     SIGTERM (Slurm's pre-kill warning). A launcher runs a whole array: cancelling one
     element ends all. Nothing is signalled unless that pid still runs the job's launcher
-    (`ours`): a job that ended long ago may have left its pid to someone else's process.
+    (`ours`) or its process group still holds hpcui's ranks (`ranks`: the launcher was
+    killed): a job that ended long ago may have left its pid to someone else's process.
     """
     d = quote(state_dir)
     ids = " ".join(quote(j) for j in job_ids)
@@ -189,7 +198,7 @@ def cancel_command(job_ids: Sequence[str], state_dir: str) -> str:
         _OURS + f"mkdir -p {d} && cd {d} && for j in {ids}; do p=${{j%%_*}}; "
         'f=$j.pid; [ -e "$f" ] || f=$(ls "$p".pid "$p"_*.pid 2>/dev/null | head -n 1); '
         '[ -n "$f" ] && [ -e "$f" ] || continue; read -r q s < "$f"; '
-        '[ "$q" = "$p" ] && ours "$q" "$s" || continue; '
+        '[ "$q" = "$p" ] && { ours "$q" "$s" || ranks "$q"; } || continue; '
         '[ -e "$j.rc" ] || echo CANCELLED > "$j.rc"; '
         'for f in "$p".pid "$p"_*.pid; do [ -e "$f" ] || continue; k=${f%.pid}; '
         '[ -e "$k.rc" ] || echo CANCELLED > "$k.rc"; done; '

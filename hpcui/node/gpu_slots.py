@@ -10,9 +10,10 @@ files under `STATE/gpus/` and changes only under one flock:
 - `held/<job>`: "<launcher pid> <id>,<id>..." — the job's GPUs; removed when it ends;
 - `queue/<job>`: "<launcher pid> <ticket> <n>" — waiting, oldest ticket first.
 
-A holder or waiter whose launcher is gone (killed, cancelled, crashed) or whose job has
-an outcome (`STATE/<job>.rc`) frees its place at the next look, so a SIGKILLed job never
-keeps a GPU.
+A holder frees its GPUs at the next look once no process of its launcher's process
+group is left (the ranks are in it: a SIGKILLed launcher's ranks still use the GPU, and
+keep it until they end or are cancelled); a waiter whose launcher is gone or whose job
+has an outcome (`STATE/<job>.rc`) frees its place.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ def _alive(state: Path, job: str, pid: int) -> bool:
     return True
 
 
+def _group_alive(state: Path, job: str, pid: int) -> bool:
+    """A process of the launcher's group is left (the launcher or a rank)."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def _entries(folder: Path, state: Path) -> dict[str, list[str]]:
     """Live entries of held/ or queue/ (dead ones are removed)."""
     out = {}
@@ -50,7 +62,8 @@ def _entries(folder: Path, state: Path) -> dict[str, list[str]]:
             pid = int(fields[0])
         except (OSError, ValueError, IndexError):
             fields, pid = [], -1
-        if pid > 0 and _alive(state, f.name, pid):
+        alive = _group_alive if folder.name == "held" else _alive
+        if pid > 0 and alive(state, f.name, pid):
             out[f.name] = fields
         else:
             with contextlib.suppress(FileNotFoundError):

@@ -248,3 +248,41 @@ def test_usage_of_a_local_gpu_job(h100_box, tmp_path, monkeypatch):
         Path(gate).touch()
     job.result(timeout=60)
     assert job.usage_report().samples == 1
+
+
+def gpu_then_sleep(mark: str) -> None:
+    """Records its pid and GPU, then runs on (a rank its launcher no longer watches)."""
+    Path(mark).write_text(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}")
+    time.sleep(300)
+
+
+def test_a_sigkilled_launchers_ranks_keep_their_gpu_until_cancelled(h100_box, tmp_path):
+    """The launcher SIGKILLed (an OOM killer, a stray `kill -9`): its rank ran on with the
+    GPU while the job read FAILED, `cancel` signalled nothing, and the GPU went to the
+    next job. Now the job reads RUNNING while its ranks run, `cancel` ends them, and the
+    GPU is given on only once they are gone."""
+    mark = tmp_path / "rank"
+    holder = h100_box.submit(gpu_then_sleep, str(mark), gpus=1)
+    until(lambda: mark.exists() and mark.read_text(), what="the rank runs")
+    rank_pid = int(mark.read_text().split()[0])
+    os.kill(int(holder.job_id), 9)  # the job id is the launcher's pid
+    time.sleep(1.0)
+    assert holder.state is JobState.RUNNING, (holder.state, holder.reason)
+    raw = h100_box.scheduler.status([holder.job_id])[holder.job_id].state_raw
+    assert "launcher was killed" in raw, raw
+    waiter = h100_box.submit(visible_gpus, gpus=1)
+    until(lambda: waiter.reason.startswith("Resources"), what="the waiter waits")
+    time.sleep(2.0)  # several looks of gpu_slots: the orphan still holds the GPU
+    assert waiter.state is JobState.PENDING
+    holder.cancel()
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+    until(lambda: gone(rank_pid), timeout=30, what="cancel ended the orphaned rank")
+    assert holder.wait(timeout=30) is JobState.CANCELLED
+    assert waiter.result(timeout=60) == H100_UUID  # the GPU, once the orphan was gone
