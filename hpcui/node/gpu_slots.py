@@ -10,16 +10,17 @@ files under `STATE/gpus/` and changes only under one flock:
 - `held/<job>`: "<launcher pid> <id>,<id>..." — the job's GPUs; removed when it ends;
 - `queue/<job>`: "<launcher pid> <ticket> <n>" — waiting, oldest ticket first.
 
-A holder frees its GPUs at the next look once no process of its launcher's process
-group is left (the ranks are in it: a SIGKILLed launcher's ranks still use the GPU, and
-keep it until they end or are cancelled); a waiter whose launcher is gone or whose job
-has an outcome (`STATE/<job>.rc`) frees its place.
+A holder or waiter whose launcher is gone (killed, cancelled, crashed) or whose job has
+an outcome (`STATE/<job>.rc`) frees its place at the next look; but a holder whose
+SIGKILLed launcher left ranks running (they are in its process group, which outlives
+it) keeps its GPUs until they end or are cancelled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -42,15 +43,25 @@ def _alive(state: Path, job: str, pid: int) -> bool:
     return True
 
 
-def _group_alive(state: Path, job: str, pid: int) -> bool:
-    """A process of the launcher's group is left (the launcher or a rank)."""
+def _holding(state: Path, job: str, pid: int) -> bool:
+    """The job still uses its GPUs: its launcher runs, or (the launcher SIGKILLed) ranks of
+    its process group still run hpcui's runner (asked only then: one pgrep)."""
+    if _alive(state, job, pid):
+        return True
     try:
         os.killpg(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
-    return True
+    try:
+        found = subprocess.run(
+            ["pgrep", "-g", str(pid), "-f", "hpcui.node.signed"],
+            capture_output=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):  # no pgrep: the group is enough
+        return True
+    return found.returncode == 0
 
 
 def _entries(folder: Path, state: Path) -> dict[str, list[str]]:
@@ -62,7 +73,7 @@ def _entries(folder: Path, state: Path) -> dict[str, list[str]]:
             pid = int(fields[0])
         except (OSError, ValueError, IndexError):
             fields, pid = [], -1
-        alive = _group_alive if folder.name == "held" else _alive
+        alive = _holding if folder.name == "held" else _alive
         if pid > 0 and alive(state, f.name, pid):
             out[f.name] = fields
         else:
