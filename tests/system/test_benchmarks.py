@@ -22,6 +22,7 @@ NO_CLUSTER = {
     "parse_bench": r"squeue 200 lines .* \d+\.\d",
     "pickle_bench": r"hpcui +\d+ bytes/call +\d+\.\d us/call",
     "tui_bench": r"first paint: .* \d+\.\d",
+    "watch_cost_bench": r"10 idle job folders +now +\d+\.\d+ % .* before +\d+\.\d+ %",
 }
 
 

@@ -21,8 +21,30 @@ def _line(proc: subprocess.Popen, within: float) -> bytes | None:
     return proc.stdout.readline() if ready else None
 
 
+def _no_python_path(tmp_path) -> str:
+    """A PATH with the shell tools the fallback loop uses and no python3."""
+    import shutil
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("sh", "ls", "grep", "stat", "sleep", "cat", "kill"):
+        found = shutil.which(tool)
+        if found:
+            (tools / tool).symlink_to(found)
+    return str(tools)
+
+
+@pytest.fixture(params=["python3", "shell"])
+def login_path(request, tmp_path):
+    """The login node with python3 (the reader that starts no process per tick), and one
+    without it (the shell loop)."""
+    if request.param == "python3":
+        return os.environ["PATH"]
+    return _no_python_path(tmp_path)
+
+
 @pytest.mark.timeout(30)
-def test_a_new_result_file_is_one_line_and_a_growing_log_is_none(tmp_path):
+def test_a_new_result_file_is_one_line_and_a_growing_log_is_none(tmp_path, login_path):
     quiet, odd = tmp_path / "a", tmp_path / "it's a $(job) folder"
     quiet.mkdir()
     odd.mkdir()
@@ -30,7 +52,8 @@ def test_a_new_result_file_is_one_line_and_a_growing_log_is_none(tmp_path):
     (odd / "11_0_result.pkl").write_bytes(b"old")  # there before: not news
     proc = subprocess.Popen(
         watch_command([str(quiet), str(odd)]), shell=True, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.PIPE, env={**os.environ, "PATH": login_path},
+        executable="/bin/sh",
     )  # fmt: skip
     try:
         time.sleep(0.5)  # the reader has its first count
