@@ -533,3 +533,32 @@ def test_a_callable_inside_an_image_on_the_pbs_site(site, runtime):
     value = job.result(timeout=180)
     assert value["image"].startswith("hpcui dev image pytorch") and value["double"] == 42
     assert value["host"] in HOSTS and value["pbs_jobid"] == job.job_id
+
+
+def test_a_forward_stops_the_moment_its_pbs_job_is_known_over(site):
+    """The forward of a PBS job ends with the job, without waiting for the 15 s check
+    (its port on the node is anyone's once the job is over)."""
+    import urllib.request
+
+    from tests.integration.test_services import listing_through, serve_for
+
+    job = site.submit(serve_for, 5, time="5m", name="served")
+    port = ""
+    for _ in range(240):
+        res = site.run(["cat", f"{job.folder}/port"])
+        if res.ok and (port := res.stdout.strip()):
+            break
+        time.sleep(0.25)
+    fwd = site.control.forward(job.job_id, int(port))
+    try:
+        assert "Directory listing" in listing_through(fwd)
+        while True:  # the scheduler says it ended (the test asks, not the forward)
+            st = site.scheduler.status([job.job_id]).get(job.job_id)
+            if st is not None and st.state.is_final:
+                break
+            time.sleep(0.1)
+        assert fwd.wait(5), "the forward outlived its job"
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://{fwd.address}/", timeout=5).read()
+    finally:
+        fwd.close()
