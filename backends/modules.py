@@ -18,9 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from hpcui.backends.model import Model
+from hpcui.backends.required_fields import require
 
 __all__ = [
     "Module",
@@ -64,6 +65,13 @@ class Module(Model):
     alias_of: str | None = None
     #: a loaded module's alias names (what ``module load`` was given), if a list showed them
     aliases: tuple[str, ...] = ()
+    #: Environment Modules 5 variants of a loaded module (``foo/1.0{bar=val:+dbg}``):
+    #: name -> value ("on"/"off" for a boolean); never part of the version
+    variants: dict[str, str] = Field(default_factory=dict)
+    #: an Lmod extension (``numpy/1.16.4 (E)``): provided by another module, not loadable
+    #: by this name; `extension_of` lists the modules that provide it, as Lmod's spider says
+    extension: bool = False
+    extension_of: tuple[str, ...] = ()
 
 
 class ModuleLoadFailure(Model):
@@ -166,15 +174,24 @@ def spider_command() -> str:
 
 #: between Lmod's keyword answer and its list of defaults in one search round trip
 DEFAULTS_MARK = "#hpcui-defaults#"
+#: before Lmod's spider answer for one extension the keyword search found ("numpy/1.12 (E)")
+EXTENSION_MARK = "#hpcui-extension#"
+#: the most extensions asked about in one search (each is one `module spider`)
+MAX_EXTENSIONS = 20
 
 
 def keyword_command(system: ModuleSystem, word: str) -> str:
     """Search: Lmod ``keyword`` (names, descriptions) then ``-t -d avail`` (keyword marks
-    no default: the defaults come after DEFAULTS_MARK); Environment Modules name match."""
+    no default: the defaults come after DEFAULTS_MARK), then ``spider`` of each extension
+    it found (Lmod marks them `` (E)``: which modules provide one is spider's to say);
+    Environment Modules name match. One round trip."""
     if system == "lmod":
+        found = "$(printf '%s\\n' \"$k\" | grep -o '[^ ,:]* (E)' | sed 's/ (E)$//' | sort -u | "
         return _login_shell(
-            f"module --redirect keyword {shlex.quote(word)} ; echo {shlex.quote(DEFAULTS_MARK)} ; "
-            "module --redirect -t -d avail"
+            f"k=$(module --redirect keyword {shlex.quote(word)}); printf '%s\\n' \"$k\"; "
+            f"echo {shlex.quote(DEFAULTS_MARK)} ; module --redirect -t -d avail; "
+            f"for e in {found}head -n {MAX_EXTENSIONS}); do "
+            f'echo "{EXTENSION_MARK} $e"; module --redirect spider "$e"; done'
         )
     return _module(system, f"-j avail --contains {shlex.quote(word)}")
 
@@ -220,11 +237,37 @@ def _terse_line(line: str) -> Module | None:
         return None
     if alias := _ALIAS.match(line):
         return _module_from(alias[1], alias_of=alias[2])
-    full = re.split(r"[\s(<]", line, maxsplit=1)[0]
+    if line.startswith("{"):  # Environment Modules' legend: "{variant=value}  (symbolic-version)"
+        return None
+    shown = re.split(r"[\s(<]", line, maxsplit=1)[0]
+    full, variants = split_variants(shown)
     if not full or full.endswith(("/", ":")):  # directory entry or legend ("S:  Sticky")
         return None
-    marks = {m for a, b in _MARKS.findall(line[len(full) :]) for m in re.split(r"[,:]", a or b)}
-    return _module_from(full, {m.strip() for m in marks})
+    marks = {m for a, b in _MARKS.findall(line[len(shown) :]) for m in re.split(r"[,:]", a or b)}
+    module = _module_from(full, {m.strip() for m in marks})
+    return module.model_copy(update={"variants": variants}) if variants else module
+
+
+#: Environment Modules 5: ``name/version{variant=value:+boolean:-boolean}`` in a list
+_VARIANTS = re.compile(r"^([^{}]+)\{([^{}]*)\}$")
+
+
+def split_variants(shown: str) -> tuple[str, dict[str, str]]:
+    """("variant/1.0", {"bar": "val2", "dbg": "on"}) from "variant/1.0{bar=val2:+dbg}":
+    the variants never become part of the version (``module load`` takes the name)."""
+    m = _VARIANTS.match(shown)
+    if m is None:
+        return shown, {}
+    variants: dict[str, str] = {}
+    for item in filter(None, m[2].split(":")):
+        if "=" in item:
+            key, _, value = item.partition("=")
+            variants[key] = value
+        elif item[0] in "+-~":  # a boolean: +on, -off (Spack's ~ reads the same)
+            variants[item[1:]] = "on" if item[0] == "+" else "off"
+        else:  # a value behind a shortcut character ("%gcc"): kept under that character
+            variants[item[0]] = item[1:]
+    return m[1], variants
 
 
 def parse_avail(text: str) -> list[Module]:
@@ -326,14 +369,37 @@ def parse_envmodules_json(text: str) -> list[Module]:
     everything in a list output is loaded even when its tags are empty.
     """
     data = _json_object(text)
-    is_list = all(isinstance(v, dict) and "name" in v for v in data.values())
+    # a list maps names to entries ({"name": ..., "type": ...}); avail maps modulepaths
+    # to such maps
+    is_list = all(
+        isinstance(v, dict) and ({"name", "type", "pathname"} & set(v)) for v in data.values()
+    )
     entries = data.values() if is_list else [e for d in data.values() for e in d.values()]
     out = []
     for entry in entries:
+        require(entry, ("name",), "This Environment Modules JSON entry")
         marks = set(entry.get("tags", [])) | set(entry.get("symbols", []))
         module = _module_from(entry["name"], marks)
+        raw = entry.get("variants")
+        if isinstance(raw, dict) and raw:
+            variants = {
+                str(k): ("on" if v else "off") if isinstance(v, bool) else str(v)
+                for k, v in raw.items()
+            }
+            module = module.model_copy(update={"variants": variants})
         out.append(module.model_copy(update={"loaded": True}) if is_list else module)
     return out
+
+
+def parse_envmodules_list(text: str) -> list[Module]:
+    """Environment Modules' loaded modules: ``-j list`` JSON, or the text list a module
+    command printed instead (its ``{}`` of variants is not JSON), read to the same
+    records."""
+    try:
+        _json_object(text)
+    except ValueError:  # not JSON (json.JSONDecodeError is a ValueError too)
+        return parse_list(text)
+    return parse_envmodules_json(text)
 
 
 def _lmod_marked_default(weight: str) -> bool:
@@ -376,13 +442,49 @@ def parse_lmod_spider_json(text: str) -> list[Module]:
 
 def parse_lmod_keyword(text: str) -> list[Module]:
     """Lmod ``keyword``: "  cuda: cuda/12.2" lines, each followed by its description; with
-    `keyword_command`'s list of defaults after DEFAULTS_MARK, those are marked default."""
-    text, _, defaults_text = text.partition(DEFAULTS_MARK)
+    `keyword_command`'s list of defaults after DEFAULTS_MARK, those are marked default.
+
+    An entry marked `` (E)`` ("  numpy: numpy/1.12 (E), numpy/1.16.4 (E)") is an
+    extension: its name never holds the marker, it is not loadable by that name, and the
+    spider answers after EXTENSION_MARK say which modules provide it.
+    """
+    text, _, rest = text.partition(DEFAULTS_MARK)
+    defaults_text, *spiders = rest.split(EXTENSION_MARK)
     defaults = {m.full_name for m in parse_avail(defaults_text)}
-    return [
-        m.model_copy(update={"default": True}) if m.full_name in defaults else m
-        for m in _keyword_entries(text)
-    ]
+    providers = dict(_extension_providers(block) for block in spiders)
+    out = []
+    for m in _keyword_entries(text):
+        if m.extension:
+            m = m.model_copy(update={"extension_of": providers.get(m.full_name, ())})
+        elif m.full_name in defaults:
+            m = m.model_copy(update={"default": True})
+        out.append(m)
+    return out
+
+
+_PROVIDED_BY = "This extension is provided by the following modules"
+
+
+def _extension_providers(block: str) -> tuple[str, tuple[str, ...]]:
+    """(extension, the modules that provide it) from one `EXTENSION_MARK name` block:
+    the lines under Lmod's "This extension is provided by the following modules." (a
+    module in a hierarchy is followed by what must be loaded first, in parentheses)."""
+    first, _, body = block.partition("\n")
+    name = first.strip()
+    providers: list[str] = []
+    lines = body.splitlines()
+    for i, line in enumerate(lines):
+        if _PROVIDED_BY in line:
+            for after in lines[i + 1 :]:
+                if not after.startswith("       ") or not after.strip():
+                    break
+                providers.append(after.strip())
+            break
+    return name, tuple(providers)
+
+
+#: Lmod's marker of an extension in keyword, avail and spider answers
+_EXTENSION = "(E)"
 
 
 def _keyword_entries(text: str) -> list[Module]:
@@ -392,7 +494,11 @@ def _keyword_entries(text: str) -> list[Module]:
 
     def flush() -> None:
         joined = " ".join(description) or None
-        out.extend(_module_from(n, description=joined) for n in names)
+        for n in names:
+            name, marked = (
+                (n[: -len(_EXTENSION)].strip(), True) if n.endswith(_EXTENSION) else (n, False)
+            )
+            out.append(_module_from(name, description=joined, extension=marked))
         names.clear()
         description.clear()
 
@@ -454,9 +560,15 @@ def parse_load_error(text: str) -> ModuleLoadFailure | None:
 def module_label(m: Module) -> str:
     """How Lmod's own list names it: an alias with its target ("torch -> pytorch/2.13.0";
     a loaded module by the name it was loaded with, "gcc/13 -> gcc/13.2.0")."""
+    if m.extension:
+        by = f"; module load {' or '.join(m.extension_of)}" if m.extension_of else ""
+        return f"{m.full_name} (an extension{by})"
     if m.alias_of:
         return f"{m.full_name} -> {m.alias_of}"
-    return f"{m.aliases[0]} -> {m.full_name}" if m.aliases else m.full_name
+    shown = m.full_name + (
+        "{" + ":".join(f"{k}={v}" for k, v in m.variants.items()) + "}" if m.variants else ""
+    )
+    return f"{m.aliases[0]} -> {shown}" if m.aliases else shown
 
 
 def listed(

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from hpcui.backends.model import Model
 from hpcui.backends.pbs.dialect import PbsDialect, decode_exit_status, pbs_state
+from hpcui.backends.required_fields import require
 from hpcui.backends.scheduler_text import duration_s
 from hpcui.backends.states import JobState
 
@@ -51,7 +52,9 @@ class PbsJob(Model):
 
 
 def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> PbsJob:
-    """Build a PbsJob from one job's attributes; odd or missing values become None."""
+    """Build a PbsJob from one job's attributes; odd or missing values become None, but
+    a job without its state is refused, naming it (another layout)."""
+    require(attrs, ("job_state",), f"PBS's record of job {job_id}")
     requested, used = _strs(attrs.get("Resource_List")), _strs(attrs.get("resources_used"))
     letter = str(attrs.get("job_state", "")).strip()
     status = _int(attrs.get("Exit_status", attrs.get("exit_status")))

@@ -15,6 +15,7 @@ from typing import Any
 
 from hpcui.backends.pbs.queues import parse_qstat_q
 from hpcui.backends.records import NodeInfo
+from hpcui.backends.required_fields import require
 from hpcui.backends.usage import pbs_mem_mb
 
 #: one round trip: the hosts, the queues, the server's default queue (markers between)
@@ -44,6 +45,7 @@ def parse_pbsnodes_json(text: str, queues: list[str], default: str = "") -> list
     for name, attrs in hosts.items():
         if not isinstance(attrs, dict):
             continue
+        require(attrs, ("state",), f"pbsnodes' record of {name}")
         avail = attrs.get("resources_available") or {}
         used = attrs.get("resources_assigned") or {}
         cpus, gpus = _int(avail.get("ncpus")), _int(avail.get("ngpus"))

@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 
 from hpcui.backends.records import PartitionInfo
+from hpcui.backends.required_fields import require
 
 #: the queue table; -Q alone works on all three (PBS Pro's -Qf is too verbose, the
 #: wrapper has no -Qf)
 QSTAT_Q_COMMAND = ["qstat", "-Q"]
 
-_HEADER = re.compile(r"^\s*Queue\s+Max\s+Tot\s+Ena\s+Str\b")
+_HEADER = re.compile(r"^\s*Queue\s+Max\s+Tot\b")
 #: Type column: ``Exec``/``Route`` (PBS Pro, ``Exe*``/``Rou*`` when cut), ``E``/``R`` (Torque)
 _KINDS = {"E": "exec", "R": "route"}
 
@@ -39,6 +40,7 @@ def parse_qstat_q(text: str) -> list[PartitionInfo]:
     if start is None:
         raise ValueError(f"no `qstat -Q` header in {text.strip()[:200]!r}")
     names = lines[start].split()
+    require(dict.fromkeys(names), ("Queue", "Ena", "Str"), "This `qstat -Q` table")
     out = []
     for line in lines[start + 1 :]:
         cells = line.split()

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from hpcui.backends.records import AccountingEntry
+from hpcui.backends.required_fields import require_columns
 from hpcui.backends.scheduler_text import parse_duration, parse_mem
 from hpcui.backends.slurm.fields import (
     ENV,
@@ -169,7 +170,9 @@ def parse_sacct_general(
     into: type[A] = AccountingEntry,  # type: ignore[assignment]  # default of a TypeVar: PEP 696
 ) -> list[A]:
     """`parse_sacct` for any field order (fields it does not know are dropped): each line
-    put in the standard order, its id read by the id parser, then the same fold."""
+    put in the standard order, its id read by the id parser, then the same fold. Fields
+    without the job's id or state are refused, naming them (`JobIDRaw` is not `JobID`)."""
+    require_columns(fields, _SACCT, ("job", "state"), "This sacct output")
     keys = tuple(_SACCT.values())
 
     def lines() -> Iterator[tuple[str, bool, list[str]]]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.records import JobDetails
+from hpcui.backends.required_fields import require
 from hpcui.backends.shell import quote
 from hpcui.backends.slurm.fields import (
     ENV,
@@ -108,9 +109,17 @@ def _none(value: str) -> str:
     return "" if value in ("(null)", "None", "N/A", "Unknown") else value
 
 
+#: keys of older Slurm releases that mean what today's do (before 2.3: ``Name=``)
+_OLD_KEYS = {"Name": "JobName"}
+
+
 def _details(v: dict[str, str]) -> JobDetails:
     if "JobId" not in v:
         raise ValueError(f"not a `scontrol show job --oneliner` line: {str(v)[:200]!r}")
+    for old, new in _OLD_KEYS.items():
+        if old in v and new not in v:
+            v[new] = v[old]
+    require(v, ("JobId", "JobName", "UserId", "JobState"), "This `scontrol show job` record")
     job = v["JobId"]
     array_job, array_task = _none(v.get("ArrayJobId", "")), _none(v.get("ArrayTaskId", ""))
     if array_job and array_task:

@@ -5,7 +5,7 @@ factors). Pure: argv lists and parsers of the ``|``-separated forms below."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from hpcui.backends.records import FairShare, JobPriority, NodeInfo, PartitionFree
 from hpcui.backends.slurm.fields import leading_int, split_fields
@@ -141,11 +141,22 @@ def free_by_partition(nodes: Iterable[NodeInfo]) -> list[PartitionFree]:
     return [PartitionFree(**p) for p in ordered]
 
 
+def _layout(tool: str, fields: Sequence[str], line: str) -> ValueError:
+    return ValueError(
+        f"{tool} printed {line.count(_SEP) + 1} fields where hpcui asked for {len(fields)} "
+        f"({', '.join(fields)}): {line.strip()[:200]!r}; another Slurm version's layout?"
+    )
+
+
 def parse_sshare(text: str) -> list[FairShare]:
     out = []
     for line in text.splitlines():
         parts = line.split(_SEP)
-        if len(parts) != len(SSHARE_FIELDS) or not parts[1].strip():
+        if not line.strip():
+            continue
+        if len(parts) != len(SSHARE_FIELDS):
+            raise _layout("sshare", SSHARE_FIELDS, line)
+        if not parts[1].strip():
             continue  # the account's own line (no user) carries no fair share of the user
         account, user, raw, norm, usage, effective, fair = (p.strip() for p in parts)
         out.append(
@@ -166,7 +177,11 @@ def parse_sprio(text: str) -> list[JobPriority]:
     out = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(_SEP)]
-        if len(parts) != len(SPRIO_FORMAT.split(_SEP)) or not parts[0]:
+        if not line.strip():
+            continue
+        if len(parts) != len(SPRIO_FORMAT.split(_SEP)):
+            raise _layout("sprio", SPRIO_FORMAT.split(_SEP), line)
+        if not parts[0]:
             continue
         job, user, part, prio, age, fair, size, part_f, qos = parts
         out.append(

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from hpcui.backends.records import AccountingEntry, QueueEntry
+from hpcui.backends.required_fields import require_columns
 from hpcui.backends.slurm.fields import (
     ENV,
     NO_TEXT,
@@ -257,6 +258,8 @@ def parse_squeue_validated(
     *,
     into: type[E] = QueueEntry,  # type: ignore[assignment]  # default of a TypeVar: PEP 696
 ) -> list[E]:
-    """The general path: any field order, each row validated by pydantic."""
+    """The general path: any field order, each row validated by pydantic; fields without
+    the job's id or state are refused, naming them."""
+    require_columns(fields, _SQUEUE, ("job", "state"), "This squeue output")
     rows = keyed_rows(text, fields, _SQUEUE, suffixed=True)
     return [into.from_values(into.model_validate(_queue_fields(row)).__dict__) for row in rows]

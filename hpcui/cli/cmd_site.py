@@ -118,7 +118,10 @@ def cmd_modules(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     def flags(m: Module) -> str:
-        marks = (("D", m.default), ("L", m.loaded), ("S", m.sticky), ("H", m.hidden))
+        marks = (
+            ("D", m.default), ("L", m.loaded), ("S", m.sticky), ("H", m.hidden),
+            ("E", m.extension),
+        )  # fmt: skip
         return "".join(c for c, on in marks if on)
 
     out.table(

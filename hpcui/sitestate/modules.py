@@ -100,8 +100,9 @@ def fetch_modules(
         got = _run(transport, parts, cluster)
         said, listed = mod.split_setup_output(got["list"].output)
         try:
-            # -j list prints {} or nothing at all when no module is loaded
-            loaded = mod.parse_envmodules_json(listed) if "{" in listed else mod.parse_list(listed)
+            # -j list prints {} or nothing at all when no module is loaded; a text list
+            # (its variants in {}) is read as the JSON would be
+            loaded = mod.parse_envmodules_list(listed)
             available = mod.parse_envmodules_json(got["avail"].output)
         except ValueError as exc:
             raise ModuleError(

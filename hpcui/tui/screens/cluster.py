@@ -324,7 +324,7 @@ class ClusterScreen(Screen[None]):
         for m in modules[:2000]:
             table.add_row(
                 m.name,
-                f"→ {m.alias_of}" if m.alias_of else m.version or "",
+                _version_cell(m),
                 "D" if m.default else "H" if m.hidden else "",
                 "L" if m.loaded else "",
                 (m.description or "")[:60],
@@ -360,6 +360,18 @@ class ClusterScreen(Screen[None]):
             self.app.call_from_thread(self._show_error, name, "modules", str(exc))
             return
         self.app.call_from_thread(self._fill_modules, found)
+
+
+def _version_cell(m: Module) -> str:
+    """The version column: an alias's target; an extension said as one (not loadable by
+    its name: the module that provides it is)."""
+    if m.alias_of:
+        return f"→ {m.alias_of}"
+    if m.extension:
+        return (
+            f"{m.version or ''} (extension{' of ' + m.extension_of[0] if m.extension_of else ''})"
+        )
+    return m.version or ""
 
 
 def _esc(text: str) -> str:
