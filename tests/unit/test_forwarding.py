@@ -139,3 +139,26 @@ def test_two_forwards_at_once_on_different_ports(server):
     with make(server) as one, make(server) as two:
         assert one.local_port != two.local_port
         assert talk(one.local_port, b"one") == b"ONE" and talk(two.local_port, b"two") == b"TWO"
+
+
+def test_a_forward_taken_over_shares_the_port_until_the_old_one_closes(server):
+    """A new agent binds the old agent's port before the old one lets go: no moment the
+    port is free (hpcui.agent.handover; Linux's SO_REUSEPORT, as CI runs)."""
+    assert forwarding.SHARED_PORTS
+    first = make(server)
+    try:
+        second = make(server, local_port=first.local_port, taking_over=True)
+        with second:
+            first.close()
+            assert talk(second.local_port, b"still") == b"STILL"
+    finally:
+        first.close()
+
+
+def test_a_job_known_over_gets_no_connection_carried(server):
+    over = threading.Event()
+    fwd = make(server, known_over=over.is_set)
+    assert talk(fwd.local_port, b"before") == b"BEFORE"
+    over.set()
+    assert talk(fwd.local_port, b"after") == b""  # refused: the port may be another's now
+    assert fwd.wait(5) and fwd.refused == 1
