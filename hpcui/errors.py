@@ -149,6 +149,18 @@ class ResultIntegrityError(JobError):
     hpcui refuses to unpickle it."""
 
 
+class ResultNeedsModuleError(JobError):
+    """The job's result is whole and signed, but holds an object of a module this Python
+    cannot import (torch on a laptop without it): said with what to install; the result
+    stays on the cluster and in this machine's copy. Not a job failure (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, job_id: str = "", module: str = "") -> None:
+        super().__init__(message, job_id=job_id)
+        self.module = module
+
+
 class WaitTimeout(HpcuiError):
     """Waiting (for a job's end, a log's next line) took longer than the caller allowed:
     the job itself is fine and may still be running. One exit code for every such wait."""

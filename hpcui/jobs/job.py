@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -25,6 +26,7 @@ from hpcui.errors import (
     JobLostError,
     JobTimeoutError,
     ResultIntegrityError,
+    ResultNeedsModuleError,
 )
 from hpcui.store import signing as result_signing
 from hpcui.store.remote import disk_full
@@ -276,10 +278,9 @@ class Job:
                 except UnicodeDecodeError:
                     signature = ""
             result_signing.check(data, signature, self.result_key, what=what, job_id=self.job_id)
-        outcome = _unpickle(data, self.job_id, what)
-        if kept is not None:
+        if kept is not None:  # verified: kept even when this Python cannot load it yet
             _keep(kept, data)
-        return outcome
+        return _unpickle(data, self.job_id, what)
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's return value (task 0). Raises a JobError subclass on failure."""
@@ -410,6 +411,26 @@ def kept_result_path(cache: Path, folder: str, job_id: str, task: int) -> Path:
 def _unpickle(data: bytes, job_id: str, what: str) -> tuple[str, Any]:
     try:
         kind, value = pickle.loads(data)
+    except ImportError as exc:  # whole and signed: an object of a module missing here
+        module = getattr(exc, "name", None) or str(exc)
+        top = module.split(".")[0]
+        raise ResultNeedsModuleError(
+            f"The result of job {job_id} ({what}) holds an object of the module "
+            f"{module!r}, which this Python ({sys.executable}) cannot import. The result "
+            f"is whole and kept: install it here (`pip install {top}`, the version the "
+            "job used) and read it again, or return plain types from the function "
+            "(numbers, lists, dicts; a tensor's .tolist(), a DataFrame's .to_dict()).",
+            job_id=job_id,
+            module=module,
+        ) from exc
+    except AttributeError as exc:  # the module is here, in another version
+        raise ResultNeedsModuleError(
+            f"The result of job {job_id} ({what}) holds an object this Python's modules "
+            f"do not have ({exc}): the job ran with another version of that module. The "
+            "result is whole and kept: install the version the job used here and read it "
+            "again, or return plain types from the function.",
+            job_id=job_id,
+        ) from exc
     except Exception as exc:  # truncated or not submitit's (kind, value) pair
         raise ResultIntegrityError(
             f"The result of job {job_id} ({what}) cannot be read: {exc}. The file is "
