@@ -236,7 +236,29 @@ class SlurmScheduler(Scheduler):
     def set_time_limit(self, job_id: str, seconds: int) -> None:
         limit = format_duration(seconds)
         res = self.transport.run(_argv(slurm_control.time_limit_command, job_id, limit))
+        if not res.ok and any(w in (res.stderr + res.stdout).lower() for w in _NOT_YOURS):
+            self._raising_refused(job_id, seconds, res)
         _control_checked(res, f"update TimeLimit={limit}", [job_id])
+
+    def _raising_refused(self, job_id: str, seconds: int, res: CommandResult) -> None:
+        """Slurm answers a user who raises their own job's limit as it answers a stranger
+        ("Access/permission denied"): only operators may raise one. Say that when the job
+        is the user's and the new limit is higher; anything else is said as before."""
+        try:
+            details = self.job_details(job_id)
+            me = self.transport.run(["id", "-un"]).stdout.strip()
+        except HpcuiError:
+            return
+        now = details.time_limit_s
+        if details.user != me or now is None or seconds <= now:
+            return
+        said = " ".join((res.stderr.strip() or res.stdout.strip()).split())[-300:]
+        raise UsageError(
+            f"Slurm lets only its operators raise a job's time limit ({said}): job {job_id} "
+            f"has {format_duration(now)} and you asked for {format_duration(seconds)}. "
+            "Lowering it works; to get more time, ask your site's support, or resubmit with "
+            "a longer --time (a job that saves checkpoints can go on from its last one)."
+        )
 
     def _control(self, build, verb: str, job_ids: Sequence[str]) -> None:
         res = self.transport.run(_argv(build, list(job_ids)))

@@ -325,3 +325,21 @@ def test_every_users_queue_lists_a_plain_job_with_its_user(site):
         assert everyone[job_id].user == "hpcuser" and not everyone[job_id].hpcui
     finally:
         site.control.cancel([job_id])
+
+
+def test_raising_ones_own_running_jobs_limit_says_only_operators_may(site):
+    """Slurm refuses a user who raises their own running job's limit with the words it
+    gives a stranger ("Access/permission denied"): once said as "it is not yours". Said
+    now as what it is; lowering works (issue 49, defect 3)."""
+    job_id = sbatch_script(site, "#!/bin/bash\nsleep 60\n", "--time=3")
+    try:
+        wait_state(site, job_id, {JobState.RUNNING})
+        with pytest.raises(UsageError) as err:
+            site.control.set_time_limit(job_id, "10m")
+        said = str(err.value)
+        assert "only its operators raise a job's time limit" in said, said
+        assert "00:03:00" in said and "00:10:00" in said and "not yours" not in said
+        site.control.set_time_limit(job_id, "2m")  # lowering: allowed
+        assert site.control.details(job_id).time_limit_s == 120
+    finally:
+        site.control.cancel([job_id])
