@@ -63,6 +63,13 @@ def _nodes_and_gpus(req: Resources, profile: Profile) -> tuple[int, int]:
         if gpus % nodes:
             raise UsageError(f"gpus={gpus} cannot be split evenly over nodes={nodes}.")
         return nodes, gpus // nodes
+    if req.nodes and math.ceil(gpus / req.nodes) > gpn:  # the node is the first limit met
+        most = gpn * req.nodes
+        raise UsageError(
+            f"gpus={gpus} on nodes={req.nodes} needs {math.ceil(gpus / req.nodes)} GPUs on a "
+            f"node; {profile.name}'s nodes have {gpn}. Use nodes={math.ceil(gpus / gpn)}, or "
+            f"ask for at most {most} GPUs on {req.nodes} node(s)."
+        )
     cap = _most_gpus(profile)
     if cap is not None and gpus > cap[0]:
         most, where = cap

@@ -497,3 +497,15 @@ def test_more_gpus_than_the_cluster_gives_says_its_maximum():
     assert "at most 8 (partition gpu's limit)" in str(err.value)
     assert "96" not in str(err.value)
     assert plan("dev", gpus=8).nodes == 2
+
+
+def test_too_many_gpus_on_the_nodes_asked_names_the_per_node_limit():
+    """`--gpus 9 --nodes 1` said "at most 8" (the partition's total); the node's 4 is the
+    limit met first (issue 49, defect 9)."""
+    with pytest.raises(UsageError) as err:
+        plan("dev", gpus=9, nodes=1)
+    said = str(err.value)
+    assert "needs 9 GPUs on a node; dev's nodes have 4" in said and "at most 4 GPUs" in said
+    assert "at most 8" not in said
+    with pytest.raises(UsageError, match="at most 8"):  # no nodes asked: the total's limit
+        plan("dev", gpus=9)
