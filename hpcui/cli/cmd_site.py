@@ -88,8 +88,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
     out.note(
         f"{report.cluster}: {verb} {len(report.removed)} job folder(s), {report.files:,} files, "
         f"{out.size(report.bytes)}; kept {report.kept_active} with pending or running jobs and "
-        f"{report.kept_unfetched} whose results were not fetched (`hpcui result ID` fetches; "
-        "--older-than TIME removes old ones anyway)"
+        f"{report.kept_unfetched} whose results were not fetched (`hpcui result ID` fetches) "
+        f"and {report.kept_no_result} whose jobs left no result (their logs say why: "
+        "`hpcui logs ID`); --older-than TIME removes old ones anyway"
     )
     return EXIT_OK
 

@@ -4,7 +4,9 @@ results); HPC homes have small byte and file quotas (100k files is common).
 A job folder is removed only when every job in it has ended — by the registry and by the
 scheduler, asked once for all candidates — and either each result the folder holds was
 fetched (`Job.result()` keeps a checked copy on this machine, so it stays readable) or
-the submission is older than `older_than`. Pending and running jobs are never touched,
+the submission is older than `older_than`. A job that ended without a result (TIMEOUT,
+killed, cancelled) keeps its folder too until then: its logs are all that says what
+happened. Pending and running jobs are never touched,
 nor anything outside `<remote_base>/jobs/<token>` folders hpcui made. One remote command
 per 100 folders counts files and bytes and removes them (`dry_run`: counts only); the
 registry keeps the jobs, with `cleaned_at` in their meta.
@@ -56,6 +58,9 @@ class CleanReport(Model):
     bytes: int
     kept_active: int  # folders with a pending or running job
     kept_unfetched: int  # ended, a result not fetched yet, not older than the policy
+    #: ended without a result (timed out, killed, cancelled), not older than the policy:
+    #: the logs say what happened
+    kept_no_result: int = 0
 
 
 def clean(
@@ -102,11 +107,12 @@ def clean(
     ended = {f: recs for f, recs in by_folder.items() if all(over(r) for r in recs)}
     active = len(by_folder) - len(ended)
     cutoff = None if older_than is None else time.time() - older_than.total_seconds()
-    unfetched = _unfetched(transport, result_cache, ended)
+    unfetched, resultless = _unfetched(transport, result_cache, ended)
+    keep = unfetched | resultless
     chosen = {
         f: recs
         for f, recs in ended.items()
-        if f not in unfetched or (cutoff is not None and max(r.submitted_at for r in recs) < cutoff)
+        if f not in keep or (cutoff is not None and max(r.submitted_at for r in recs) < cutoff)
     }
     removed = _remove(transport, list(chosen), dry_run=dry_run)
     out = [
@@ -122,7 +128,8 @@ def clean(
         files=sum(c.files for c in out),
         bytes=sum(c.bytes for c in out),
         kept_active=active,
-        kept_unfetched=len(ended) - len(chosen),
+        kept_unfetched=len([f for f in ended if f in unfetched and f not in chosen]),
+        kept_no_result=len([f for f in ended if f in resultless - unfetched and f not in chosen]),
     )
 
 
@@ -133,20 +140,25 @@ def _running(status: object) -> bool:
 
 def _unfetched(
     transport: Transport, result_cache: Path, ended: dict[str, list[JobRecord]]
-) -> set[str]:
-    """Folders holding a result this machine has no copy of (one remote listing)."""
+) -> tuple[set[str], set[str]]:
+    """(folders holding a result this machine has no copy of, folders of a job that left
+    no result at all), from one remote listing."""
     if not ended:
-        return set()
+        return set(), set()
     remote = remote_side.list_results(transport, list(ended))  # result file name -> ok
-    out = set()
+    unfetched, resultless = set(), set()
     for folder, recs in ended.items():
         for rec in recs:
             for task in range(rec.num_tasks):
                 name = result_name(rec.job_id or "", str(task))
                 kept = kept_result_path(result_cache, folder, rec.job_id or "", task)
-                if name in remote and not kept.exists():
-                    out.add(folder)
-    return out
+                if kept.exists():
+                    continue
+                if name in remote:
+                    unfetched.add(folder)
+                else:
+                    resultless.add(folder)
+    return unfetched, resultless
 
 
 def _remove(

@@ -134,3 +134,21 @@ def test_clean_frees_fire_and_forget_jobs_the_registry_still_calls_pending(dev_e
         assert sorted(f.folder for f in report.removed) == sorted(j.folder for j in jobs)
         assert report.kept_active == 0
         assert registry_states() == {JobState.COMPLETED}  # and the registry learned it
+
+
+def test_a_job_that_left_no_result_keeps_its_folder_until_the_policy(dev, capsys):
+    """A TIMEOUT job never wrote a result: `clean --dry-run` counted it as fetched and
+    would have removed its logs, all that says what happened (issue 49, defect 12)."""
+    timed_out = dev.submit(nap, 300, name="clean-timeout", time="1m")
+    assert timed_out.wait(timeout=240) in (JobState.TIMEOUT, JobState.FAILED)
+    assert main(["clean", "-c", "dev", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert timed_out.folder not in [f["folder"] for f in dry["removed"]]
+    assert dry["kept_no_result"] >= 1
+    assert main(["clean", "-c", "dev", "--dry-run"]) == 0
+    assert "left no result (their logs say why" in capsys.readouterr().err
+    report = dev.clean()
+    assert _exists(dev, timed_out.folder) and report.kept_no_result >= 1
+    time.sleep(1.1)
+    old = dev.clean(older_than=timedelta(seconds=1))  # asked: it goes
+    assert timed_out.folder in [f.folder for f in old.removed]
