@@ -40,6 +40,11 @@ class AuthenticationError(ClusterConnectionError):
     """The server refused every credential we offered."""
 
 
+class PromptNeededError(AuthenticationError):
+    """The login asks a question (a password or 2FA code) and nothing here can answer it
+    (no terminal, no app): not a failure of the cluster, a call to run it interactively."""
+
+
 class AnswersRejected(AuthenticationError):
     """The keyboard-interactive answers (a 2FA code, a password) were wrong: asking again
     may well succeed (the app offers it)."""

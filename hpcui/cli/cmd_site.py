@@ -10,10 +10,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from hpcui.cli import EXIT_OK, exit_code_for
+from hpcui.cli import EXIT_CONNECTION, EXIT_OK, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, host_key_decision
-from hpcui.errors import HostKeyError, HpcuiError, UsageError
+from hpcui.errors import HostKeyError, HpcuiError, PromptNeededError, UsageError
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ClusterCheck
@@ -240,9 +240,10 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     ]
     code = EXIT_OK
     if args.check:
-        for row in rows:
+        for row in rows:  # a cluster that needs a code here is said, the others checked
             row.check = _check(row.name)
-            code = code or row.check.exit_code
+            if not row.check.needs_code:
+                code = code or row.check.exit_code
     if args.json:
         out.emit_json(list[ClusterRow], rows)
         return code
@@ -254,7 +255,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
         cells = ["*" if r.default else "", r.name, r.host or "(this machine)", r.profile or ""]
         if r.check:
             cells += [
-                "ok" if r.check.ok else "FAILED",
+                "ok" if r.check.ok else "needs a code" if r.check.needs_code else "FAILED",
                 r.check.python or "-",
                 f"{r.check.seconds * 1000:.0f} ms",
             ]
@@ -284,6 +285,14 @@ def _check(name: str) -> ClusterCheck:
             missing = cluster.site.missing_setup_modules()
         except HpcuiError:  # no module system: nothing to check
             missing = []
+    except PromptNeededError:
+        return ClusterCheck(
+            ok=False,
+            seconds=time.monotonic() - started,
+            error=f"needs a code to log in: run `hpcui clusters --check {name}` in a terminal",
+            exit_code=EXIT_CONNECTION,
+            needs_code=True,
+        )
     except HpcuiError as exc:
         return ClusterCheck(
             ok=False,

@@ -37,6 +37,11 @@ class ClusterCheck(Model):
     python: str | None = Field(None, description="remote Python version, e.g. 3.11.7")
     error: str | None = None
     exit_code: int = Field(0, description="the exit code this error maps to (docs/cli.md)")
+    needs_code: bool = Field(
+        False,
+        description="the login asks a password or 2FA code and there is no terminal to "
+        "ask it in: not checked, not failed (run it in a terminal)",
+    )
     missing_modules: list[str] = Field(
         default_factory=list, description="modules your `setup` lines load that the site lacks"
     )

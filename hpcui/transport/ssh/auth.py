@@ -17,6 +17,7 @@ from hpcui.errors import (
     ClusterConnectionError,
     ConnectionLost,
     HostKeyError,
+    PromptNeededError,
 )
 from hpcui.transport.keys import KeyLocked, KeyUnreadable, load_private_key
 from hpcui.transport.ssh.config import DEFAULT_IDENTITIES, SshTarget
@@ -190,7 +191,7 @@ def authenticate(
     if "keyboard-interactive" in allowed:
         prompt = prompt_now()
         if prompt is None:
-            raise AuthenticationError(
+            raise PromptNeededError(
                 f"{target.label} asks for keyboard-interactive login (a password or 2FA "
                 "code) and this session cannot prompt. Run interactively (the app or a terminal) "
                 "to answer it."
