@@ -97,11 +97,24 @@ def _submit(
     result, code = collect_result(job, args.timeout)
     record.result = result
     record.state = result.state
+    if args.command == "run" and not args.follow and not args.json and not args.quiet:
+        _print_output(job)  # a script's result is its output: shown at the end
     if args.json:
         out.emit_json(SubmitOutput, record)
     elif not args.quiet and args.command == "submit":  # `run` returns 0: nothing to show
         print_result(result)
     return code
+
+
+def _print_output(job: Job) -> None:
+    """`run --wait`: the script's output (rank 0's stdout) once it ended, made safe for a
+    terminal as `hpcui logs` does."""
+    from hpcui.common.terminal_text import safe_text
+
+    tty = sys.stdout.isatty()
+    for chunk in job.logs("stdout", 0):
+        sys.stdout.write(safe_text(chunk.text) if tty else chunk.text)
+    sys.stdout.flush()
 
 
 def _progress(job: Job, timeout: float | None, *, quiet: bool) -> None:

@@ -164,6 +164,14 @@ def test_run_script_follow(work):
     assert res.stdout.startswith("submitted job ") and "(hello:" in res.stdout
 
 
+def test_run_script_wait_shows_its_output_at_the_end(work):
+    """`run --wait` printed none of the script's output (only --follow did): it shows it
+    once the job ended, as `submit --wait` shows the result (issue 49, defect 11)."""
+    res = hpcui(work, "run", "--time", "5m", "--wait", "hello.py", "--lr", "0.2")
+    assert res.returncode == 0, res.stderr
+    assert "script argv ['--lr', '0.2']" in res.stdout
+
+
 def test_run_script_exit_status_fails_the_job(work):
     res = hpcui(work, "run", "--time", "5m", "--wait", "--json", "hello.py", "--fail")
     assert res.returncode == 5
