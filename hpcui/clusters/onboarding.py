@@ -414,7 +414,9 @@ def add_cluster(
 
     if test:
         with Cluster(proposal.cluster, prompt=prompt, on_unknown_host=on_unknown_host) as c:
-            job = c.submit(hello, time="5m", name="hpcui-init-test")
+            # seconds of work: a short limit lets the scheduler backfill it past a big job
+            # that waits, instead of queueing behind it
+            job = c.submit(hello, time="2m", name="hpcui-init-test")
             answer = job.result(timeout=600)
         if answer != hello():
             raise UsageError(f"The test job answered {answer!r}; the config was not written.")
