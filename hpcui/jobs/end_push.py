@@ -85,7 +85,7 @@ while True:
         sys.stdout.flush()
     tick = FAST_S if dirty or news else min(SLOW_S, tick * 1.5)
 """
-FAST_S, SLOW_S, SCAN_S = 0.2, 2.0, 1.0
+FAST_S, SLOW_S, SCAN_S = 0.2, 0.5, 1.0
 
 
 def watch_command(folders: Iterable[str]) -> bytes:
