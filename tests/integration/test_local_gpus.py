@@ -134,6 +134,15 @@ def test_two_local_jobs_run_at_the_same_time(cpu_box, tmp_path):
     assert abs(t1 - t2) < 60
 
 
+def gone(pid: int) -> bool:
+    """The process ended (killed, perhaps not reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
 def pid_then_sleep(path: str) -> None:
     Path(path).write_text(str(os.getpid()))
     time.sleep(300)
@@ -147,13 +156,6 @@ def test_cancel_ends_the_ranks_not_just_the_launcher(cpu_box, tmp_path):
     pids = [int(Path(m).read_text()) for m in marks]
     for job in jobs:
         job.cancel()
-
-    def gone(pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"  # killed, not reaped
 
     until(lambda: all(gone(p) for p in pids), timeout=30, what="the ranks are killed")
     assert all(j.wait(timeout=30) is JobState.CANCELLED for j in jobs)
@@ -275,13 +277,6 @@ def test_a_sigkilled_launchers_ranks_keep_their_gpu_until_cancelled(h100_box, tm
     time.sleep(2.0)  # several looks of gpu_slots: the orphan still holds the GPU
     assert waiter.state is JobState.PENDING
     holder.cancel()
-
-    def gone(pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
 
     until(lambda: gone(rank_pid), timeout=30, what="cancel ended the orphaned rank")
     # ended (under a loaded suite a poll can read it FAILED as its rank dies: noted)
