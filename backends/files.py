@@ -43,3 +43,35 @@ def parse_listing(text: str, folder: str) -> list[RemoteFile]:
             )
         )
     return sorted(out, key=lambda f: (not f.is_dir, f.name))
+
+
+#: type, size, mtime, permission bits (octal), path relative to the top folder; NUL-ended
+_TREE_FORMAT = r"%y\t%s\t%T@\t%m\t%P\0"
+
+
+def tree_command(path: str) -> str:
+    """Shell code: every entry under `path` (recursive, links not followed), or exit 3 for
+    a file and 2 for nothing there. One round trip for a whole checkpoint folder."""
+    q = quote(path)
+    return (
+        f"if [ -d {q} ]; then find {q} -mindepth 1 -printf '{_TREE_FORMAT}'; "
+        f"elif [ -e {q} ]; then exit 3; "
+        f"else echo 'hpcui: no such folder' >&2; exit 2; fi"
+    )
+
+
+def parse_tree(text: str) -> list[tuple[str, str, int, float, int]]:
+    """`tree_command`'s output as (kind, relative path, size, mtime, mode); kind is find's
+    %y letter (d folder, f file, l link, ...), folders before what they hold."""
+    out = []
+    for entry in text.split("\0"):
+        parts = entry.split("\t", 4)
+        if len(parts) != 5 or not parts[1].isdigit() or not parts[4]:
+            continue
+        kind, size, mtime, mode, rel = parts
+        try:
+            when = float(mtime)
+        except ValueError:
+            when = 0.0
+        out.append((kind, rel, int(size), when, int(mode, 8) if mode.isdigit() else 0o644))
+    return sorted(out, key=lambda e: e[1].split("/"))

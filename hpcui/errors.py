@@ -149,6 +149,13 @@ class JobLostError(JobError):
     """The job ended without writing a result (killed, node failure, out of memory)."""
 
 
+class JobTimeLimitError(JobLostError):
+    """The scheduler ended the job at its time limit (Slurm TIMEOUT, a PBS walltime) before
+    it wrote a result: catch it to resubmit with more time or from a checkpoint. A
+    JobLostError still, so older handlers keep catching it. (Not JobTimeoutError: that one
+    says the caller's own wait ran out while the job may still run.)"""
+
+
 class ResultIntegrityError(JobError):
     """A result file on the cluster is not the one the job wrote (or is unreadable):
     hpcui refuses to unpickle it."""

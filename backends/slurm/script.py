@@ -150,6 +150,7 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
     lines += [
         cpus,
         f"export HPCUI_JOB_FOLDER={folder} HPCUI_JOB_ID={job}  # hpcui.distributed: stop file",
+        f"export HPCUI_SIGNAL_DELAY_S={spec.signal_delay_s}  # asked; Slurm may signal 60 s sooner",
         # After a requeue the file is the state submitit's checkpoint() dumped: keep it.
         f"export {CALL_INDEX_ENV}=$SLURM_ARRAY_TASK_ID  # the runner reads its call from the pack"
         if spec.array_size is not None

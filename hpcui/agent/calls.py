@@ -218,7 +218,13 @@ def _dispatch(conn: socket.socket, t: Transport, method: str, a: dict[str, Any])
             )
         )
     if method == "write_file":
-        return t.write_file(str(a["path"]), _incoming(conn), mode=a.get("mode"))
+        offset = a.get("offset")
+        return t.write_file(
+            str(a["path"]),
+            _incoming(conn),
+            mode=a.get("mode"),
+            offset=offset if isinstance(offset, int) else None,
+        )
     if method == "read_file":
         return t.read_file(str(a["path"]), offset=int(a.get("offset") or 0), length=a.get("length"))
     if method == "stat_size":

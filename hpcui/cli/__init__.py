@@ -47,6 +47,8 @@ _COMMANDS = {
     "shell": "hpcui.cli.cmd_files",
     "files": "hpcui.cli.cmd_files",
     "download": "hpcui.cli.cmd_files",
+    "upload": "hpcui.cli.cmd_files",
+    "sync": "hpcui.cli.cmd_files",
     "usage": "hpcui.cli.cmd_usage",
     "top": "hpcui.cli.cmd_usage",
     "quota": "hpcui.cli.cmd_site",

@@ -1,10 +1,12 @@
-"""shell, files, download: into a running job, and its folder as files."""
+"""shell, files, download, upload, sync: into a running job, its folder as files, and
+folders both ways."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +24,7 @@ from hpcui.errors import UsageError
 
 if TYPE_CHECKING:
     from hpcui.clusters.cluster import Cluster
+    from hpcui.jobs.transfer import Transfer
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -115,24 +118,110 @@ def cmd_files(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    cluster, job_id, path = _folder(args)
+    """A file or a whole folder of a job's: a folder lands in DEST/<its name>, and a run
+    again copies only what is missing or changed (a cut-off copy resumes)."""
+    cluster, _job_id, path = _folder(args)
     dest = Path(args.dest or ".")
     if (args.dest or "").endswith("/"):
         dest.mkdir(parents=True, exist_ok=True)
+    _copy(args, cluster.name, "downloaded", lambda **kw: cluster.files.fetch(path, dest, **kw))
+    return EXIT_OK
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    """A dataset or a config to the cluster: REMOTE is relative to the remote home."""
+    cluster = connect(args.cluster)
+    local = Path(args.local)
+    remote = _remote(args.remote)
+    _copy(args, cluster.name, "uploaded", lambda **kw: cluster.files.upload(local, remote, **kw))
+    return EXIT_OK
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """One way, as `rsync -a SRC/ DEST/`: DEST becomes a copy of SRC's contents (only what
+    differs moves); one side is CLUSTER:PATH. Nothing is ever deleted on the other side."""
+    from hpcui.config import load_config
+
+    names = set(load_config().clusters)
+    src, dest = (_side(x, names) for x in (args.src, args.dest))
+    if (src[0] is None) == (dest[0] is None):
+        raise UsageError(
+            "Name the cluster on exactly one side, as rsync does: `hpcui sync CLUSTER:PATH "
+            f"LOCAL` or `hpcui sync LOCAL CLUSTER:PATH` (clusters: {', '.join(sorted(names))})."
+        )
+    if src[0] is not None:
+        cluster = connect(src[0])
+        remote = _remote(src[1])
+        local = Path(dest[1])
+        _copy(
+            args, cluster.name, "synced",
+            lambda **kw: cluster.files.fetch(remote, local, into=False, **kw),
+        )  # fmt: skip
+    else:
+        assert dest[0] is not None
+        cluster = connect(dest[0])
+        local = Path(src[1])
+        if not local.is_dir():
+            raise UsageError(f"{local} is not a folder here: `hpcui sync` copies folders.")
+        remote = _remote(dest[1])
+        _copy(
+            args, cluster.name, "synced",
+            lambda **kw: cluster.files.upload(local, remote, into=False, **kw),
+        )  # fmt: skip
+    return EXIT_OK
+
+
+def _side(text: str, clusters: set[str]) -> tuple[str | None, str]:
+    """`CLUSTER:PATH` (a configured cluster's name before the first colon) or a local path."""
+    name, sep, rest = text.partition(":")
+    if sep and name in clusters:
+        return name, rest or "."
+    if sep and name and "/" not in name:
+        raise UsageError(
+            f"{name!r} is not a cluster of yours (clusters: {', '.join(sorted(clusters))}); "
+            f"a local path with a colon is written ./{text}."
+        )
+    return None, text
+
+
+def _remote(path: str) -> str:
+    """A remote path as the user wrote it; `~/x` and relative paths are in the remote home
+    (as scp and rsync read them)."""
+    if path.startswith("~/"):
+        path = path[2:]
+    if path in ("~", ""):
+        path = "."
+    return path
+
+
+def _copy(args: argparse.Namespace, cluster: str, did: str, run: Callable[..., Transfer]) -> None:
+    """Run one copy with a progress bar (on a terminal) and say what it did."""
+    from hpcui.cli.models import TransferOutput
+
     started = time.monotonic()
-    bar = _Bar(Path(path).name) if interactive() and not args.json else None
-    moved, local = cluster.files.download(
-        path, dest, progress=bar, note=lambda text: print(f"hpcui: {text}", file=sys.stderr)
-    )
+    bar = _Bar("copying") if interactive() and not args.json else None
+    result = run(
+        progress=bar, checksum=args.checksum,
+        note=lambda text: print(f"hpcui: {text}", file=sys.stderr),
+    )  # fmt: skip
     if bar:
         bar.finish()
     secs = max(time.monotonic() - started, 1e-6)
-    msg = f"{local} ({moved} bytes now, {moved / secs / 1e6:.1f} MB/s)"
     if args.json:
-        out.action_done(True, cluster.name, job_id, msg)
-    else:
-        print(f"downloaded {msg}")
-    return EXIT_OK
+        out.emit_json(
+            TransferOutput,
+            TransferOutput(
+                cluster=cluster, source=result.source, target=result.target,
+                copied=result.copied, skipped=result.skipped, moved_bytes=result.moved,
+                total_bytes=result.total, links_not_copied=result.links,
+                verified=result.verified, seconds=round(secs, 3),
+            ),
+        )  # fmt: skip
+        return
+    print(
+        f"{did} {result.target}: {result.summary()} ({size(result.moved)} moved now, "
+        f"{result.moved / secs / 1e6:.1f} MB/s)"
+    )
 
 
 class _Bar:

@@ -201,7 +201,7 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
                     out.duration(r.time_limit_s),
                     r.nodes,
                     r.partition,
-                    r.nodelist if r.nodelist and r.state.value != "PENDING" else f"({r.reason})",
+                    where_or_why(r),
                 )
                 for name, r in rows
             ],
@@ -267,6 +267,16 @@ def _registry_jobs(args: argparse.Namespace) -> int:
         colours={3: lambda s: out.STATE_COLOURS.get(s)},
     )
     return EXIT_OK
+
+
+def where_or_why(r: Any) -> str:
+    """squeue's NODELIST(REASON) column: the nodes of a started job, why a waiting one
+    waits ("(waiting)" for one the scheduler has not looked at again yet, not "()")."""
+    if r.nodelist and r.state.value != "PENDING":
+        return str(r.nodelist)
+    if r.reason:
+        return f"({r.reason})"
+    return "(waiting)" if r.state.value == "PENDING" else ""
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -140,6 +140,22 @@ class ActionOutput(Model):
     message: str
 
 
+class TransferOutput(Model):
+    """One copy (`download`, `upload`, `sync`): files copied now and skipped as already
+    there, bytes moved now of the bytes it had to copy, links not copied, files verified."""
+
+    cluster: str
+    source: str
+    target: str
+    copied: int
+    skipped: int
+    moved_bytes: int
+    total_bytes: int
+    links_not_copied: list[str]
+    verified: int
+    seconds: float
+
+
 class ForwardOutput(Model):
     """One forward: connections to `local` reach `node`:`remote_port` of the job."""
 
@@ -239,7 +255,9 @@ def output_type(args: argparse.Namespace) -> Any:
         "stop": ActionOutput,
         "free": FreeReport,
         "files": list[RemoteFile],
-        "download": ActionOutput,
+        "download": TransferOutput,
+        "upload": TransferOutput,
+        "sync": TransferOutput,
         "budget": Standing,
         "quota": QuotaReport,
         "clean": CleanReport,

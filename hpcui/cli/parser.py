@@ -34,6 +34,8 @@ JSON_COMMANDS = (
     "resubmit",
     "files",
     "download",
+    "upload",
+    "sync",
     "stop",
     "usage",
     "quota",
@@ -45,6 +47,14 @@ JSON_COMMANDS = (
     "profiles",
     "script",
 )
+
+
+def _checksum(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--checksum",
+        action="store_true",
+        help="compare by SHA-256 (not size and time) and verify every file after the copy",
+    )
 
 
 def _state_list(text: str) -> list[str]:
@@ -381,10 +391,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("path", nargs="?", metavar="PATH", help="inside the folder")
     _json(s)
 
-    s = add("download", "copy a file of a job's folder here (resumes a cut-off download)")
+    s = add(
+        "download",
+        "copy a file or folder of a job's folder here (only what changed; resumes a cut-off copy)",
+    )
     s.add_argument("job", metavar="JOB")
     s.add_argument("path", metavar="PATH", help="inside the job's folder")
-    s.add_argument("dest", nargs="?", metavar="DEST", help="file or folder (default: .)")
+    s.add_argument(
+        "dest",
+        nargs="?",
+        metavar="DEST",
+        help="file or folder (default: .; a folder lands in DEST/NAME)",
+    )
+    _checksum(s)
+    _json(s)
+
+    s = add("upload", "copy a file or folder to a cluster (only what changed; resumes)")
+    s.add_argument("cluster", metavar="CLUSTER")
+    s.add_argument("local", metavar="LOCAL", help="file or folder here")
+    s.add_argument(
+        "remote",
+        metavar="REMOTE",
+        help="on the cluster, relative to your home there (a folder lands in REMOTE/NAME)",
+    )
+    _checksum(s)
+    _json(s)
+
+    s = add(
+        "sync",
+        "make a folder a copy of another, one way, as `rsync -a SRC/ DEST/` (never deletes)",
+    )
+    s.add_argument("src", metavar="SRC", help="CLUSTER:PATH or a local folder")
+    s.add_argument("dest", metavar="DEST", help="a local folder or CLUSTER:PATH")
+    _checksum(s)
     _json(s)
 
     s = add("stop", "ask a running job to stop gracefully (hpcui.distributed.stop_requested)")

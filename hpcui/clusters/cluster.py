@@ -14,7 +14,7 @@ from hpcui.clusters import parts as cluster_setup
 from hpcui.clusters.face_support import FaceSupport
 from hpcui.clusters.job_view import JobView, assemble
 from hpcui.config import ClusterConfig
-from hpcui.errors import UsageError
+from hpcui.errors import HpcuiError, UsageError
 from hpcui.jobs import cleanup as housekeeping
 from hpcui.jobs import files as job_files
 from hpcui.jobs import usage
@@ -359,12 +359,20 @@ class Cluster:
         accounting = None
         if record is not None and self.capabilities.history:
             accounting = next(iter(self.site.history(None, job_ids=[job_id])), None)
+        details = handle.details
+        if record is not None and not record.state.is_final and self.capabilities.control:
+            # why it waits, on what, for how long it may run: the scheduler's description
+            # (one call, only while the job lives; an update --time shows here at once)
+            try:
+                details = self.control.details(job_id)
+            except (HpcuiError, NotImplementedError) as exc:
+                log.debug("no details for %s: %s", job_id, exc)
         return assemble(
             self.name,
             job_id,
             record=record,
             accounting=accounting,
-            details=handle.details,
+            details=details,
             gpu_usage=self.usage.report(job_id).summary if record is not None else [],
             status_reason=status_reason,
         )

@@ -48,7 +48,8 @@ class JobView(Model):
     details: JobDetails | None = Field(
         None,
         description="the scheduler's description (scontrol show job, qstat -f): log paths, "
-        "working directory, script; set for jobs hpcui did not submit",
+        "working directory, script, dependency, limit; for jobs hpcui did not submit, and "
+        "for hpcui's own while they wait or run",
     )
 
     def fields(self) -> list[tuple[str, str]]:
@@ -64,14 +65,22 @@ class JobView(Model):
         )
         started = (a.start_time if a else None) or (q.start_time if q else None)
         started = started or (d.start_time if d else None)
-        limit = (a.time_limit_s if a else None) or (q.time_limit_s if q else None)
+        # a live job's description is the newest word on its limit (an update --time)
+        limit = d.time_limit_s if d and not self.state.is_final else None
+        limit = limit or (a.time_limit_s if a else None) or (q.time_limit_s if q else None)
         limit = limit or (d.time_limit_s if d else None)
         elapsed = a.elapsed_s if a else (q.elapsed_s if q else None)
+        if self.state in (JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED):
+            elapsed = None  # not started: its limit is what there is to say
         exit_code = ""
         if a is not None and a.state.is_final and a.exit_code is not None:
             exit_code = f"{a.exit_code}" + (f"  signal {a.signal}" if a.signal else "")
-        elif d is not None and d.exit_code:
+        elif d is not None and d.exit_code and self.state.is_final:
             exit_code = d.exit_code
+        if exit_code.split(":")[0].strip() in ("0", "") and self.state in _ENDED_BY_SCHEDULER:
+            # Slurm records 0 for a job it ended itself: not a success
+            exit_code = f"none: ended by the scheduler ({_ENDED_BY_SCHEDULER[self.state]})"
+        own = self.hpcui_job  # hpcui's own script and logs: `folder` says where they are
         rows: list[tuple[str, str | None]] = [
             ("job", f"{self.job_id} on {self.cluster}" + ("" if self.hpcui_job else " (not submitted by hpcui)")),
             ("name", self.name),
@@ -94,15 +103,24 @@ class JobView(Model):
             ("exit code", exit_code),
             ("efficiency", a.efficiency.removeprefix("efficiency: ") if a else None),
             ("dependency", d.dependency if d else None),
-            ("script", d.command if d else None),
-            ("work dir", d.work_dir if d else None),
-            ("stdout", d.stdout if d else None),
-            ("stderr", d.stderr if d and d.stderr != d.stdout else None),
-            ("note", d.log_note if d else None),
+            ("script", d.command if d and not own else None),
+            ("work dir", d.work_dir if d and not own else None),
+            ("stdout", d.stdout if d and not own else None),
+            ("stderr", d.stderr if d and d.stderr != d.stdout and not own else None),
+            ("note", d.log_note if d and not own else None),
             ("token", self.token),
             *((f"GPU {g.node}:{g.index}", gpu_line(g)) for g in self.gpu_usage),
         ]  # fmt: skip
         return [(k, v) for k, v in rows if v]
+
+
+#: states the scheduler ends a job in whatever its code did: its exit code says nothing
+_ENDED_BY_SCHEDULER = {
+    JobState.TIMEOUT: "its time limit",
+    JobState.CANCELLED: "a cancel",
+    JobState.NODE_FAIL: "a node failure",
+    JobState.PREEMPTED: "a preemption",
+}
 
 
 def gpu_line(g: GpuSummary) -> str | None:
@@ -153,5 +171,5 @@ def assemble(
         accounting=accounting,
         gpu_usage=gpu_usage or [],
         hpcui_job=record is not None,
-        details=details if record is None else None,
+        details=details,
     )

@@ -4,19 +4,17 @@ directory the scheduler reports for any other job."""
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from hpcui.backends.files import list_command, parse_listing
 from hpcui.backends.records import RemoteFile
 from hpcui.errors import UsageError
+from hpcui.jobs.file_download import download
+from hpcui.jobs.transfer import Transfer, download_tree
+from hpcui.jobs.upload import upload
 from hpcui.transport.base import Transport
 
-#: bytes per read: large enough for throughput, small enough to resume cheaply
-CHUNK = 4 * 1024 * 1024
 #: what `read_text` shows of a file at most
 VIEW_BYTES = 1024 * 1024
 
@@ -53,6 +51,40 @@ class JobFiles:
         version of the file: bytes moved now, and where the file is."""
         return download(self.transport, remote, Path(local), progress=progress, note=note)
 
+    def fetch(
+        self,
+        remote: str,
+        local: str | Path,
+        *,
+        into: bool = True,
+        checksum: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> Transfer:
+        """Copy a remote file or folder here (a folder into `local/<its name>`, or into
+        `local` itself when not `into`): only what differs, resumably, each file renamed
+        into place when whole (`hpcui.jobs.transfer`)."""
+        return download_tree(
+            self.transport, remote, Path(local), into=into, progress=progress, note=note,
+            checksum=checksum,
+        )  # fmt: skip
+
+    def upload(
+        self,
+        local: str | Path,
+        remote: str,
+        *,
+        into: bool = True,
+        checksum: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> Transfer:
+        """Copy a file or folder of this machine to the cluster, with `fetch`'s guarantees."""
+        return upload(
+            self.transport, Path(local), remote, into=into, progress=progress, note=note,
+            checksum=checksum,
+        )  # fmt: skip
+
 
 def list_folder(transport: Transport, path: str) -> list[RemoteFile]:
     res = transport.run(list_command(path))
@@ -71,111 +103,3 @@ def read_text(transport: Transport, path: str, limit: int = VIEW_BYTES) -> tuple
         raise UsageError(f"There is no file {path} on the cluster.")
     data = transport.read_file(path, offset=0, length=min(size, limit))
     return data.decode("utf-8", "replace"), size
-
-
-def download(
-    transport: Transport,
-    remote: str,
-    local: Path,
-    *,
-    progress: Callable[[int, int], None] | None = None,
-    note: Callable[[str], None] | None = None,
-) -> tuple[int, Path]:
-    """Copy `remote` to `local` (a file, or a folder to put it in). A partial download is
-    kept as `<name>.part` and continued from where it stopped, but only while the remote
-    file is still the one it came from (same size and mtime, kept in `<name>.part.src`):
-    a checkpoint rewritten since starts over, said through `note`. The file appears under
-    its name only when complete. Returns the bytes transferred now and the local path.
-
-    `.part` and `.part.src` are opened without following links and must be this user's
-    own regular files: in a shared download folder a planted link cannot redirect bytes.
-    """
-    st = transport.stat_file(remote)
-    if st is None:
-        raise UsageError(f"There is no file {remote} on the cluster.")
-    if st.is_dir:
-        raise UsageError(
-            f"{remote} is a folder: download its files one by one (`hpcui files` lists them)."
-        )
-    size = st.size
-    if local.is_dir():
-        local = local / Path(remote).name
-    part = local.with_name(local.name + ".part")
-    src = local.with_name(local.name + ".part.src")
-    origin = json.dumps({"remote": remote, "size": st.size, "mtime": st.mtime})
-    fd = _open_own(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        done = os.fstat(fd).st_size
-        if done and (_read_own(src) != origin or done > size):
-            if note:
-                note(
-                    f"{remote} changed since the partial download ({done} bytes kept in "
-                    f"{part.name}): starting over, so the copy is not half old, half new."
-                )
-            os.ftruncate(fd, 0)
-            done = 0
-        _write_own(src, origin)
-        moved = 0
-        if progress:
-            progress(done, size)
-        while done < size:
-            data = transport.read_file(remote, offset=done, length=min(CHUNK, size - done))
-            if not data:
-                raise UsageError(
-                    f"{remote} shrank while downloading ({done} of {size} bytes): run the "
-                    "download again."
-                )
-            os.write(fd, data)
-            done += len(data)
-            moved += len(data)
-            if progress:
-                progress(done, size)
-    finally:
-        os.close(fd)
-    after = transport.stat_file(remote)
-    if after is None or (after.size, after.mtime) != (st.size, st.mtime):
-        part.unlink(missing_ok=True)
-        src.unlink(missing_ok=True)
-        raise UsageError(
-            f"{remote} changed while it was downloading (a job still writing it?): the copy "
-            "was thrown away. Download it again once it is written."
-        )
-    part.replace(local)
-    src.unlink(missing_ok=True)
-    return moved, local
-
-
-def _open_own(path: Path, flags: int) -> int:
-    """Open without following a link; refuse anything but this user's regular file."""
-    try:
-        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except OSError as exc:
-        if path.is_symlink():
-            raise UsageError(
-                f"{path} is a symbolic link: hpcui never writes a download through one. "
-                "Remove it (someone else may have put it there) and download again."
-            ) from None
-        raise UsageError(f"Cannot write {path}: {exc.strerror}.") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
-        os.close(fd)
-        raise UsageError(
-            f"{path} is not a file of yours: hpcui does not write a download into it. "
-            "Remove it (someone else may have put it there) and download again."
-        )
-    return fd
-
-
-def _read_own(path: Path) -> str | None:
-    try:
-        fd = _open_own(path, os.O_RDONLY)
-    except UsageError:
-        return None
-    with os.fdopen(fd, encoding="utf-8") as fh:
-        return fh.read()
-
-
-def _write_own(path: Path, text: str) -> None:
-    fd = _open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)

@@ -24,6 +24,7 @@ from hpcui.errors import (
     JobCancelledError,
     JobFailedError,
     JobLostError,
+    JobTimeLimitError,
     JobTimeoutError,
     ResultIntegrityError,
     ResultNeedsModuleError,
@@ -297,7 +298,7 @@ class Job:
         """The error the job ended with, or None when it succeeded."""
         try:
             self.results(timeout)
-        except (JobFailedError, JobCancelledError, JobLostError) as exc:
+        except (JobFailedError, JobCancelledError, JobLostError) as exc:  # with time limits
             return exc
         return None
 
@@ -328,14 +329,18 @@ class Job:
                 stderr_tail=tail,
             )
         if state is JobState.TIMEOUT:
-            ended = self._ran_out_of_time()
-        else:
-            why = "killed, out of memory, time limit or node failure"
-            if disk_full(tail) or self._folder_nearly_full():
-                why = "it could not write its result: the disk or quota of its job folder is full"
-            elif said := self._scheduler_words():  # asked only when the disk does not explain it
-                why = said
-            ended = f"ended {state.value} without a result ({why})."
+            raise JobTimeLimitError(
+                f"Job {self.job_id} on {self.cluster.name} {self._ran_out_of_time()} Last "
+                f"lines of its stderr:\n{tail or '(empty)'}",
+                job_id=self.job_id,
+                stderr_tail=tail,
+            )
+        why = "killed, out of memory, time limit or node failure"
+        if disk_full(tail) or self._folder_nearly_full():
+            why = "it could not write its result: the disk or quota of its job folder is full"
+        elif said := self._scheduler_words():  # asked only when the disk does not explain it
+            why = said
+        ended = f"ended {state.value} without a result ({why})."
         raise JobLostError(
             f"Job {self.job_id} on {self.cluster.name} {ended} Last lines of its stderr:\n"
             f"{tail or '(empty)'}",

@@ -36,13 +36,43 @@ def note_limit_near(signum: int, frame: types.FrameType | None = None) -> None:
         return
     name = signal.Signals(signum).name
     print(
-        f"hpcui: {name} at {time.strftime('%H:%M:%S')}: the job's time limit is near. "
-        "hpcui.distributed.stop_requested() is true from now on; the job runs on until the "
-        "scheduler's limit.",
+        f"hpcui: {name} at {time.strftime('%H:%M:%S')}: the job's time limit is near "
+        f"({left_window()}). hpcui.distributed.stop_requested() is true from now on; the job "
+        "runs on until the scheduler's limit.",
         file=sys.stderr,
         flush=True,
     )
     distributed.run_time_limit_callbacks()
+
+
+def left_window(env: dict[str, str] | None = None) -> str:
+    """How long is left, as truly as the scheduler lets us know: PBS's timer fires at the
+    delay; Slurm sends its signal up to a minute earlier than asked (its event resolution)."""
+    env = dict(os.environ) if env is None else env
+    delay = env.get(DELAY_ENV, "")
+    if env.get(LIMIT_ENV) and delay.isdigit():  # hpcui's own timer (PBS): exact
+        return f"{delay} s left"
+    if delay.isdigit():
+        return f"{delay} to {int(delay) + 60} s left: Slurm sends this signal up to a minute early"
+    return "signal_delay to signal_delay + 60 s left: Slurm sends this signal up to a minute early"
+
+
+def note_ending(signum: int, frame: types.FrameType | None = None) -> None:
+    """submitit's own handler for SIGTERM and SIGCONT logs "Bypassing signal ..." at
+    warning level, which read as an error in the job's stderr. SIGCONT (a resume) is
+    nothing to say; SIGTERM is the scheduler ending the job, said once in hpcui's words."""
+    if signum != signal.SIGTERM or _ending:
+        return
+    _ending.append(True)
+    print(
+        f"hpcui: SIGTERM at {time.strftime('%H:%M:%S')}: the scheduler is ending the job (its "
+        "time limit, a cancel or a preemption); it is killed after the site's grace time.",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+_ending: list[bool] = []
 
 
 def install() -> None:
@@ -63,6 +93,7 @@ def install() -> None:
             note_limit_near(signum, frame)
 
     SignalHandler.checkpoint_and_try_requeue = checkpoint_or_note  # type: ignore[method-assign]  # submitit's hook, patched in the job
+    SignalHandler.bypass = lambda self, signum, frame=None: note_ending(signum, frame)  # type: ignore[method-assign]  # its log line, in hpcui's words
     _installed.append(True)
 
 

@@ -134,9 +134,16 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def write_file(
-        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+        self,
+        path: str,
+        data: bytes | Iterable[bytes],
+        *,
+        mode: int | None = 0o600,
+        offset: int | None = None,
     ) -> int:
-        """Write one (possibly large) file; returns bytes written. mode=None: server default."""
+        """Write one (possibly large) file; returns bytes written. mode=None: server default.
+        `offset`: write into the existing file from there on (a resumed upload appends to
+        its part file) instead of replacing it."""
 
     @abc.abstractmethod
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:

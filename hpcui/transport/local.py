@@ -65,11 +65,24 @@ class LocalTransport(Transport):
         return CommandResult(0, b"", b"", "put_files")
 
     def write_file(
-        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+        self,
+        path: str,
+        data: bytes | Iterable[bytes],
+        *,
+        mode: int | None = 0o600,
+        offset: int | None = None,
     ) -> int:
         path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         written = 0
+        if offset is not None:  # into the file as it is, from `offset` on
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644 if mode is None else mode)
+            with os.fdopen(fd, "wb") as fh:
+                fh.seek(offset)
+                for chunk in [data] if isinstance(data, bytes) else data:
+                    fh.write(chunk)
+                    written += len(chunk)
+            return written
         tmp = f"{path}.tmp{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
         with os.fdopen(fd, "wb") as fh:

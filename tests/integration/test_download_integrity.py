@@ -92,6 +92,6 @@ def test_a_planted_part_link_is_never_written_through(dev, folder, tmp_path):
 
 def test_a_folder_is_refused_in_words_and_leaves_nothing(dev, folder, tmp_path):
     dev.run(["mkdir", "-p", f"{folder}/sub"]).check()
-    with pytest.raises(UsageError, match="is a folder: download its files"):
+    with pytest.raises(UsageError, match="is a folder: copy it with"):
         dev.files.download(f"{folder}/sub", tmp_path)
     assert list(tmp_path.iterdir()) == []

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from hpcui.backends.states import JobState
-from hpcui.errors import JobLostError
+from hpcui.errors import JobLostError, JobTimeLimitError
+from tests.integration.test_waiting_job_show import cli, fields
 
 pytestmark = pytest.mark.devcluster
 
@@ -61,8 +62,9 @@ def test_a_callable_that_overruns_ends_timeout_at_the_limit_and_says_so(dev):
     job = dev.submit(
         works_for, 600, time="1m", signal_delay=20, cpus_per_task=1, mem="500M", name="overrun"
     )
-    with pytest.raises(JobLostError) as err:
+    with pytest.raises(JobTimeLimitError) as err:  # catchable as its own kind (issue 49)
         job.result(timeout=200)
+    assert isinstance(err.value, JobLostError)  # and still under the old base
     message = str(err.value)
     assert "ran out of its time limit (1:00)" in message, message
     assert "ask for more with time=" in message and "stop_requested()" in message
@@ -71,6 +73,11 @@ def test_a_callable_that_overruns_ends_timeout_at_the_limit_and_says_so(dev):
     assert elapsed >= 55, elapsed  # at the limit, not at the signal
     ran, noticed = dev.run(["cat", f"{job.folder}/progress"]).stdout.split()
     assert noticed != "-" and float(noticed) < float(ran), (ran, noticed)
+    stderr = job.stderr(0)
+    assert "Bypassing signal" not in stderr, stderr  # submitit's warning, now hpcui's words
+    assert "the job's time limit is near (20 to 80 s left" in stderr, stderr
+    shown = fields(cli("-c", "dev", "show", job.job_id).stdout)
+    assert shown["exit code"] == "none: ended by the scheduler (its time limit)", shown
 
 
 @pytest.mark.timeout(300)

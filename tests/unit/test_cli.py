@@ -166,6 +166,8 @@ def _minimal(command: str) -> list[str]:
         "resubmit": ["1"],
         "files": ["1"],
         "download": ["1", "x"],
+        "upload": ["dev", "x", "y"],
+        "sync": ["x", "dev:y"],
     }
     return [command, *positional.get(command, [])]
 

@@ -149,3 +149,26 @@ def test_a_checkpointable_still_checkpoints_on_the_signal(tmp_path):
         again = pickle.load(fh)
     assert again.function.checkpoints == 1
     assert not (tmp_path / "job" / f"{JOB}_0_result.pkl").exists()
+
+
+def test_the_near_limit_note_states_the_real_window():
+    from hpcui.node.time_limit import left_window
+
+    # Slurm: asked 30 s before, may come a minute sooner; PBS: hpcui's own timer, exact
+    assert left_window({"HPCUI_SIGNAL_DELAY_S": "30"}).startswith("30 to 90 s left")
+    pbs = {"HPCUI_SIGNAL_DELAY_S": "30", "HPCUI_TIME_LIMIT_S": "120"}
+    assert left_window(pbs) == "30 s left"
+
+
+def test_sigterm_and_sigcont_are_said_in_hpcuis_words_not_bypassing(capsys):
+    import signal
+
+    from hpcui.node import time_limit
+
+    time_limit._ending.clear()
+    time_limit.note_ending(signal.SIGCONT)
+    assert capsys.readouterr().err == ""
+    time_limit.note_ending(signal.SIGTERM)
+    time_limit.note_ending(signal.SIGTERM)
+    err = capsys.readouterr().err
+    assert err.count("the scheduler is ending the job") == 1 and "Bypassing" not in err

@@ -365,12 +365,18 @@ class AgentTransport(Transport):
         )
 
     def write_file(
-        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+        self,
+        path: str,
+        data: bytes | Iterable[bytes],
+        *,
+        mode: int | None = 0o600,
+        offset: int | None = None,
     ) -> int:
         if not isinstance(data, (bytes, bytearray)):  # an iterator cannot be sent twice
             data = b"".join(data)
-        own = lambda t: t.write_file(path, data, mode=mode)  # noqa: E731
-        return int(self._either("write_file", {"path": path, "mode": mode}, own, [data]))
+        own = lambda t: t.write_file(path, data, mode=mode, offset=offset)  # noqa: E731
+        args = {"path": path, "mode": mode, "offset": offset}
+        return int(self._either("write_file", args, own, [data]))
 
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
         args = {"path": path, "offset": offset, "length": length}

@@ -470,9 +470,14 @@ class SshTransport(Transport):
         return self._conn is not None and self._conn.is_active()
 
     def write_file(
-        self, path: str, data: bytes | Iterable[bytes], *, mode: int | None = 0o600
+        self,
+        path: str,
+        data: bytes | Iterable[bytes],
+        *,
+        mode: int | None = 0o600,
+        offset: int | None = None,
     ) -> int:
-        return self._files.write_file(path, data, mode=mode)
+        return self._files.write_file(path, data, mode=mode, offset=offset)
 
     def read_file(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
         return self._files.read_file(path, offset=offset, length=length)
