@@ -13,8 +13,11 @@ from pathlib import Path
 from hpcui.errors import UsageError
 from hpcui.transport.base import Transport
 
-#: bytes per read: large enough for throughput, small enough to resume cheaply
-CHUNK = 4 * 1024 * 1024
+#: bytes per read: large enough for throughput (from 8 MiB a read goes through a plain
+#: channel, twice SFTP's speed), small enough to resume cheaply
+CHUNK = 8 * 1024 * 1024
+#: bytes per upload write (SFTP, into the part file at its offset)
+UP_CHUNK = 4 * 1024 * 1024
 
 
 def download(

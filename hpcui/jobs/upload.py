@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hpcui.backends.shell import quote
 from hpcui.errors import UsageError
-from hpcui.jobs.file_download import CHUNK
+from hpcui.jobs.file_download import UP_CHUNK
 from hpcui.jobs.transfer import (
     PART_PREFIX,
     Entry,
@@ -144,32 +144,38 @@ def _upload_files(
         result.verified = len(files)
 
 
-def _finish_command(pairs: list[tuple[str, str]]) -> bytes:
-    """stdin for `xargs -0 -n2 mv -f --`: each part renamed onto its file."""
-    return b"".join(os.fsencode(a) + b"\0" + os.fsencode(b) + b"\0" for a, b in pairs)
+#: per folder of a batch: its staged files renamed into it, by one `mv` for many files
+_PLACE = (
+    'xargs -0 -r -n1 sh -c \'find "$1/$2" -mindepth 1 -maxdepth 1 -type f '
+    '-exec mv -f -t "$2" -- {} +\' sh'
+)
 
 
 def _upload_batch(transport: Transport, source: Path, root: str, batch: list[Entry]) -> int:
-    """Small files as one tar of part files, unpacked there, then each renamed into place."""
+    """Small files as one tar unpacked into a staging folder beside them, then renamed
+    into place folder by folder (one `mv` per folder, not per file: 2,000 files took 3.4 s
+    with a `mv` each). A rename is atomic: no file is ever half there under its name."""
+    stage = f"{PART_PREFIX}batch-{uuid.uuid4().hex[:12]}"
     buf = io.BytesIO()
-    pairs = []
     moved = 0
+    folders: set[str] = set()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for e in batch:
-            part, _ = _part_name(e)
             data = (source / e.rel).read_bytes()
-            info = tarfile.TarInfo(part)
+            info = tarfile.TarInfo(f"{stage}/{e.rel}")
             info.size, info.mode, info.mtime = len(data), e.mode & 0o777, e.mtime
             tar.addfile(info, io.BytesIO(data))
-            pairs.append((part, e.rel))
+            folders.add(e.rel.rpartition("/")[0] or ".")
             moved += len(data)
-    bundle = f"{PART_PREFIX}batch-{uuid.uuid4().hex[:12]}.tar"
+    bundle = f"{stage}.tar"
     transport.write_file(f"{root}/{bundle}", buf.getvalue())
     res = transport.run(
         f"cd {quote(root)} && {{ tar -xof {bundle}; rc=$?; rm -f {bundle}; [ $rc = 0 ]; }} "
-        "&& xargs -0 -r -n2 mv -f --",
-        stdin=_finish_command(pairs),
+        f"&& {_PLACE} {stage} && rm -rf {stage}",
+        stdin=b"".join(os.fsencode(f) + b"\0" for f in sorted(folders)),
     )
+    if not res.ok:
+        transport.run(["rm", "-rf", f"{root}/{stage}"])
     res.check(f"unpacking {len(batch)} file(s) under {root}")
     return moved
 
@@ -199,7 +205,7 @@ def _upload_big(
         if progress:
             progress(done, e.size)
         while done < e.size or (done == 0 and moved == 0):
-            data = fh.read(CHUNK)
+            data = fh.read(UP_CHUNK)
             transport.write_file(path, data, mode=0o600 if done == 0 else None, offset=done)
             done += len(data)
             moved += len(data)

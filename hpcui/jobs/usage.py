@@ -35,6 +35,9 @@ NEAR_OOM_PCT = 95.0
 LOW_GPU_PCT, CPU_BOUND_PCT = 20.0, 90.0
 #: the window the idle verdict looks at
 WINDOW_S = 300.0
+#: what a verdict on a trend needs: this many looks over at least this long (one or two
+#: looks a second apart said "idle for the last 0 s")
+MIN_LOOKS, MIN_SPAN_S = 3, 10.0
 #: samples kept per job (older ones are dropped when the file grows past twice this)
 KEEP = 2000
 #: what UsageStore.last reads from the end of the file (a sample is ~0.4-4 KB)
@@ -280,7 +283,14 @@ def verdicts(samples: Sequence[UsageSample], window_s: float = WINDOW_S) -> list
     recent = [s for s in samples if last.at - s.at <= window_s]
     out: list[str] = []
     gpus = {g.key: g for g in last.gpus}
-    if len(recent) >= 2 and gpus:
+    enough = len(recent) >= MIN_LOOKS and last.at - recent[0].at >= MIN_SPAN_S
+    if not enough and gpus:
+        out.append(
+            f"No verdict yet: {len(recent)} look(s) over {_span(last.at - recent[0].at)}; one "
+            f"needs {MIN_LOOKS} looks over {MIN_SPAN_S:.0f} s or more (`hpcui top` looks every "
+            "few seconds)."
+        )
+    if enough and gpus:
         idle = [
             k
             for k in gpus
@@ -310,7 +320,7 @@ def verdicts(samples: Sequence[UsageSample], window_s: float = WINDOW_S) -> list
             )
     utils = [g.util_pct for g in last.gpus if g.util_pct is not None]
     cpus = [t.cpu_pct for t in last.tasks if t.cpu_pct is not None]
-    if utils and cpus and max(utils) < LOW_GPU_PCT and max(cpus) >= CPU_BOUND_PCT:
+    if enough and utils and cpus and max(utils) < LOW_GPU_PCT and max(cpus) >= CPU_BOUND_PCT:
         out.append(
             f"CPU-bound: GPUs < {LOW_GPU_PCT:.0f}%, CPU {max(cpus):.0f}% per task — feed the "
             "GPUs faster (DataLoader num_workers, cpus_per_task, pinned memory)."

@@ -1,5 +1,5 @@
-"""A job's folder as files (Enter: open a folder or view a file, d: download it, Backspace:
-up, Esc: close), and a one-line text prompt."""
+"""A job's folder as files (Enter: open a folder or view a file, d: download it, a folder
+whole; Backspace: up, Esc: close), and a one-line text prompt."""
 
 from __future__ import annotations
 
@@ -144,10 +144,8 @@ class FilesModal(ModalScreen[None]):
 
     def action_download(self) -> None:
         entry = self._current()
-        if entry is None or entry.is_dir:
-            self.notify(
-                "Choose a file to download (folders: one file at a time).", severity="warning"
-            )
+        if entry is None:
+            self.notify("Choose a file or folder to download.", severity="warning")
             return
         self._download(entry)
 
@@ -165,8 +163,8 @@ class FilesModal(ModalScreen[None]):
                     Text(f"downloading {entry.name}: {pct}% of {size(total)}"),
                 )
 
-        try:
-            _, local = self.cluster.files.download(
+        try:  # a folder whole (only what is not here yet), a file resumably
+            done = self.cluster.files.fetch(
                 entry.path,
                 self.downloads,
                 progress=progress,
@@ -175,7 +173,8 @@ class FilesModal(ModalScreen[None]):
         except HpcuiError as exc:
             self.app.call_from_thread(self._said, f"download failed: {exc} (d again resumes)")
             return
-        self.app.call_from_thread(self.notify, f"downloaded {local}")
+        said = f" ({done.summary()})" if entry.is_dir else ""
+        self.app.call_from_thread(self.notify, f"downloaded {done.target}{said}")
         self.app.call_from_thread(self.query_one("#files-path", Static).update, Text(self.path))
 
     def action_close(self) -> None:

@@ -21,6 +21,7 @@ ON_CLUSTER = {
     "container_bench": (r"enroot +\d+\.\d\d +\d+\.\d\d", None),
     "end_bench": (r"pushed .* p95 +\d+\.\d\d s", None),
     "forward_bench": (r"through hpcui's forward +median +\d+\.\d MiB/s", None),
+    "folder_bench": (r"small +down again +\d+\.\d\d +\d+\.\d\d", None),
     "site_bench": (r"\[queue\] held array of 20: .* per refresh", None),
     "stall_bench": (r"stall noticed after \d+\.\d s", None),
     "usage_bench": (r"one look, 2-node job .* median +\d+\.\d ms", "distributed"),

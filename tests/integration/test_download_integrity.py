@@ -16,10 +16,11 @@ import uuid
 import pytest
 
 from hpcui.errors import UsageError
+from hpcui.jobs.file_download import CHUNK
 
 pytestmark = pytest.mark.devcluster
 
-SIZE = 10 * 1024 * 1024  # more than two read chunks
+SIZE = CHUNK + CHUNK // 4  # more than one read chunk
 
 
 class Cut(Exception):
@@ -46,7 +47,7 @@ def _remote_file(dev, folder: str, name: str) -> str:
 
 
 def _interrupted(dev, remote: str, tmp_path) -> None:
-    """A download cut after its first chunk (a dropped link): 4 MiB kept in `.part`."""
+    """A download cut after its first chunk (a dropped link): one chunk kept in `.part`."""
     with pytest.raises(Cut):
         dev.files.download(remote, tmp_path, progress=_cut_after_first_chunk)
 
@@ -58,7 +59,7 @@ def _sum(dev, path: str) -> str:
 def test_a_file_rewritten_since_the_interrupted_download_starts_over(dev, folder, tmp_path):
     remote = _remote_file(dev, folder, "last.pt")
     _interrupted(dev, remote, tmp_path)
-    assert (tmp_path / "last.pt.part").stat().st_size == 4 * 1024 * 1024
+    assert (tmp_path / "last.pt.part").stat().st_size == CHUNK
     time.sleep(1.1)  # the next save, a little later (SFTP mtimes are whole seconds)
     dev.run(f"head -c {SIZE} /dev/urandom > {remote}.new && mv {remote}.new {remote}").check()
     notes: list[str] = []
@@ -75,7 +76,7 @@ def test_the_same_file_still_resumes(dev, folder, tmp_path):
     _interrupted(dev, remote, tmp_path)
     notes: list[str] = []
     moved, local = dev.files.download(remote, tmp_path, note=notes.append)
-    assert moved == SIZE - 4 * 1024 * 1024 and notes == []
+    assert moved == SIZE - CHUNK and notes == []
     assert hashlib.sha256(local.read_bytes()).hexdigest() == _sum(dev, remote)
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from hpcui.errors import UsageError
+from hpcui.jobs.file_download import CHUNK, UP_CHUNK
 from tests.integration.test_any_job import sbatch_script
 from tests.integration.test_usage_dev import cli
 
 pytestmark = pytest.mark.devcluster
 
-BIG = 9 * 1024 * 1024  # more than two chunks of 4 MiB
+BIG = CHUNK + 2 * UP_CHUNK + 1024  # more than one read chunk, two upload chunks
 
 
 class Cut(Exception):
@@ -90,14 +91,14 @@ def test_a_cut_folder_download_resumes_and_checksums_on_request(site, remote_dir
     make_remote_tree(site, remote_dir)
 
     def cut_in_the_big_file(done: int, total: int) -> None:
-        if done > total - BIG + 4 * 1024 * 1024:  # the small files and one chunk are in
+        if done > total - BIG + CHUNK // 2:  # the small files and one chunk are in
             raise Cut
 
     with pytest.raises(Cut):
         site.files.fetch(remote_dir, tmp_path, progress=cut_in_the_big_file)
     top = tmp_path / Path(remote_dir).name
     assert not (top / "last.pt").exists()  # never a half file under its name
-    assert (top / "last.pt.part").stat().st_size >= 4 * 1024 * 1024
+    assert (top / "last.pt.part").stat().st_size >= CHUNK
     resumed = site.files.fetch(remote_dir, tmp_path, checksum=True)
     assert resumed.copied == 1 and resumed.skipped == 301
     assert resumed.moved < BIG  # the big file continued, not started over
@@ -122,7 +123,7 @@ def test_an_upload_is_never_half_in_place_and_resumes(site, remote_dir, tmp_path
     (src / "link").symlink_to("big.bin")
 
     def cut_after_a_chunk(done: int, total: int) -> None:
-        if done > total - BIG + 4 * 1024 * 1024:
+        if done > total - BIG + UP_CHUNK:
             raise Cut
 
     with pytest.raises(Cut):

@@ -15,10 +15,13 @@ import pytest
 
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
+from hpcui.jobs.file_download import CHUNK
 from tests.conftest import ROOT
 from tests.integration.test_any_job import sbatch_script, wait_state
 
 pytestmark = pytest.mark.devcluster
+
+SIZE = CHUNK + CHUNK // 4  # more than one read chunk: a cut leaves a part
 
 
 def read_until(fd: int, marker: bytes, timeout: float = 60) -> bytes:
@@ -97,13 +100,13 @@ def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
     try:
         folder = site.files.folder(job_id)
         name = f"ckpt-{job_id}.bin"
-        # 10 MiB of varied bytes: more than two read chunks
+        # varied bytes, more than one read chunk
         site.transport.run(
-            f"cd {folder} && head -c 10485760 /dev/urandom > {name} && mkdir -p sub-{job_id}"
+            f"cd {folder} && head -c {SIZE} /dev/urandom > {name} && mkdir -p sub-{job_id}"
         ).check("writing the checkpoint")
         remote_sum = site.transport.run(f"sha256sum {folder}/{name}").check("sum").stdout.split()[0]
         entries = {e.name: e for e in site.files.list(folder)}
-        assert entries[name].size == 10485760 and not entries[name].is_dir
+        assert entries[name].size == SIZE and not entries[name].is_dir
         assert entries[f"sub-{job_id}"].is_dir
         with pytest.raises(UsageError, match="is a file"):
             site.files.list(f"{folder}/{name}")
@@ -123,14 +126,14 @@ def test_folder_listing_view_and_a_resumed_download(site, tmp_path):
         with pytest.raises(Cut):
             site.files.download(f"{folder}/{name}", tmp_path, progress=cut_after_first_chunk)
         part = tmp_path / f"{name}.part"
-        assert part.stat().st_size == 4 * 1024 * 1024 and not (tmp_path / name).exists()
+        assert part.stat().st_size == CHUNK and not (tmp_path / name).exists()
         seen = []
         moved, local = site.files.download(
             f"{folder}/{name}", tmp_path, progress=lambda d, t: seen.append(d)
         )
         assert local == tmp_path / name and not part.exists()
-        assert moved == 10485760 - 4 * 1024 * 1024  # only the rest travelled
-        assert seen[0] == 4 * 1024 * 1024 and seen[-1] == 10485760
+        assert moved == SIZE - CHUNK  # only the rest travelled
+        assert seen[0] == CHUNK and seen[-1] == SIZE
         assert hashlib.sha256(local.read_bytes()).hexdigest() == remote_sum
         assert oct(local.stat().st_mode & 0o777) == "0o600"
         site.transport.run(f"rm -rf {folder}/{name} {folder}/sub-{job_id}")

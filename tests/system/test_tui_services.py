@@ -8,6 +8,7 @@ import asyncio
 import socket
 import time
 import urllib.request
+from pathlib import Path
 
 from hpcui.backends.states import JobState
 from hpcui.tui.app import HpcuiApp
@@ -106,3 +107,45 @@ def test_jupyter_from_the_submit_screen_says_what_is_missing(local_box):
     [said] = asyncio.run(go())
     assert "JupyterLab is not installed in local's Python" in said
     assert "pip install jupyterlab" in said
+
+
+def test_the_files_view_downloads_a_whole_folder(local_box, tmp_path, monkeypatch):
+    """Issue 49: `d` on a folder in the job's Files view downloads it whole (was: "folders:
+    one file at a time")."""
+    from hpcui.tui import job_control
+    from hpcui.tui.files_modal import FilesModal
+
+    monkeypatch.setattr(job_control, "DOWNLOADS", tmp_path / "dl")
+
+    async def go() -> tuple[str, list[str]]:
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
+            cluster = app.hub.cluster("local")
+            assert cluster is not None
+            job = cluster.submit(sum, [1, 2], name="run")
+            assert job.result(timeout=60) == 3
+            run = Path(cluster.files.folder(job.job_id)) / "runs" / "exp1"  # a TensorBoard run
+            run.mkdir(parents=True)
+            for i in range(30):
+                (run / f"events.{i}").write_text(f"event {i}\n")
+            app.open_job("local", job.job_id)
+            await wait_for(pilot, lambda: isinstance(app.screen, JobScreen))
+            await pilot.press("F")
+            await wait_for(pilot, lambda: isinstance(app.screen, FilesModal))
+            modal = app.screen
+            await wait_for(pilot, lambda: any(k.endswith("/runs") for k in modal.entries))
+            table = modal.query_one("#files-table")
+            runs = next(k for k in modal.entries if k.endswith("/runs"))
+            table.move_cursor(row=table.get_row_index(runs))
+            await pilot.press("d")
+            await wait_for(
+                pilot, lambda: any("downloaded" in n.message for n in app._notifications), 30
+            )
+            said = [n.message for n in app._notifications if "downloaded" in n.message]
+            return job.job_id, said
+
+    job_id, said = asyncio.run(go())
+    got = sorted(p.name for p in (tmp_path / "dl" / "local" / job_id / "runs" / "exp1").iterdir())
+    assert got == sorted(f"events.{i}" for i in range(30))
+    assert "30 file(s) copied" in said[-1]

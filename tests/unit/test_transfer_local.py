@@ -48,7 +48,7 @@ def test_a_cut_big_upload_continues_its_part_from_the_offset(tmp_path, monkeypat
     src.mkdir()
     (src / "big.bin").write_bytes(os.urandom(3 * 1024 * 1024 + 5))
     monkeypatch.setattr(transfer, "SMALL", 1024)
-    monkeypatch.setattr(uploads, "CHUNK", 1024 * 1024)
+    monkeypatch.setattr(uploads, "UP_CHUNK", 1024 * 1024)
 
     def cut(done: int, total: int) -> None:
         if done >= 1024 * 1024:

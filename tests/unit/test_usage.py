@@ -174,27 +174,41 @@ def test_one_busy_moment_in_the_window_is_not_idle():
 
 
 def test_all_idle_asks_about_the_device():
-    history = [sample(0, [0, 0]), sample(30, [1, 0])]
+    history = [sample(0, [0, 0]), sample(15, [2, 0]), sample(30, [1, 0])]
     assert verdicts(history)[0].startswith(
         "All 2 GPU(s) idle for the last 30 s — does the code put"
     )
 
 
 def test_one_sample_says_nothing_about_idleness():
-    assert verdicts([sample(0, [100, 0, 0, 0])]) == []
+    (said,) = verdicts([sample(0, [100, 0, 0, 0])])
+    assert said.startswith("No verdict yet: 1 look(s) over 0 s; one needs 3 looks over 10 s")
+
+
+def test_no_verdict_from_two_looks_or_a_few_seconds():
+    # issue 49: "3 of 4 GPUs idle for the last 0 s" from looks a second apart
+    for history in (
+        [sample(0, [100, 0, 0, 0]), sample(1, [100, 0, 0, 0])],
+        [sample(0, [100, 0, 0, 0]), sample(2, [100, 0, 0, 0]), sample(4, [100, 0, 0, 0])],
+    ):
+        said = verdicts(history)
+        assert len(said) == 1 and said[0].startswith("No verdict yet"), said
+    enough = [sample(t, [100, 0, 0, 0]) for t in (0, 5, 10)]
+    assert verdicts(enough)[0].startswith("3 of 4 GPUs idle for the last 10 s")
 
 
 def test_near_oom_and_cpu_bound():
-    near = sample(0, [100], mem=79000)
-    assert verdicts([near]) == [
+    near = sample(0, [100], mem=79000)  # a fact of now: said from one look
+    assert verdicts([near])[1:] == [
         "GPU memory 97% on n1 GPU 0 — near OOM: a smaller batch, activation checkpointing or FSDP."
     ]
-    starved = sample(0, [12, 15], cpu=100)
-    assert verdicts([starved]) == [
+    starved = [sample(t, [12, 15], cpu=100) for t in (0, 5, 10)]  # a trend: needs looks
+    assert verdicts(starved) == [
         "CPU-bound: GPUs < 20%, CPU 100% per task — feed the GPUs faster (DataLoader num_workers, cpus_per_task, pinned memory)."
     ]
     unknown = sample(0, [None, None], cpu=100)
-    assert verdicts([unknown, sample(10, [None, None], cpu=100)]) == []  # unknown is not idle
+    later = [sample(t, [None, None], cpu=100) for t in (10, 20)]
+    assert verdicts([unknown, *later]) == []  # unknown is not idle
 
 
 def test_summary_mean_and_peak_per_gpu():
