@@ -80,6 +80,14 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         repeatable=True,
     ),
     RequestField(
+        "python",
+        str,
+        "PYTHON",
+        "the Python this job runs on the cluster, e.g. a venv's bin/python (default: the "
+        "cluster's `python`); its minor version must match this machine's",
+        "python (cluster)",
+    ),
+    RequestField(
         "container",
         str,
         "IMAGE",

@@ -54,6 +54,9 @@ class Resources(Model):
     after_ok: tuple[str, ...] = ()
     #: environment modules this job loads after the cluster's setup (`module load ...`)
     modules: tuple[str, ...] = ()
+    #: the Python this job runs on the cluster (a venv's bin/python), instead of the
+    #: cluster table's `python`: a second environment on one site needs no second table
+    python: str | None = None
     #: run inside this image (docs/containers.md); the runtime defaults to the profile's
     container: str | None = None
     container_runtime: Literal["apptainer", "singularity", "enroot", "pyxis"] | None = None
@@ -112,6 +115,19 @@ class Resources(Model):
     @classmethod
     def _mem(cls, v: Any) -> int | None:
         return None if v is None else parse_mem_mb(v)
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.strip()
+        if not v or len(v) > 1024 or any(c in v for c in "\n\r\0"):
+            raise ValueError(
+                "give the path of a Python on the cluster (e.g. ~/venvs/torch/bin/python), "
+                "one line"
+            )
+        return v
 
     @field_validator("after_ok", mode="before")
     @classmethod

@@ -71,12 +71,13 @@ def check_installed(cluster: Any, kind: Kind, **resources: Any) -> None:
             )
         return
     setup = "; ".join(cluster.setup)
-    python = quote_bytes(cluster.python).decode()
+    asked = resources.get("python") or cluster.python  # the job's own python= if given
+    python = quote_bytes(asked).decode()
     probe = f"{setup + '; ' if setup else ''}{python} -c 'import {kind.module}'"
     res = cluster.run(f"( {probe} ) >/dev/null 2>&1 && echo yes || echo no")
     if res.stdout.strip() != "yes":
         raise UsageError(
-            f"{kind.title} is not installed in {cluster.name}'s Python ({cluster.python}"
+            f"{kind.title} is not installed in {cluster.name}'s Python ({asked}"
             f"{' after its setup lines' if setup else ''}): run `pip install {kind.module}` "
             "in that environment, or load the site's module in the cluster's `setup` "
             f'(e.g. `setup = ["module load {kind.module}"]`), then try again.'

@@ -148,7 +148,7 @@ class Submitter:
         self._track = track
         self._on_submitted = on_submitted
         self._missing_setup_modules = missing_setup_modules
-        self._remote: remote_side.RemoteInfo | None = None
+        self._remote: dict[str, remote_side.RemoteInfo] = {}  # by Python
         self._shared_base_said = False
         self._setup_checked = False
         self._reconciled_at: float | None = None
@@ -158,7 +158,11 @@ class Submitter:
     # -- remote environment ----------------------------------------------------------------
 
     def remote_info(
-        self, *, local_version: tuple[int, int] | None = None, check_python: bool = True
+        self,
+        *,
+        local_version: tuple[int, int] | None = None,
+        check_python: bool = True,
+        python: str | None = None,
     ) -> remote_side.RemoteInfo:
         """Home, job base and Python of the cluster, probed once in one round trip.
 
@@ -166,12 +170,13 @@ class Submitter:
         cannot carry a function across it. (A job in a container image runs the image's
         Python instead: `check_python=False`, and `containers.prepare` checks that one.)
         """
+        python = python or self.python  # a submit's own python= is probed once too
         with self._lock:
-            if self._remote is None:
-                self._remote = remote_side.probe_remote(
-                    self.transport, self.config, python=self.python, setup=self.setup
+            if python not in self._remote:
+                self._remote[python] = remote_side.probe_remote(
+                    self.transport, self.config, python=python, setup=self.setup
                 )
-            info = self._remote
+            info = self._remote[python]
         if info.unsafe_base:
             raise UsageError(
                 f"remote_base {info.shared_base} on {self.name} is writable by others, and "
@@ -201,15 +206,16 @@ class Submitter:
             return info
         if info.python_version is None:
             raise RemotePythonError(
-                f"No usable Python on {self.name}: `{self.python}` failed "
+                f"No usable Python on {self.name}: `{python}` failed "
                 f"({info.python_error.strip() or 'no output'}). Set `python = ...` (and `setup` "
-                "lines such as `module load python/3.X`) in this cluster's config."
+                "lines such as `module load python/3.X`) in this cluster's config, or give "
+                "the submit a python= that exists there."
             )
         if info.python_version[:2] != tuple(want):
             have = ".".join(map(str, info.python_version[:2]))
             local = ".".join(map(str, want))
             raise RemotePythonError(
-                f"{self.name}'s Python is {have} (`{self.python}`), this machine runs "
+                f"{self.name}'s Python is {have} (`{python}`), this machine runs "
                 f"{local}: cloudpickle cannot carry functions across minor versions. Load a "
                 f'Python {local} on the cluster (e.g. setup = ["module load python/{local}"] and '
                 f'python = "python3", or a venv\'s python), or run hpcui locally with Python {have}.'
@@ -306,7 +312,8 @@ class Submitter:
         alloc = plan(self.config, self.profile, req, getattr(fn, "__name__", "hpcui"))
         # fails early on unpicklable input
         pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
-        info = self.remote_info(check_python=alloc.container is None)
+        python = req.python or self.python
+        info = self.remote_info(check_python=alloc.container is None, python=python)
         self.reconcile_quietly()
         self._check_setup_modules()
         image = self.container_launch(alloc, info)
@@ -318,7 +325,7 @@ class Submitter:
             folder=folder,
             token=token,
             array_size=len(calls) if is_array else None,
-            python=self.python,
+            python=python,
             setup=self.setup,
             pythonpath=(bundle,),
             verified=((bundle, bundle_sha),),

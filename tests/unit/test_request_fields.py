@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from hpcui.backends.batch import BatchSpec
 from hpcui.cli.parser import RESOURCE_PREFIX, build_parser
 from hpcui.request.allocation import Allocation
@@ -96,3 +98,13 @@ def test_batch_spec_copies_every_field_it_shares_with_allocation():
     spec = batch_spec(alloc, folder="/f", token="t")
     for name in shared:
         assert getattr(spec, name) == getattr(alloc, name), name
+
+
+def test_a_submits_python_is_one_line():
+    from hpcui.errors import UsageError
+    from hpcui.request.resources import Resources
+
+    assert Resources.from_kwargs(python=" ~/venvs/a/bin/python ").python == "~/venvs/a/bin/python"
+    for bad in ("", "py\nthon", "a\0b"):
+        with pytest.raises(UsageError, match="path of a Python on the cluster"):
+            Resources.from_kwargs(python=bad)
