@@ -124,8 +124,7 @@ class Resources(Model):
         v = v.strip()
         if not v or len(v) > 1024 or any(c in v for c in "\n\r\0"):
             raise ValueError(
-                "give the path of a Python on the cluster (e.g. ~/venvs/torch/bin/python), "
-                "one line"
+                "give the path of a Python on the cluster (e.g. ~/venvs/torch/bin/python), one line"
             )
         return v
 

@@ -88,3 +88,29 @@ def one_per_site(
                 == name
             ]
     return out
+
+
+def records_to_show(
+    records: Iterable[JobRecord],
+    by_cluster: Mapping[str, Sequence[T]],
+    groups: Mapping[Site, list[str]],
+) -> list[JobRecord]:
+    """The registry's jobs a live list adds to the queues: all but those of a table that is
+    not listed (not connected) whose job a listed table of the same login already shows —
+    that job is that row, not a second one ("dev 399" and "devtorch 399" for one job, the
+    second answering "devtorch is not connected" when opened)."""
+    records = list(records)
+    site_by_name = {name: site for site, names in groups.items() for name in names}
+    shown = {
+        (site_by_name[name], row.job_id)
+        for name, rows in by_cluster.items()
+        if name in site_by_name
+        for row in rows
+    }
+    if not shown:
+        return records
+    return [
+        rec
+        for rec in records
+        if rec.cluster in by_cluster or (site_by_name.get(rec.cluster), rec.job_id) not in shown
+    ]

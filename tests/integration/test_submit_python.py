@@ -13,7 +13,6 @@ from tests.integration.ranks import VENV_PYTHON
 pytestmark = pytest.mark.devcluster
 
 
-
 @pytest.fixture
 def other_python(site):
     """A Python on the site that is not its table's: dev's torch venv; on dev24 a venv

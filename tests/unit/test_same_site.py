@@ -6,7 +6,7 @@ first table — and another site's tables are left alone."""
 from __future__ import annotations
 
 from hpcui.config import ClusterConfig
-from hpcui.sitestate.same_site import one_per_site, shared_sites, site_of
+from hpcui.sitestate.same_site import one_per_site, records_to_show, shared_sites, site_of
 from hpcui.store.registry import JobRecord
 from tests.unit.test_tui import queue_jobs
 
@@ -61,3 +61,18 @@ def test_the_first_listed_table_takes_the_others_and_one_table_is_untouched():
     assert out["mn5-py312"] == jobs  # mn5 not listed (not connected): nothing to share
     out = one_per_site({"mn5": jobs, "mn5-py312": jobs}, groups, [])
     assert out["mn5"] == jobs and out["mn5-py312"] == []
+
+
+def test_a_job_of_a_table_not_connected_is_not_shown_twice():
+    """Issue 49, defect 4: only `mn5` connected, a job submitted through `mn5-py312` was
+    "mn5 399" from the queue and "mn5-py312 399" from the registry (which answered "not
+    connected" when opened)."""
+    jobs = queue_jobs()
+    groups = shared_sites(configs())
+    theirs = JobRecord(cluster="mn5-py312", token="t", job_id=jobs[1].job_id, folder="/x")
+    ended = JobRecord(cluster="mn5-py312", token="u", job_id="999999", folder="/y")
+    elsewhere = JobRecord(cluster="lumi", token="v", job_id=jobs[1].job_id, folder="/z")
+    shown = records_to_show([theirs, ended, elsewhere], {"mn5": jobs}, groups)
+    assert shown == [ended, elsewhere]  # the queue's row stands for it; others kept
+    both = records_to_show([theirs], {"mn5": jobs, "mn5-py312": []}, groups)
+    assert both == [theirs]  # its own table is listed: one_per_site places it

@@ -27,7 +27,7 @@ from textual.widgets import ContentSwitcher, Input, Static
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
-from hpcui.sitestate.same_site import one_per_site, shared_sites
+from hpcui.sitestate.same_site import one_per_site, records_to_show, shared_sites
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_table import JobTable
 from hpcui.tui.messages import CancelJobs, ControlJobs, OpenJob, Resubmit, ShowView, StopJobs
@@ -321,8 +321,9 @@ class JobsScreen(Screen[None]):
         if self.view == "live":
             if remerge or not self.rows:
                 queues = one_per_site(self.queues, self.same_sites, self.records)
+                records = records_to_show(self.records, self.queues, self.same_sites)
                 self.rows = merge_rows(
-                    queues, self.records, hpcui_only=self.hpcui_only, reuse=self._row_cache
+                    queues, records, hpcui_only=self.hpcui_only, reuse=self._row_cache
                 )
             rows = self.rows
             for key, cell in list(self.gpu_pct.items()):
