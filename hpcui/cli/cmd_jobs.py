@@ -92,6 +92,9 @@ def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[An
         rows = cluster.site.queue(all_users=True)
     elif args.history:
         rows = cluster.site.history(timedelta(days=args.history))
+        said = "" if args.all else cluster.site.unmarked_note(rows)
+        if notes and said:
+            out.note(said)
     else:
         rows = cluster.site.queue()
     if not (args.all or args.all_users):

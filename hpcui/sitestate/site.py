@@ -56,6 +56,11 @@ class SiteView:
         self.scheduler = scheduler
         self.registry = registry
         self._before_listing = before_listing
+        #: whether the scheduler's own history marked hpcui's jobs (their comment or
+        #: variables) in the last `history` call: False when none of its rows carried a
+        #: mark (slurmdbd keeps comments only with AccountingStoreFlags=job_comment), and
+        #: hpcui's jobs there are known only from this machine's registry; None: no rows
+        self.marks_kept: bool | None = None
 
     # -- the queue: ONE poll of this cluster, screens subscribe to it -----------------------
 
@@ -108,6 +113,8 @@ class SiteView:
         """Jobs since `since` with exit codes, elapsed, CPU time, max RSS, efficiency line."""
         self._before_listing()
         jobs = self.scheduler.history(since_arg(since), job_ids, into=HistoryJob)
+        if job_ids is None:
+            self.marks_kept = any(j.token for j in jobs) if jobs else None
         records: list[JobRecord] | None = None  # the registry, read once when needed
         if job_ids is None and isinstance(since, timedelta):
             records = self.registry.list(self.name, limit=1_000_000)
@@ -121,6 +128,21 @@ class SiteView:
                 j if j.token else j.model_copy(update={"token": known.get(j.job_id)}) for j in jobs
             ]
         return jobs
+
+    def unmarked_note(self, jobs: list[HistoryJob]) -> str:
+        """What to say above a history of hpcui's jobs when the accounting marks none of
+        them ("" when it does): the others may be hpcui's too, submitted from elsewhere."""
+        if self.marks_kept is not False:
+            return ""
+        unmarked = sum(1 for j in jobs if not j.hpcui)
+        if not unmarked:
+            return ""
+        return (
+            f"{self.name}'s accounting keeps no job comments (Slurm: AccountingStoreFlags="
+            f"job_comment is not set), so hpcui knows its own jobs there only from this "
+            f"machine's registry: {unmarked} ended job(s) may be hpcui's from another "
+            "machine (--all lists every job)"
+        )
 
     def _own_jobs_missing(
         self, jobs: list[HistoryJob], since: timedelta, records: list[JobRecord]

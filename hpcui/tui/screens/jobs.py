@@ -110,6 +110,8 @@ class JobsScreen(Screen[None]):
         self._row_cache: dict[int, Any] = {}  # merge_rows' reuse between refreshes
         self._array_cache: dict[str, Any] = {}  # collapse_arrays' reuse between refreshes
         self.history_rows: dict[str, JobRow] = {}
+        #: per cluster, why the hpcui filter may hide hpcui's jobs (site.unmarked_note)
+        self.history_notes: dict[str, str] = {}
         self.subs: dict[str, Subscription] = {}
         self.applied = 0  # table refreshes applied (tests and benchmarks read it)
         #: tables that log in to the same account (each job shown once: same_site)
@@ -238,6 +240,7 @@ class JobsScreen(Screen[None]):
     def _load_history(self) -> None:
         rows: dict[str, JobRow] = {}
         errors: dict[str, str] = {}
+        notes: dict[str, str] = {}
         found: dict[str, list[Any]] = {}
         for conn in self.ctx.hub.ready():
             if not conn.has_history or conn.cluster is None:
@@ -246,14 +249,21 @@ class JobsScreen(Screen[None]):
                 found[conn.name] = conn.cluster.site.history(timedelta(days=1))
             except HpcuiError as exc:
                 errors[conn.name] = str(exc)
+            else:
+                said = conn.cluster.site.unmarked_note(found[conn.name])
+                if said:  # why the hpcui filter may hide jobs that are hpcui's
+                    notes[conn.name] = said.replace("--all lists", "a shows")
         for name, jobs in one_per_site(found, self.same_sites, self.records).items():
             for job in jobs:
                 row = history_row(name, job)
                 rows[row.key] = row
-        self.app.call_from_thread(self._history_loaded, rows, errors)
+        self.app.call_from_thread(self._history_loaded, rows, errors, notes)
 
-    def _history_loaded(self, rows: dict[str, JobRow], errors: dict[str, str]) -> None:
+    def _history_loaded(
+        self, rows: dict[str, JobRow], errors: dict[str, str], notes: dict[str, str]
+    ) -> None:
         self.history_rows = rows
+        self.history_notes = notes
         for name, text in errors.items():
             self.errors[name] = text
         self.refresh_table()
@@ -362,6 +372,8 @@ class JobsScreen(Screen[None]):
             parts.append(f"sort {table.sort_column}{' ↓' if table.sort_reverse else ''}")
         for name, err in self.errors.items():
             parts.append(f"[red]{name}: {err.splitlines()[0][:80]}[/]")
+        if self.view == "history" and self.hpcui_only:
+            parts += [f"[yellow]{said}[/]" for said in self.history_notes.values()]
         self.query_one("#jobs-info", Static).update(" · ".join(parts))
 
     # -- actions ---------------------------------------------------------------------------------
