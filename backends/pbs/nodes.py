@@ -75,7 +75,8 @@ def parse_pbsnodes_json(text: str, queues: list[str], default: str = "") -> list
                     gpus_total=gpus,
                     gpus_used=min(gpus_used, gpus),
                     mem_mb=_mb(avail.get("mem")),
-                    mem_alloc_mb=_mb(used.get("mem")),
+                    # PBS leaves resources_assigned.mem out while nothing holds memory
+                    mem_alloc_mb=_mb(used.get("mem", "0kb" if avail.get("mem") else None)),
                 )
             )
     return out

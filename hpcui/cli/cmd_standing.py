@@ -28,7 +28,9 @@ def cmd_free(args: argparse.Namespace) -> int:
                     n.state + ("" if n.responding else " (not responding)"),
                     f"{n.cpus_idle}/{n.cpus_total}",
                     f"{n.gpus_free}/{n.gpus_total}" if n.gpus_total else "-",
-                    f"{n.mem_alloc_mb}/{n.mem_mb} MB" if n.mem_mb else "-",
+                    f"{'?' if n.mem_alloc_mb is None else n.mem_alloc_mb}/{n.mem_mb} MB"
+                    if n.mem_mb
+                    else "-",
                 )
                 for n in report.nodes
             ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from functools import cached_property
@@ -393,7 +394,15 @@ class Cluster:
             scheduler=self.scheduler,
             changed=self._changed,
             known_over=self._known_over,
+            cancel_sent=self._cancel_sent,
         )
+
+    def _cancel_sent(self, job_ids: list[str]) -> None:
+        """hpcui's jobs among `job_ids` had a cancel accepted now (JobView says so)."""
+        now = time.time()
+        for job_id in job_ids:
+            if self._record(job_id) is not None:
+                self.registry.set_meta(self.name, job_id, "cancel_sent_at", now)
 
     def _known_over(self, job_id: str) -> bool:
         """The status service already holds this job's end (pushed or polled)."""

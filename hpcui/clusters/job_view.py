@@ -8,7 +8,7 @@ fields as its details tab, so the two never say different things about one job."
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import Field
 
@@ -35,6 +35,9 @@ class JobView(Model):
     token: str | None = None
     array_index: int = -1
     submitted_at: datetime | None = None
+    cancel_sent_at: datetime | None = Field(
+        None, description="when a cancel of this hpcui job was accepted (it may still be ending)"
+    )
     container: str | None = Field(None, description="the runtime and image the job ran in")
     queue: QueueJob | None = Field(None, description="the queue's row while the job is listed")
     accounting: HistoryJob | None = Field(
@@ -85,7 +88,7 @@ class JobView(Model):
             ("job", f"{self.job_id} on {self.cluster}" + ("" if self.hpcui_job else " (not submitted by hpcui)")),
             ("name", self.name),
             ("user", d.user if d else None),
-            ("state", self.state.value + (f" ({raw})" if raw else "")),
+            ("state", self.state.value + (f" ({raw})" if raw else "") + self._ending()),
             ("reason", self.reason),
             ("tasks", str(self.num_tasks) if self.hpcui_job else None),
             ("folder", self.folder if self.hpcui_job else None),
@@ -112,6 +115,15 @@ class JobView(Model):
             *((f"GPU {g.node}:{g.index}", gpu_line(g)) for g in self.gpu_usage),
         ]  # fmt: skip
         return [(k, v) for k, v in rows if v]
+
+    def _ending(self) -> str:
+        """A cancelled job still listed as running: the scheduler accepted the cancel and
+        ends it (PBS keeps it R until its processes are gone, up to the mom's kill_delay)."""
+        if self.cancel_sent_at is None or self.state.is_final:
+            return ""
+        if datetime.now() - self.cancel_sent_at > timedelta(minutes=10):
+            return ""  # long over: requeued since, or stuck (the state says which)
+        return f", being cancelled (cancel accepted at {self.cancel_sent_at:%H:%M:%S})"
 
 
 #: states the scheduler ends a job in whatever its code did: its exit code says nothing
@@ -166,6 +178,11 @@ def assemble(
         token=record.token if record else None,
         array_index=record.array_index if record else -1,
         submitted_at=submitted,
+        cancel_sent_at=(
+            datetime.fromtimestamp(record.meta["cancel_sent_at"])
+            if record and isinstance(record.meta.get("cancel_sent_at"), (int, float))
+            else None
+        ),
         container=record.meta.get("container") if record else None,
         queue=queue,
         accounting=accounting,

@@ -43,8 +43,12 @@ class JobControl:
         scheduler: Scheduler,
         changed: Callable[[list[str]], None],
         known_over: Callable[[str], bool] | None = None,
+        cancel_sent: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.name = name
+        #: told which jobs a cancel was accepted for (the registry notes when: PBS keeps
+        #: such a job R for its kill_delay, and `show` says it is ending)
+        self.cancel_sent = cancel_sent
         #: a job's end as this process already knows it (pushed, or polled): no round trip
         self.known_over = known_over
         self.remote_base = remote_base
@@ -66,6 +70,8 @@ class JobControl:
         """Cancel jobs (one scheduler call); their end reaches the registry and the queue."""
         if job_ids:
             self._do(self.scheduler.cancel, job_ids)
+            if self.cancel_sent is not None:
+                self.cancel_sent(list(job_ids))
 
     def hold(self, job_ids: Sequence[str]) -> None:
         """Keep pending jobs from starting until `release`."""

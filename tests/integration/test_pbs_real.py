@@ -562,3 +562,24 @@ def test_a_forward_stops_the_moment_its_pbs_job_is_known_over(site):
             urllib.request.urlopen(f"http://{fwd.address}/", timeout=5).read()
     finally:
         fwd.close()
+
+
+def test_show_says_a_cancelled_job_is_ending_and_free_shows_memory(site, tmp_path):
+    """Issue 49, defect 7: after `hpcui cancel`, PBS keeps the job R until its processes
+    are gone (the mom's kill_delay): `show` said a plain RUNNING for 10 s; `free --nodes`
+    printed `None/16384 MB` for a node with nothing assigned."""
+    from tests.integration.test_usage_dev import cli
+    from tests.integration.test_waiting_job_show import fields
+
+    job = site.submit(slow, 120, cpus_per_task=1, mem="100M", time="5m", name="ending")
+    wait_job_state(job, {JobState.RUNNING}, timeout=60)
+    res = cli("-c", "pbs", "cancel", job.job_id)
+    assert res.returncode == 0, res.stderr
+    shown = fields(cli("-c", "pbs", "show", job.job_id).stdout)
+    state = shown["state"]
+    assert state.startswith("CANCELLED") or "being cancelled (cancel accepted at" in state, shown
+    wait_job_state(job, {JobState.CANCELLED}, timeout=60)
+    shown = fields(cli("-c", "pbs", "show", job.job_id).stdout)
+    assert shown["state"] == "CANCELLED (F)", shown  # over: no "being cancelled" left
+    nodes = cli("-c", "pbs", "free", "--nodes").stdout
+    assert "None" not in nodes and re.search(r"\d+/16384 MB", nodes), nodes
