@@ -83,11 +83,13 @@ class HpcuiApp(App[None]):
     TITLE = "hpcui"
     CSS_PATH = "app.tcss"
     BINDINGS = [
-        Binding("1", "mode('jobs')", "Jobs", id="app.jobs"),
-        Binding("2", "mode('job')", "Job", id="app.job"),
-        Binding("3", "mode('submit')", "Submit", id="app.submit"),
-        Binding("4", "mode('cluster')", "Cluster", id="app.cluster"),
-        Binding("5", "history", "History", id="app.history"),
+        # the footer shows the five views as one key, "1-5 Views" (the help lists each):
+        # five keys took 40 columns, and "3 Submit" beside the Submit screen's own
+        Binding("1", "mode('jobs')", "Views", key_display="1-5", id="app.jobs"),
+        Binding("2", "mode('job')", "Job", show=False, id="app.job"),
+        Binding("3", "mode('submit')", "Submit", show=False, id="app.submit"),
+        Binding("4", "mode('cluster')", "Cluster", show=False, id="app.cluster"),
+        Binding("5", "history", "History", show=False, id="app.history"),
         Binding("question_mark", "help", "Help", show=False, id="app.help"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]

@@ -34,7 +34,7 @@ MARK = Text("●", style="bold magenta")
 #: how wide a column may be when the table is too narrow for everything (then cut "…"),
 #: and how narrow it may get before a less wanted column gives way instead
 MAX_WIDTH = {"name": 24, "why": 28, "where": 18, "efficiency": 40, "cluster": 12}
-MIN_WIDTH = {"name": 12, "why": 14, "where": 10, "efficiency": 24, "cluster": 8}
+MIN_WIDTH = {"name": 10, "why": 10, "where": 10, "efficiency": 24, "cluster": 8}
 
 
 class JobTable(ScrollView, can_focus=True):

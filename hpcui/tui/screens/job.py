@@ -64,6 +64,8 @@ def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob 
 
 
 class JobScreen(JobControlScreen):
+    #: what the footer leaves out first when it does not fit (80 columns): chrome.FittingFooter
+    FOOTER_SPARE = ("app.jobs", "job.wrap", "job.search", "job.follow", "job.stop", "job.files")
     BINDINGS = [
         *LEAD_BINDINGS,
         Binding("o", "stream('stdout')", "stdout", id="job.stdout"),
@@ -82,7 +84,7 @@ class JobScreen(JobControlScreen):
         Binding("d", "tab('details')", "Details", show=False, id="job.details"),
         Binding("s", "tab('script')", "Script", show=False, id="job.script"),
         Binding("r", "tab('result')", "Result", show=False, id="job.result"),
-        Binding("m", "metric", "Metrics", show=False, id="job.metric"),
+        Binding("m", "metric", "Metrics", id="job.metric"),
         Binding("c", "cancel", "Cancel", id="job.cancel"),
         Binding("x", "stop", "Stop", id="job.stop"),
         Binding("escape", "back", "Back", id="job.back"),

@@ -71,6 +71,8 @@ class QueueUpdate(Message):
 
 
 class JobsScreen(Screen[None]):
+    #: what the footer leaves out first when it does not fit (80 columns): chrome.FittingFooter
+    FOOTER_SPARE = ("jobs.select", "app.jobs", "jobs.sort", "jobs.state")
     BINDINGS = [
         *LEAD_BINDINGS,
         Binding("enter", "open", "Open", id="jobs.open"),

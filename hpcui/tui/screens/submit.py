@@ -248,6 +248,15 @@ class SubmitScreen(Screen[None]):
                 yield Static("", id="script-preview")
         yield app_footer()
 
+    def focus_next(self, selector: Any = "*") -> Any:
+        """Tab from a screen with no focus starts at "what to run" (the cluster select
+        comes first on screen, but is seldom changed: shift+tab reaches it)."""
+        if self.focused is None or isinstance(self.focused, VerticalScroll):  # no field yet
+            target = self.query_one("#target", Input)
+            self.set_focus(target)
+            return target
+        return super().focus_next(selector)
+
     def on_screen_resume(self) -> None:
         self._cluster_picked()
         # coming back: no field holds the focus, so 1-5, h and ? are the screen keys again
@@ -512,8 +521,8 @@ def field_widget(f: RequestField) -> Input | Select[str] | Checkbox:
         return Select(
             [(c, c) for c in f.choices], prompt=f"{f.choices[0]} (default)", id=wid, classes="field"
         )
-    if f.kind is None:
-        return Checkbox(f.label or f.keyword, id=wid, classes="field")
+    if f.kind is None:  # the label above names it; its own text stays short ("X exclusive
+        return Checkbox("yes", id=wid, classes="field")  # no" was "exclusive nodes" cut)
     return Input(id=wid, classes="field")
 
 
