@@ -41,6 +41,10 @@ class ClusterConfig(Model):
     known_hosts: str | None = None
     proxy_jump: str | None = None
     login_shell: bool = True
+    #: a command whose last output line answers the login's 2FA code prompt (e.g.
+    #: `oathtool --totp -b @FILE`, a password manager's CLI): unattended logins where a
+    #: site allows them. Only the command lives here, never the secret (docs/cli.md)
+    totp_command: str | list[str] | None = None
     profile: str | None = None
     scheduler: Literal["auto", "slurm", "pbs", "local"] = "auto"
     #: None: the profile's `python`, else "python3" (see `Cluster.python`)

@@ -36,7 +36,9 @@ def own_transport(
     from hpcui.transport.ssh.session import (
         SshTransport,
     )
+    from hpcui.transport.ssh.totp import with_totp
 
+    prompt = with_totp(prompt, config.totp_command, config.name)
     return SshTransport.from_config(
         config.host or "",
         ssh_config=config.ssh_config,
