@@ -30,7 +30,9 @@ def config_with(tmp_path: Path, command: list[str]) -> Path:
     return cfg
 
 
-def hpcui(cfg: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def hpcui(
+    cfg: Path, tmp_path: Path, *args: str, debug: bool = False
+) -> subprocess.CompletedProcess:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
@@ -40,7 +42,8 @@ def hpcui(cfg: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "HPCUI_AGENT": "off",
     }
     return subprocess.run(
-        [sys.executable, "-m", "hpcui.cli", "--debug", "-c", "dev-2fa-totp", *args],
+        [sys.executable, "-m", "hpcui.cli", *(["--debug"] if debug else []), "-c", "dev-2fa-totp",
+         *args],
         env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
         check=False,
     )  # fmt: skip
@@ -57,7 +60,7 @@ def test_a_totp_command_logs_in_without_a_terminal(devcluster, tmp_path):
     reads_seed = ["sh", "-c", f'oathtool --totp -b "$(cat {SEED})"']
     cfg = config_with(tmp_path, reads_seed)
     assert SEED.read_text().strip() not in cfg.read_text()  # the secret stays in its file
-    res = hpcui(cfg, tmp_path, "jobs", "--json")
+    res = hpcui(cfg, tmp_path, "jobs", "--json", debug=True)
     assert res.returncode == 0, res.stderr
     assert isinstance(json.loads(res.stdout), list)
     code = current_code()
