@@ -220,3 +220,16 @@ def read_metrics(
         reader.feed_text(chunk.text)
     reader.flush()
     return reader.metrics(f"{cluster.name}:{handle.job_id}")
+
+
+def read_ranks(
+    cluster: Cluster, job: JobHandle | str, *, stream: Stream = "stdout", pattern: str = ""
+) -> list[Metrics]:
+    """Each rank's metrics of a multi-task job (DDP), labelled `cluster:id rank N`: rank 0
+    beside the others, where a straggler or a diverging rank shows."""
+    handle = cluster.job(job) if isinstance(job, str) else job
+    found = []
+    for rank in range(max(1, handle.num_tasks)):
+        m = read_metrics(cluster, handle, stream=stream, rank=rank, pattern=pattern)
+        found.append(m.model_copy(update={"job": f"{m.job} rank {rank}"}))
+    return found

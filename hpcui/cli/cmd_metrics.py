@@ -6,7 +6,7 @@ import argparse
 import csv
 import re
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from hpcui.metrics import read_metrics
+    from hpcui.metrics import read_metrics, read_ranks
 
     if args.json and args.csv:
         raise UsageError("Choose one of --json and --csv.")
@@ -26,16 +26,21 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         re.compile(args.pattern or "")
     except re.error as exc:
         raise UsageError(f"--pattern is not a regular expression: {exc}.") from None
+    if args.all_ranks and args.rank:
+        raise UsageError("Choose one of --rank and --all-ranks.")
+    stream: Literal["stdout", "stderr"] = "stderr" if args.stderr else "stdout"
     found: list[Metrics] = []
+    by_job: list[list[Metrics]] = []
     for ref in args.jobs:
         name, job_id = split_job_ref(ref, cluster_name(args))
+        if args.all_ranks:  # one Metrics per rank, labelled `cluster:id rank N`
+            ranks = read_ranks(connect(name), job_id, stream=stream, pattern=args.pattern or "")
+            by_job.append(ranks)
+            found += ranks
+            continue
         found.append(
             read_metrics(
-                connect(name),
-                job_id,
-                stream="stderr" if args.stderr else "stdout",
-                rank=args.rank,
-                pattern=args.pattern or "",
+                connect(name), job_id, stream=stream, rank=args.rank, pattern=args.pattern or ""
             )
         )
     if args.json:
@@ -44,12 +49,46 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         out.emit_json(list[Metrics], found)
     elif args.csv:
         write_csv(found, sys.stdout)
+    elif args.all_ranks:
+        for i, ranks in enumerate(by_job):
+            if i:
+                print()
+            _ranks(ranks)
     else:
         for i, m in enumerate(found):
             if i:
                 print()
             _summary(m)
     return EXIT_OK
+
+
+def _ranks(ranks: list[Metrics]) -> None:
+    """Rank 0 beside the others: per metric its last value on rank 0, and the lowest and
+    highest last value of the other ranks with the rank that printed it."""
+    if not ranks:
+        return
+    job = ranks[0].job.rsplit(" rank ", 1)[0]
+    names: list[str] = []
+    for m in ranks:
+        names += [n for n in m.names if n not in names]
+    if not names:
+        print(f"{job}: no metrics in any rank's log yet")
+        return
+    print(out.style(job, "bold") + f" · {len(ranks)} ranks · last values, rank 0 vs the others")
+    rows = []
+    for n in names:
+        last = {i: s.y[-1] for i, m in enumerate(ranks) if (s := m.get(n)) is not None and s.y}
+        others = {i: v for i, v in last.items() if i != 0}
+        low = min(others, key=others.__getitem__) if others else None
+        high = max(others, key=others.__getitem__) if others else None
+        rows.append([
+            n,
+            f"{last[0]:.4g}" if 0 in last else "-",
+            f"{others[low]:.4g} (rank {low})" if low is not None else "-",
+            f"{others[high]:.4g} (rank {high})" if high is not None else "-",
+            f"{len(last)}/{len(ranks)}",
+        ])  # fmt: skip
+    out.table(["METRIC", "RANK 0", "OTHERS MIN", "OTHERS MAX", "RANKS"], rows, right=(1, 2, 3))
 
 
 def write_csv(found: list[Metrics], stream: TextIO) -> None:

@@ -316,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stderr", action="store_true", help="read stderr instead of stdout")
     s.add_argument("--rank", type=int, default=0, metavar="N", help="task/rank N (default 0)")
     s.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="every rank of a multi-task job: rank 0 beside the others (--csv/--json: one "
+        "series set per rank, `JOB rank N`)",
+    )
+    s.add_argument(
         "--pattern",
         metavar="REGEX",
         help="also a series from this regex's first group (a named group names it)",

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from hpcui.metrics import Metrics, read_metrics
+from hpcui.metrics import Metrics, read_metrics, read_ranks
 from hpcui.tui.markup import escape  # every "[": Textual drops [UPPER] tags
 
 #: metrics drawn side by side; the label names the rest (at 80 columns four is already tight)
@@ -76,7 +76,8 @@ def summary(metrics: Metrics, drawn: list[str]) -> str:
 
 
 class CompareMetrics(ModalScreen[None]):
-    """One metric of the selected jobs on one plot; [ and ] pick the metric."""
+    """One metric of the selected jobs on one plot, or of every rank of one job
+    (`ranks=True`: rank 0 beside the others); [ and ] pick the metric."""
 
     BINDINGS = [
         Binding("escape,q", "dismiss", "Close"),
@@ -84,17 +85,21 @@ class CompareMetrics(ModalScreen[None]):
         Binding("right_square_bracket", "step(1)", "Metric+"),
     ]
 
-    def __init__(self, cluster_of: Any, jobs: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, cluster_of: Any, jobs: list[tuple[str, str]], *, ranks: bool = False
+    ) -> None:
         super().__init__()
         self.cluster_of = cluster_of  # name -> Cluster (the hub's)
         self.jobs = jobs
+        self.ranks = ranks  # the ranks of jobs[0], one line each
         self.found: list[Metrics] = []
         self.names: list[str] = []
         self.index = 0
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare-box"):
-            yield Static(f"reading the logs of {len(self.jobs)} jobs…", id="compare-label")
+            what = "every rank's log" if self.ranks else f"the logs of {len(self.jobs)} jobs"
+            yield Static(f"reading {what}…", id="compare-label")
             yield MetricsPlot(id="compare-plot")
 
     def on_mount(self) -> None:
@@ -110,7 +115,10 @@ class CompareMetrics(ModalScreen[None]):
                 problems.append(f"{cluster_name}: not connected")
                 continue
             try:
-                found.append(read_metrics(cluster, job_id))
+                if self.ranks:
+                    found += read_ranks(cluster, job_id)
+                else:
+                    found.append(read_metrics(cluster, job_id))
             except Exception as exc:  # one unreadable log is said; the others are plotted
                 problems.append(f"{cluster_name}:{job_id}: {exc}")
         self.app.call_from_thread(self._got, found, problems)
@@ -138,9 +146,14 @@ class CompareMetrics(ModalScreen[None]):
             return
         name = self.names[self.index % len(self.names)]
         plot.show_compare(name, self.found)
+        across = (
+            f"{len(plot.drawn)} of {len(self.found)} ranks of {self.jobs[0][0]}:{self.jobs[0][1]}"
+            if self.ranks
+            else f"{len(plot.drawn)} of {len(self.jobs)} jobs"
+        )
         label.update(
-            f"{name} across {len(plot.drawn)} of {len(self.jobs)} jobs · [ ] another metric "
-            f"({len(self.names)}) · Esc closes" + _problems(self.problems)
+            f"{name} across {across} · [ ] another metric ({len(self.names)}) · Esc closes"
+            + _problems(self.problems)
         )
 
     def action_step(self, step: int) -> None:

@@ -167,6 +167,7 @@ HELP_DETAIL = {
     "job.pager": "open the log in $PAGER",
     "job.usage": "GPU/CPU usage now",
     "job.metric": "the Metrics tab (loss, accuracy, ... against step or epoch); again: a regex",
+    "job.ranks": "every rank's metric on one plot (rank 0 beside the others)",
     "job.cancel": "cancel (asks first)",
     "job.stop": "graceful stop (stop file)",
     "cluster.reload": "reload quota, partitions and modules",

@@ -78,3 +78,37 @@ def test_metrics_says_what_it_reads_and_refuses_a_bad_pattern(tmp_path):
     assert bad.returncode == 2 and "--pattern is not a regular expression" in bad.stderr
     both = hpcui(tmp_path, "metrics", job, "--json", "--csv")
     assert both.returncode == 2 and "one of --json and --csv" in both.stderr
+
+
+RANKED = """
+def train_ranked():
+    import submitit
+
+    rank = submitit.JobEnvironment().global_rank
+    loss = 1.0
+    for step in range(1, 4):
+        loss *= 0.5 if rank == 0 else 0.9  # rank 1 lags: what the comparison shows
+        print(f"step={step} loss={loss:.4f}", flush=True)
+    return rank
+"""
+
+
+def test_metrics_of_every_rank_rank_0_beside_the_others(tmp_path):
+    """Issue 49: several ranks' metrics compared (the CLI; the app's A draws them)."""
+    setup(tmp_path)
+    (tmp_path / "rankedtasks.py").write_text(RANKED)
+    job = submit(tmp_path, "rankedtasks:train_ranked", "--tasks-per-node", "2")
+    done = hpcui(tmp_path, "wait", job)
+    assert done.returncode == 0, done.stderr
+    done = hpcui(tmp_path, "metrics", job, "--all-ranks", "--json")
+    assert done.returncode == 0, done.stderr
+    ranks = json.loads(done.stdout)
+    assert [m["job"] for m in ranks] == [f"box:{job} rank 0", f"box:{job} rank 1"]
+    last = [{s["name"]: s["y"][-1] for s in m["series"]}["loss"] for m in ranks]
+    assert last == [0.125, 0.729]
+    text = hpcui(tmp_path, "metrics", job, "--all-ranks").stdout
+    assert "2 ranks · last values, rank 0 vs the others" in text
+    row = next(line for line in text.splitlines() if line.startswith("loss"))
+    assert row.split() == ["loss", "0.125", "0.729", "(rank", "1)", "0.729", "(rank", "1)", "2/2"]
+    refused = hpcui(tmp_path, "metrics", job, "--all-ranks", "--rank", "1")
+    assert refused.returncode == 2 and "one of --rank and --all-ranks" in refused.stderr

@@ -149,3 +149,43 @@ def test_the_files_view_downloads_a_whole_folder(local_box, tmp_path, monkeypatc
     got = sorted(p.name for p in (tmp_path / "dl" / "local" / job_id / "runs" / "exp1").iterdir())
     assert got == sorted(f"events.{i}" for i in range(30))
     assert "30 file(s) copied" in said[-1]
+
+
+def train_ranked() -> int:
+    """A two-rank job whose rank 1 lags (the comparison shows it)."""
+    import submitit
+
+    rank = submitit.JobEnvironment().global_rank
+    loss = 1.0
+    for step in range(1, 4):
+        loss *= 0.5 if rank == 0 else 0.9
+        print(f"step={step} loss={loss:.4f}", flush=True)
+    return rank
+
+
+def test_the_job_screen_plots_every_rank_on_one_plot(local_box):
+    """Issue 49: A on the Job screen draws a metric of every rank (rank 0 beside the
+    others); one line per rank."""
+    from hpcui.tui.metrics_view import CompareMetrics, MetricsPlot
+
+    async def go() -> tuple[str, list[str], str]:
+        app = HpcuiApp()
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
+            cluster = app.hub.cluster("local")
+            assert cluster is not None
+            job = cluster.submit(train_ranked, tasks_per_node=2, name="ranked")
+            assert job.results(timeout=60) == [0, 1]
+            app.open_job("local", job.job_id)
+            await wait_for(pilot, lambda: isinstance(app.screen, JobScreen))
+            await wait_for(pilot, lambda: app.screen.num_tasks == 2)
+            await pilot.press("A")
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareMetrics))
+            plot = app.screen.query_one(MetricsPlot)
+            await wait_for(pilot, lambda: len(plot.drawn) == 2, 30)
+            label = str(app.screen.query_one("#compare-label").render())
+            return job.job_id, plot.drawn, label
+
+    job_id, drawn, label = asyncio.run(go())
+    assert drawn == [f"local:{job_id} rank 0", f"local:{job_id} rank 1"]
+    assert f"loss across 2 of 2 ranks of local:{job_id}" in label

@@ -85,6 +85,7 @@ class JobScreen(JobControlScreen):
         Binding("s", "tab('script')", "Script", show=False, id="job.script"),
         Binding("r", "tab('result')", "Result", show=False, id="job.result"),
         Binding("m", "metric", "Metrics", id="job.metric"),
+        Binding("A", "compare_ranks", "All ranks", show=False, id="job.ranks"),
         Binding("c", "cancel", "Cancel", id="job.cancel"),
         Binding("x", "stop", "Stop", id="job.stop"),
         Binding("escape", "back", "Back", id="job.back"),
@@ -429,7 +430,10 @@ class JobScreen(JobControlScreen):
         metrics = self.reader.metrics()
         plot = self.query_one("#metrics-plot", MetricsPlot)
         plot.show_job(metrics)
-        self.query_one("#metrics-label", Static).update(_escape(summary(metrics, plot.drawn)))
+        ranks = f" · A: all {self.num_tasks} ranks on one plot" if self.num_tasks > 1 else ""
+        self.query_one("#metrics-label", Static).update(
+            _escape(summary(metrics, plot.drawn) + ranks)
+        )
 
     @work(thread=True, exclusive=True, group="job-log", exit_on_error=False)
     def _read_log(
@@ -562,6 +566,18 @@ class JobScreen(JobControlScreen):
         box.value = self.metric
         box.display = True
         box.focus()
+
+    def action_compare_ranks(self) -> None:
+        """Every rank's metric on one plot: rank 0 beside the others (a straggler, a
+        rank that diverged)."""
+        from hpcui.tui.metrics_view import CompareMetrics
+
+        if self.key is None:
+            return
+        if self.num_tasks < 2:
+            self.notify("This job has one task: no other rank to compare.", severity="warning")
+            return
+        self.app.push_screen(CompareMetrics(self.ctx.hub.cluster, [self.key], ranks=True))
 
     def _open_bar(self, which: str) -> None:
         self.query_one(TabbedContent).active = "tab-logs"
