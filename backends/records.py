@@ -8,7 +8,7 @@ import functools
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
@@ -142,6 +142,18 @@ class JobDetails(Model):
     start_time: datetime | None = None
     batch: bool = True  # a batch job (sbatch/qsub), not an interactive allocation
     log_note: str = ""  # what to know before following its logs ("" when nothing)
+
+
+class StartEstimate(Model):
+    """When a request would start in one partition, as the scheduler estimates it
+    (`sbatch --test-only`); `start` None where it gives none (`said` says why)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    partition: str
+    start: datetime | None = None
+    nodes: str = ""
+    said: str = Field("", description="the scheduler's own words, or why there is no estimate")
 
 
 class PartitionInfo(Model):

@@ -75,6 +75,12 @@ def job_from_attrs(job_id: str, attrs: dict[str, Any], dialect: PbsDialect) -> P
         when = {"ctime": when["qtime"], "qtime": when["qtime"], "stime": when["mtime"]}
     elif when["stime"] is None:
         when["stime"] = _when(attrs.get("start_time"))  # Torque's name for it
+    if when["stime"] is None and state is JobState.PENDING:
+        # the scheduler's estimate for a queued job, where the server computes one
+        # (est_start_time_freq): JSON nests it, text flattens it to estimated.start_time
+        est = attrs.get("estimated")
+        raw = est.get("start_time") if isinstance(est, dict) else attrs.get("estimated.start_time")
+        when["stime"] = _when(raw)
     exec_host = _str(attrs.get("exec_host"))
     return PbsJob(
         job_id=job_id,

@@ -144,14 +144,15 @@ def _salvage_json(body: str) -> dict[str, Any]:
 _TEXT_ATTR = re.compile(r"\s*([^\s=]+) =(?: (.*))?$")
 
 
-def parse_torque_qstat_f(text: str) -> list[PbsJob]:
+def parse_torque_qstat_f(text: str, *, dialect: PbsDialect | None = None) -> list[PbsJob]:
     """All ``Job Id:`` blocks of a ``qstat -f [-x]`` text output.
 
     Attribute lines are ``    key = value``; Torque and PBS Pro wrap long values onto
     lines that start with a tab. Slurm's wrapper instead indents every attribute with a
     tab and writes ``Job Id:<TAB>`` (its print_job_full), which is how its blocks are
     told apart; a block with PBS Pro's capitalised ``Exit_status`` decodes as PBS Pro,
-    any other as Torque (lowercase ``exit_status``, state ``C``).
+    any other as Torque (lowercase ``exit_status``, state ``C``) unless `dialect` says
+    (PBS Pro's history is read as text: its running jobs have no Exit_status yet).
     """
     jobs = []
     blocks = re.split(r"^(?=Job Id:)", text, flags=re.M)
@@ -175,10 +176,10 @@ def parse_torque_qstat_f(text: str) -> list[PbsJob]:
                 attrs.setdefault(top, {})[sub] = v
             else:
                 attrs[k] = v
-        dialect: PbsDialect = (
+        kind: PbsDialect = dialect or (
             "slurm-torque-wrapper" if wrapper else "pbspro" if "Exit_status" in attrs else "torque"
         )
-        jobs.append(job_from_attrs(head[len("Job Id:") :].strip(), attrs, dialect))
+        jobs.append(job_from_attrs(head[len("Job Id:") :].strip(), attrs, kind))
     return jobs
 
 

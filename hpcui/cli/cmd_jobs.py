@@ -11,6 +11,7 @@ import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from hpcui.backends.states import JobState
 from hpcui.cli import EXIT_JOB_FAILED, EXIT_OK, EXIT_TIMEOUT, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.cmd_control import report_fan_out
@@ -22,7 +23,7 @@ from hpcui.cli.common import (
     split_job_ref,
 )
 from hpcui.cli.notify import tell
-from hpcui.errors import JobError, JobTimeoutError, UsageError
+from hpcui.errors import HpcuiError, JobError, JobTimeoutError, UsageError
 
 if TYPE_CHECKING:
     from hpcui.cli.models import ResultOutput
@@ -298,6 +299,33 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: how often `wait` looks whether its running jobs will finish before their limit (a log
+#: read and a scheduler call each), the first time sooner
+FINISH_LOOK_S, FIRST_FINISH_LOOK_S = 60.0, 10.0
+
+
+def _warn_late(pending: list[Any], warned: set[str], args: argparse.Namespace) -> None:
+    """Say once per job, as it becomes clear, that a running job will not finish in time
+    (from the progress its log printed: hpcui.jobs.finish), on the desktop with --notify."""
+    for job in pending:
+        if job.job_id in warned or job.state is not JobState.RUNNING:
+            continue
+        try:
+            finish = job.cluster.will_finish(job.job_id)
+        except HpcuiError:
+            continue
+        if finish is None or finish.will_finish is not False:
+            continue
+        warned.add(job.job_id)
+        said = f"{job.cluster.name}:{job.job_id} {job.name} will not finish in time: " + (
+            finish.line(job.job_id)
+        )
+        if not args.json:
+            print(said, flush=True)
+        if args.notify:
+            tell("hpcui: a job will not finish", said)
+
+
 def cmd_wait(args: argparse.Namespace) -> int:
     """Until every job named ends (or --timeout): one line per end as it happens, told on
     the desktop (or by the bell) with --notify; exit 0 when all completed, 5 when one did
@@ -308,10 +336,15 @@ def cmd_wait(args: argparse.Namespace) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     rows: dict[str, WaitOutput] = {}
     pending = list(jobs)
+    warned: set[str] = set()
+    next_look = time.monotonic() + FIRST_FINISH_LOOK_S  # some progress printed by then
     while pending:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             break
+        if time.monotonic() >= next_look:  # will each running one finish before its limit?
+            next_look = time.monotonic() + FIRST_FINISH_LOOK_S  # some progress printed by then
+            _warn_late(pending, warned, args)
         by_cluster: dict[str, list[Any]] = {}
         for job in pending:
             by_cluster.setdefault(job.cluster.name, []).append(job)

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK
@@ -14,6 +15,7 @@ from hpcui.cli.common import cluster_name, connect, resource_kwargs
 from hpcui.errors import JobTimeoutError
 
 if TYPE_CHECKING:
+    from hpcui.backends.records import StartEstimate
     from hpcui.clusters.cluster import Cluster
     from hpcui.jobs.job import Job
 
@@ -63,6 +65,19 @@ def _submit(
         **res
     )  # validated before the network; advice is shown, not printed by core
     summary, *rest = explain(alloc).splitlines()
+    if args.estimate:  # like sbatch --test-only: nothing is submitted
+        from hpcui.cli.models import EstimateOutput
+
+        estimates = cluster.estimate_start(**res)
+        if args.json:
+            out.emit_json(
+                EstimateOutput,
+                EstimateOutput(cluster=cluster.name, summary=summary, estimates=estimates),
+            )
+        else:
+            out.note(f"{summary} (nothing submitted)")
+            print_estimates(estimates)
+        return EXIT_OK
     advice = [a.message for a in alloc.advice]
     if not args.json and not args.quiet:
         for line in rest:
@@ -158,16 +173,36 @@ def cmd_script(args: argparse.Namespace) -> int:
     cluster = connect(cluster_name(args))
     preview = cluster.preview_script(array_size=args.array, **resource_kwargs(args))
     text, summary = preview.script, preview.summary
+    estimates = (
+        cluster.estimate_start(array_size=args.array, **resource_kwargs(args))
+        if args.estimate
+        else []
+    )
     if args.json:
         out.emit_json(
             ScriptOutput,
             ScriptOutput(
-                cluster=cluster.name, allocation=preview.allocation, summary=summary, script=text
+                cluster=cluster.name, allocation=preview.allocation, summary=summary,
+                script=text, estimates=estimates,
             ),
-        )
+        )  # fmt: skip
         return EXIT_OK
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     sys.stdout.flush()
     for line in summary.splitlines():
         (out.warn if line.startswith("advice:") else out.note)(f"# {line}")
+    if args.estimate:
+        print_estimates(estimates)
     return EXIT_OK
+
+
+def print_estimates(estimates: list[StartEstimate]) -> None:
+    """One line per partition on stderr: when (and where) it would start, or why not said."""
+    for e in estimates:
+        where = e.partition or "(default partition)"
+        if e.start is None:
+            out.note(f"start in {where}: no estimate ({e.said})")
+            continue
+        wait = (e.start - datetime.now()).total_seconds()
+        soon = "now" if wait < 60 else f"in {out.duration(int(wait))}"
+        out.note(f"start in {where}: {soon} ({e.start:%Y-%m-%d %H:%M}) on {e.nodes}")

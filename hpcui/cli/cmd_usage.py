@@ -122,6 +122,9 @@ def cmd_top(args: argparse.Namespace) -> int:
                 print("no running job to look at")
             for jid, sample in samples.items():
                 render(sample, cluster.usage.report(jid), sys.stdout)
+                finish = cluster.will_finish(jid) if sample.gpus or sample.tasks else None
+                if finish is not None:  # from the progress its log printed
+                    print(f"will it finish: {finish.line(jid)}")
             sys.stdout.flush()
             shown += 1
             if wanted is not None and all(not s.gpus and not s.tasks for s in samples.values()):

@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter
 
 from hpcui.backends.model import Model
 from hpcui.backends.modules import Module
-from hpcui.backends.records import PartitionInfo, RemoteFile
+from hpcui.backends.records import PartitionInfo, RemoteFile, StartEstimate
 from hpcui.backends.states import JobState
 from hpcui.clusters.job_view import JobView
 from hpcui.jobs.cleanup import CleanReport
@@ -173,6 +173,17 @@ class ScriptOutput(Model):
     allocation: Allocation
     summary: str
     script: str = Field(description="the batch script; folder and token are placeholders")
+    estimates: list[StartEstimate] = Field(
+        default_factory=list, description="with --estimate: when it would start, per partition"
+    )
+
+
+class EstimateOutput(Model):
+    """`submit --estimate` / `run --estimate`: when it would start (nothing submitted)."""
+
+    cluster: str
+    summary: str
+    estimates: list[StartEstimate]
 
 
 class ClusterQueueJob(QueueJob):
@@ -234,6 +245,8 @@ def output_type(args: argparse.Namespace) -> Any:
         from hpcui.jobs.usage import UsageReport
 
         return UsageReport
+    if cmd in ("submit", "run") and getattr(args, "estimate", False):
+        return EstimateOutput
     if cmd in ("init", "add"):
         from hpcui.clusters.onboarding import Proposal
 

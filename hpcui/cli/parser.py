@@ -121,7 +121,16 @@ def _resources(p: argparse.ArgumentParser) -> None:
             g.add_argument(f.flag, dest=dest, type=f.kind, metavar=f.metavar, help=f.help)
 
 
+def _estimate(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help=f"when it would start, per partition, as the scheduler estimates it ({what})",
+    )
+
+
 def _outcome(p: argparse.ArgumentParser) -> None:
+    _estimate(p, "nothing is submitted: sbatch --test-only")
     p.add_argument("--wait", action="store_true", help="show progress until the job ends")
     p.add_argument("--follow", "-f", action="store_true", help="stream the job's stdout live")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the job id")
@@ -495,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("script", "print the batch script a request would submit (nothing is submitted)")
     s.add_argument("--array", type=_positive(int), metavar="N", help="as a job array of N")
+    _estimate(s, "after the script, on stderr; with --json in `estimates`")
     _json(s)
     _resources(s)
 

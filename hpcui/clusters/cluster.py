@@ -11,6 +11,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Unpack
 
+from hpcui.backends.records import StartEstimate
+from hpcui.backends.states import JobState
 from hpcui.clusters import parts as cluster_setup
 from hpcui.clusters.face_support import FaceSupport
 from hpcui.clusters.job_view import JobView, assemble
@@ -20,12 +22,14 @@ from hpcui.jobs import cleanup as housekeeping
 from hpcui.jobs import files as job_files
 from hpcui.jobs import usage
 from hpcui.jobs.control import JobControl
+from hpcui.jobs.finish import FinishWatch
 from hpcui.jobs.handle import JobHandle
 from hpcui.jobs.job import Job, JobList
 from hpcui.jobs.other import OtherJob
 from hpcui.jobs.status import StatusService
 from hpcui.logs import follow as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.profiles import Profile
+from hpcui.progress import Finish
 from hpcui.request.allocation import Allocation
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Capabilities, Scheduler
@@ -33,6 +37,7 @@ from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, shared_registry
 from hpcui.store.signing import job_key
+from hpcui.submission.estimate import estimate_start as submitter_estimate
 from hpcui.submission.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submission.submitter import plan as submitter_plan
 from hpcui.submission.submitter import preview_script as submitter_preview
@@ -291,6 +296,16 @@ class Cluster:
             **resource_kwargs,
         )
 
+    def estimate_start(
+        self, *, array_size: int | None = None, **resource_kwargs: Any
+    ) -> list[StartEstimate]:
+        """When a submit with these resources would start, per candidate partition, as the
+        scheduler estimates it (hpcui.submission.estimate; one round trip)."""
+        return submitter_estimate(
+            self.config, self.profile, self.scheduler, python=self.python, setup=self.setup,
+            array_size=array_size, **resource_kwargs,
+        )  # fmt: skip
+
     # -- existing jobs ---------------------------------------------------------------------
 
     def _record(self, job_id: str) -> JobRecord | None:
@@ -368,7 +383,7 @@ class Cluster:
                 details = self.control.details(job_id)
             except (HpcuiError, NotImplementedError) as exc:
                 log.debug("no details for %s: %s", job_id, exc)
-        return assemble(
+        view = assemble(
             self.name,
             job_id,
             record=record,
@@ -377,6 +392,19 @@ class Cluster:
             gpu_usage=self.usage.report(job_id).summary if record is not None else [],
             status_reason=status_reason,
         )
+        finish = self.finish.running(handle, details) if view.state is JobState.RUNNING else None
+        return view.model_copy(update={"finish": finish.line(job_id)}) if finish else view
+
+    def will_finish(self, ref: str) -> Finish | None:
+        """Whether a running job ends before its limit, from the progress its log printed
+        (hpcui.jobs.finish); None when it does not run or printed no progress with a total."""
+        handle = self.job(str(ref))
+        return self.finish.running(handle, self.control.details(handle.job_id))
+
+    @cached_property
+    def finish(self) -> FinishWatch:
+        """Will it finish: this machine's looks at running jobs' progress (hpcui.jobs.finish)."""
+        return FinishWatch(self.registry.path.parent / "progress", self.name, self.transport)
 
     def _changed(self, job_ids: list[str]) -> None:
         self.status.track(job_ids)  # its state changes: fast polling again

@@ -48,6 +48,11 @@ class JobView(Model):
         description="mean/peak GPU use per GPU over the looks kept while it ran (hpcui usage)",
     )
     hpcui_job: bool = Field(True, description="submitted by hpcui (else folder is empty)")
+    finish: str = Field(
+        "",
+        description="a running job: whether it ends before its limit, from the progress its "
+        "log printed, with the basis of the rate (hpcui.jobs.finish)",
+    )
     details: JobDetails | None = Field(
         None,
         description="the scheduler's description (scontrol show job, qstat -f): log paths, "
@@ -68,6 +73,7 @@ class JobView(Model):
         )
         started = (a.start_time if a else None) or (q.start_time if q else None)
         started = started or (d.start_time if d else None)
+        waiting = self.state in (JobState.PENDING, JobState.SUBMITTING, JobState.REQUEUED)
         # a live job's description is the newest word on its limit (an update --time)
         limit = d.time_limit_s if d and not self.state.is_final else None
         limit = limit or (a.time_limit_s if a else None) or (q.time_limit_s if q else None)
@@ -99,10 +105,13 @@ class JobView(Model):
             ("account", (q.account if q else "") or (a.account if a else "")),
             ("GPUs", str(q.gpus) if q and q.gpus is not None else None),
             ("nodes", nodes),
-            ("started", when(started) if started else None),
+            # a waiting job's start is the scheduler's estimate (squeue --start, scontrol,
+            # PBS estimated.start_time), never a start that happened
+            ("expected start" if waiting else "started", when(started) if started else None),
             ("ended", when(a.end_time) if a and a.end_time else None),
             ("elapsed", (hms(elapsed) + (f" of {hms(limit)}" if limit else "")) if elapsed is not None else None),
             ("time limit", hms(limit) if limit and elapsed is None else None),
+            ("will it finish", self.finish),
             ("exit code", exit_code),
             ("efficiency", a.efficiency.removeprefix("efficiency: ") if a else None),
             ("dependency", d.dependency if d else None),

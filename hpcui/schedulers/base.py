@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -16,6 +16,7 @@ from hpcui.backends.records import (
     NodeInfo,
     PartitionInfo,
     QueueEntry,
+    StartEstimate,
 )
 from hpcui.backends.states import JobState
 from hpcui.backends.usage import UsageReading
@@ -90,6 +91,20 @@ class Scheduler(abc.ABC):
 
     @abc.abstractmethod
     def cancel(self, job_ids: Sequence[str]) -> None: ...
+
+    # -- when a request would start ---------------------------------------------------------
+
+    def estimate_start(self, scripts: Mapping[str, str]) -> list[StartEstimate]:
+        """The scheduler's own start estimate for each script (keyed by the partition it
+        asks), ONE round trip; a scheduler that gives none says so (never a guess)."""
+        return [
+            StartEstimate(
+                partition=p,
+                said=f"{self.name or 'this scheduler'} gives no start estimate for a job "
+                "not yet submitted",
+            )
+            for p in scripts
+        ]
 
     # -- what a running job uses (hpcui.jobs.usage): one command per job per sample ----------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import TypeVar
@@ -34,6 +34,7 @@ from hpcui.backends.records import (
     NodeInfo,
     PartitionInfo,
     QueueEntry,
+    StartEstimate,
 )
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
@@ -259,6 +260,20 @@ class PbsScheduler(Scheduler):
         res = self.transport.run(pbs_script.walltime_command(job_id, seconds))
         _control_checked(res, "qalter -l walltime", [job_id])
 
+    def estimate_start(self, scripts: Mapping[str, str]) -> list[StartEstimate]:
+        """Slurm's wrapper: Slurm's estimate. PBS Pro and Torque have no test submit: no
+        estimate before a job is queued (a queued job may carry `estimated.start_time`)."""
+        if self.dialect == WRAPPER:
+            return self._slurm.estimate_start(scripts)
+        return [
+            StartEstimate(
+                partition=p,
+                said="PBS gives no start estimate before a job is queued (qsub has no test "
+                "submit); once queued, `hpcui show` has the server's estimate if it keeps one",
+            )
+            for p in scripts
+        ]
+
     def _control(self, verb: str, job_ids: Sequence[str]) -> None:
         if self.dialect == WRAPPER:
             return getattr(self._slurm, verb)(job_ids)
@@ -280,6 +295,8 @@ class PbsScheduler(Scheduler):
         self.calls += 1
         cmd = pbs_script.user_jobs_command(dialect, history=history)
         res = _checked(self.transport.run(cmd), "qselect/qstat")
+        if history and dialect == "pbspro":  # read as text: see user_jobs_command
+            return _read(res.stdout, "torque", as_dialect="pbspro")
         return _read(res.stdout, dialect)
 
     def queue(self, into: type[Q]) -> list[Q]:
@@ -417,11 +434,12 @@ def _accounting_entry(job: PbsJob) -> AccountingEntry:
     )
 
 
-def _read(text: str, dialect: str) -> list[PbsJob]:
-    """qstat's answer as jobs; one it cannot read is a SchedulerError, never "no jobs"."""
+def _read(text: str, dialect: str, *, as_dialect: PbsDialect | None = None) -> list[PbsJob]:
+    """qstat's answer as jobs; one it cannot read is a SchedulerError, never "no jobs".
+    `as_dialect`: text output (`dialect` "torque") read as that dialect's jobs."""
     try:
         if dialect == "torque":
-            return pbs.parse_torque_qstat_f(text)
+            return pbs.parse_torque_qstat_f(text, dialect=as_dialect)
         return pbs.parse_qstat_json(text)
     except pbs.PbsParseError as exc:
         raise SchedulerError(str(exc)) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpcui.backends import usage
@@ -17,9 +17,11 @@ from hpcui.backends.records import (
     NodeInfo,
     PartitionInfo,
     QueueEntry,
+    StartEstimate,
 )
 from hpcui.backends.slurm import accounting as slurm_accounting
 from hpcui.backends.slurm import control as slurm_control
+from hpcui.backends.slurm import estimate as slurm_estimate
 from hpcui.backends.slurm import free as slurm_free
 from hpcui.backends.slurm import jobids as slurm_jobids
 from hpcui.backends.slurm import partitions as slurm_partitions
@@ -63,6 +65,19 @@ class SlurmScheduler(Scheduler):
             raise SchedulerError(
                 f"sbatch printed no job id ({exc}); output was: {stdout!r}"
             ) from exc
+
+    def estimate_start(self, scripts: Mapping[str, str]) -> list[StartEstimate]:
+        """`sbatch --test-only` of each script, one round trip (Slurm's backfill answer: a
+        time, nodes and the partition; its refusal in its own words)."""
+        self.calls += 1
+        res = self.transport.run(slurm_estimate.estimate_command(scripts))
+        found = slurm_estimate.parse_test_only(res.stdout)
+        if len(found) != len(scripts):
+            raise SchedulerError(
+                f"sbatch --test-only answered {len(found)} of {len(scripts)} requests: "
+                f"{(res.stdout + res.stderr).strip()[:300]!r}"
+            )
+        return found
 
     def find_token(self, token: str) -> str | None:
         self.calls += 1

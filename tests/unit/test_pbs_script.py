@@ -279,6 +279,9 @@ def test_find_token_in_json_and_torque_text():
     torque = "Job Id: 9[].srv\n    Variable_List = PBS_O_HOME=/h,HPCUI_TO\n\tKEN=tok42,X=1\n"
     assert pbs_script.parse_find_token(torque, "tok42", "torque") == "9.srv"
     assert pbs_script.parse_find_token(torque, "tok4", "torque") is None
+    # PBS Pro's history is asked as text now (one qstat for every id, not one each)
+    assert pbs_script.parse_find_token(torque, "tok42", "pbspro") == "9.srv"
+    assert "xargs -r qstat -x -t -f" in pbs_script.find_token_command("pbspro")
 
 
 # --- the adapter on canned outputs -----------------------------------------------------------
@@ -529,10 +532,9 @@ def test_partitions_are_qstat_q_queues():
 def test_user_jobs_command_per_dialect():
     from hpcui.backends.pbs.script import user_jobs_command
 
-    pro = user_jobs_command("pbspro", history=True)
-    assert (
-        'qselect -x -u "$u"' in pro and 'for j in $ids; do qstat -x -t -f -F json "$j"; done' in pro
-    )
-    assert "-x" not in user_jobs_command("pbspro")
+    pro = user_jobs_command("pbspro", history=True)  # one text qstat for all: not one each
+    assert pro == 'u=$(id -un); qselect -x -u "$u" | xargs -r qstat -x -t -f'
+    live = user_jobs_command("pbspro")
+    assert "-x" not in live and 'for j in $ids; do qstat -t -f -F json "$j"; done' in live
     torque = user_jobs_command("torque", history=True)  # Torque keeps no -x history
     assert "-x" not in torque and torque.endswith("qstat -t -f $ids")

@@ -55,6 +55,7 @@ PENDING_NOTE = "[pending: the log begins when the job starts]"
 USAGE_S = 5.0  # a usage look (one command on the cluster) this often while the screen shows
 SLOW_S = 2.0  # pause before following again after a failed read
 DETAILS_S = 3.0  # the Details follow the queue's (shared, cached) snapshot this often
+FINISH_S = 30.0  # a running job's will-it-finish is looked at this often (a log read)
 
 
 def queue_entry(cluster: Cluster, job_id: str, *, max_age_s: float) -> QueueJob | None:
@@ -104,6 +105,9 @@ class JobScreen(JobControlScreen):
         self.stream = "stdout"
         self.rank = 0
         self.num_tasks = 1
+        self.finish_line = ""  # the running job's will-it-finish (hpcui.jobs.finish)
+        self._finish_next = 0.0
+        self._finish_told: set[tuple[str, str]] = set()
         self.metric = ""  # the user's regex for a form the reader does not know (m, m)
         self.reader = MetricReader()
         self._metrics_dirty = False
@@ -201,6 +205,7 @@ class JobScreen(JobControlScreen):
         self.handle = self.record = self.entry = self.accounting = None
         self._first_state = True  # a job that has failed when opened opens on its traceback
         self.stream, self.rank, self.num_tasks = "stdout", 0, 1
+        self.finish_line, self._finish_next = "", 0.0
         self.panel.reset(f"{job_id} stdout rank 0")
         self._reset_metrics()
         # a new job opens on its log, with no search or tab of the last one
@@ -281,6 +286,8 @@ class JobScreen(JobControlScreen):
             cluster, job_id, record=rec, queue=self.entry, accounting=self.accounting,
             details=self.foreign,
         )  # fmt: skip
+        if self.finish_line and view.state is JobState.RUNNING:
+            view = view.model_copy(update={"finish": self.finish_line})
         head = f"[b]{cluster}:{job_id}[/b]"
         if view.name:
             head += f" {_escape(view.name)}"
@@ -341,13 +348,32 @@ class JobScreen(JobControlScreen):
                 acct = None
                 if state is not None and state.is_final and cluster.capabilities.history:
                     acct = next(iter(cluster.site.history(None, job_ids=[job_id])), None)
+                finish = None
+                if state is JobState.RUNNING and time.monotonic() >= self._finish_next:
+                    self._finish_next = time.monotonic() + FINISH_S
+                    finish = cluster.will_finish(job_id)  # its log's progress vs its limit
             except HpcuiError:
                 time.sleep(DETAILS_S)
                 continue
+            if finish is not None:
+                self.app.call_from_thread(self._finish_now, key, finish)
             self.app.call_from_thread(self._details_now, key, entry, record, acct)
             if acct is not None and acct.state.is_final:
                 return  # what sacct says of an ended job does not change
             time.sleep(DETAILS_S)
+
+    def _finish_now(self, key: tuple[str, str], finish: Any) -> None:
+        """The will-it-finish line for the details; told once per job when it will not."""
+        if key != self.key:
+            return
+        self.finish_line = finish.line(key[1])
+        if finish.will_finish is False and key not in self._finish_told:
+            self._finish_told.add(key)
+            self.notify(
+                f"{key[0]}:{key[1]} will not finish before its limit: {self.finish_line}",
+                severity="warning",
+                timeout=30,
+            )
 
     def _details_now(self, key: tuple[str, str], entry: Any, record: Any, acct: Any) -> None:
         if key != self.key:

@@ -9,6 +9,7 @@ Over 500 lines: one Textual Screen (the form, its validation on each key, the pr
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.syntax import Syntax
@@ -19,6 +20,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.worker import get_current_worker
 
 from hpcui.errors import HpcuiError
 from hpcui.request.fields import FRIENDLY, REQUEST_FIELDS, RequestField
@@ -27,6 +29,7 @@ from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.messages import Prefill, Submitted
 
 if TYPE_CHECKING:
+    from hpcui.backends.records import StartEstimate
     from hpcui.clusters.cluster import Cluster
     from hpcui.request.allocation import Allocation
     from hpcui.tui.context import AppContext
@@ -171,6 +174,29 @@ def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocati
     return shown.summary, shown.script, shown.allocation
 
 
+#: the form waits this long after the last change before asking the scheduler
+ESTIMATE_AFTER_S = 1.0
+
+
+def estimate_line(found: list[StartEstimate]) -> str:
+    """`start estimate: gpu now on node1 · gpu-long 14:30 on node7` (the scheduler's);
+    where it gives none, its reason."""
+    parts = []
+    for e in found:
+        where = e.partition or "default partition"
+        if e.start is None:
+            parts.append(f"{where}: no estimate ({e.said})")
+            continue
+        wait = (e.start - datetime.now()).total_seconds()
+        at = (
+            "now"
+            if wait < 60
+            else f"{e.start:%H:%M}" + ("" if wait < 86400 else f" on {e.start:%Y-%m-%d}")
+        )
+        parts.append(f"{where} {at} on {e.nodes}")
+    return "start estimate: " + " · ".join(parts)
+
+
 def placeholders(alloc: Allocation) -> dict[str, str]:
     """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
     from hpcui.tui.rows import hms
@@ -208,6 +234,8 @@ class SubmitScreen(Screen[None]):
         super().__init__()
         self.ctx = ctx
         self._debounce: Timer | None = None
+        self._estimate_timer: Timer | None = None
+        self.estimate_text = ""  # the start estimate shown (tests read it)
         self.preview_text = ""  # the batch script shown (tests read it)
         self.plan_text = ""
         self.problems: dict[str, str] = {}  # field id -> what is wrong with it
@@ -245,6 +273,7 @@ class SubmitScreen(Screen[None]):
                 yield Static("", id="submit-status")
             with VerticalScroll(id="submit-preview"):
                 yield Static("", id="plan")
+                yield Static("", id="estimate")
                 yield Static("", id="script-preview")
         yield app_footer()
 
@@ -386,6 +415,40 @@ class SubmitScreen(Screen[None]):
         style = "yellow" if offline or "advice:" in summary else "green"
         plan.update(f"[{style}]{_esc(self.plan_text)}[/]")
         script.update(Syntax(text, "bash", line_numbers=False, word_wrap=True))
+        self._schedule_estimate(form, offline == "")
+
+    # -- when would it start (the scheduler's estimate: a round trip, off the typing) -------
+
+    def _schedule_estimate(self, form: SubmitForm, connected: bool) -> None:
+        if self._estimate_timer is not None:
+            self._estimate_timer.stop()
+        box = self.query_one("#estimate", Static)
+        if not connected:
+            self.estimate_text = ""
+            box.update("")
+            return
+        box.update("[dim]start estimate: asking the scheduler…[/]")
+        self._estimate_timer = self.set_timer(ESTIMATE_AFTER_S, lambda: self._estimate(form))
+
+    @work(thread=True, exclusive=True, group="submit-estimate", exit_on_error=False)
+    def _estimate(self, form: SubmitForm) -> None:
+        cluster = self.ctx.hub.cluster(form.cluster)
+        if cluster is None:
+            return
+        kwargs = form.resource_kwargs()
+        calls = form.array_calls()
+        try:
+            found = cluster.estimate_start(array_size=len(calls) if calls else None, **kwargs)
+            text = estimate_line(found)
+        except HpcuiError as exc:
+            text = f"start estimate: none ({exc})"
+        if get_current_worker().is_cancelled:
+            return  # the form changed meanwhile: its own estimate is on the way
+        self.app.call_from_thread(self._estimated, text)
+
+    def _estimated(self, text: str) -> None:
+        self.estimate_text = text
+        self.query_one("#estimate", Static).update(f"[cyan]{_esc(text)}[/]")
 
     def action_leave_field(self) -> None:
         """Esc leaves the field being typed in, so 1-5 and ? work again."""
