@@ -498,6 +498,14 @@ def status_command(job_ids: Sequence[str], dialect: PbsDialect = "pbspro") -> li
     return _EACH.format(ids=" ".join(quote(i) for i in ids))
 
 
+#: what `--estimate` says on PBS Pro and Torque (a queued job may carry the server's
+#: `estimated.start_time`, which `show` gives as its expected start)
+NO_ESTIMATE = (
+    "PBS gives no start estimate before a job is queued (qsub has no test submit); once "
+    "queued, `hpcui show` has the server's estimate if it keeps one"
+)
+
+
 def find_token_command(dialect: PbsDialect = "pbspro") -> str:
     """The user's jobs (with history where there is some) with their Variable_List."""
     if dialect == "torque":

@@ -28,8 +28,8 @@ from hpcui.jobs.job import Job, JobList
 from hpcui.jobs.other import OtherJob
 from hpcui.jobs.status import StatusService
 from hpcui.logs import follow as _logs  # site state (queue, quota, modules, logs): block at the end
+from hpcui.logs.progress import Finish
 from hpcui.profiles import Profile
-from hpcui.progress import Finish
 from hpcui.request.allocation import Allocation
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Capabilities, Scheduler
@@ -392,17 +392,19 @@ class Cluster:
             gpu_usage=self.usage.report(job_id).summary if record is not None else [],
             status_reason=status_reason,
         )
-        finish = self.finish.running(handle, details) if view.state is JobState.RUNNING else None
+        finish = (
+            self._finish_watch.running(handle, details) if view.state is JobState.RUNNING else None
+        )
         return view.model_copy(update={"finish": finish.line(job_id)}) if finish else view
 
     def will_finish(self, ref: str) -> Finish | None:
         """Whether a running job ends before its limit, from the progress its log printed
         (hpcui.jobs.finish); None when it does not run or printed no progress with a total."""
         handle = self.job(str(ref))
-        return self.finish.running(handle, self.control.details(handle.job_id))
+        return self._finish_watch.running(handle, self.control.details(handle.job_id))
 
     @cached_property
-    def finish(self) -> FinishWatch:
+    def _finish_watch(self) -> FinishWatch:
         """Will it finish: this machine's looks at running jobs' progress (hpcui.jobs.finish)."""
         return FinishWatch(self.registry.path.parent / "progress", self.name, self.transport)
 

@@ -1,5 +1,5 @@
 """Will a running job finish before its limit? The progress its log printed
-(hpcui.progress) against the scheduler's elapsed time and limit. The rate is the progress
+(hpcui.logs.progress) against the scheduler's elapsed time and limit. The rate is the progress
 bar's own where it prints one; else what this machine's earlier looks at the job saw
 (kept per job, the last 10 minutes: `show`, `top` and the app each add a look); else what
 was done since the job started. Each answer says which."""
@@ -18,7 +18,7 @@ from hpcui.backends.records import JobDetails
 from hpcui.backends.states import JobState
 from hpcui.common.formatting import hms
 from hpcui.errors import HpcuiError
-from hpcui.progress import Finish, Progress, read_progress, will_finish
+from hpcui.logs.progress import Finish, Progress, read_progress, will_finish
 from hpcui.transport.base import Transport
 
 log = logging.getLogger(__name__)

@@ -261,18 +261,10 @@ class PbsScheduler(Scheduler):
         _control_checked(res, "qalter -l walltime", [job_id])
 
     def estimate_start(self, scripts: Mapping[str, str]) -> list[StartEstimate]:
-        """Slurm's wrapper: Slurm's estimate. PBS Pro and Torque have no test submit: no
-        estimate before a job is queued (a queued job may carry `estimated.start_time`)."""
+        """Slurm's wrapper: Slurm's estimate. PBS has no test submit: none, said so."""
         if self.dialect == WRAPPER:
             return self._slurm.estimate_start(scripts)
-        return [
-            StartEstimate(
-                partition=p,
-                said="PBS gives no start estimate before a job is queued (qsub has no test "
-                "submit); once queued, `hpcui show` has the server's estimate if it keeps one",
-            )
-            for p in scripts
-        ]
+        return [StartEstimate(partition=p, said=pbs_script.NO_ESTIMATE) for p in scripts]
 
     def _control(self, verb: str, job_ids: Sequence[str]) -> None:
         if self.dialect == WRAPPER:

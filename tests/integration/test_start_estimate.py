@@ -53,7 +53,7 @@ def test_the_cli_estimates_without_submitting(site, tmp_path):
     assert res.stdout == ""  # no job id: nothing was submitted
 
 
-def test_pbs_says_it_gives_no_estimate(devcluster):
+def test_pbs_says_it_gives_no_estimate(dev_env):
     res = cli("-c", "pbs", "submit", "json:dumps", "--args", "[1]", "--estimate", "--json")
     assert res.returncode == 0, res.stderr
     said = json.loads(res.stdout)
@@ -77,12 +77,10 @@ def test_the_submit_form_shows_the_schedulers_estimate(site):
             form = app.screen
             form.query_one("#target").value = "json:dumps"
             form.query_one("#res-time").value = "5m"
-            await wait_for(pilot, lambda: "start estimate:" in form.estimate_text, 30, "estimate")
+            await wait_for(pilot, lambda: "start estimate:" in form.estimate_text, 30)
             first = form.estimate_text
             form.query_one("#res-partition").value = "gpu"
-            await wait_for(
-                pilot, lambda: form.estimate_text.startswith("start estimate: gpu "), 30, "gpu"
-            )
+            await wait_for(pilot, lambda: form.estimate_text.startswith("start estimate: gpu "), 30)
             return first, form.estimate_text
 
     first, gpu = asyncio.run(go())

@@ -107,7 +107,8 @@ def test_the_protocol_check_sees_a_handle_that_is_not_one() -> None:
 #: Cluster's own names: the user's API and the parts a caller may hand in (transport,
 #: scheduler, registry); the faces' plumbing is behind `faces` (hpcui.clusters.face_support)
 CLUSTER_API = {
-    "submit", "map", "plan", "preview_script", "job", "get_job", "view", "logs", "records",
+    "submit", "map", "plan", "preview_script", "estimate_start", "job", "get_job", "view",
+    "will_finish", "logs", "records",
     "site", "control", "files", "usage", "clean", "run", "close", "capabilities", "profile",
     "python", "setup", "remote_info", "faces",
     "transport", "scheduler", "registry", "status", "submitter",

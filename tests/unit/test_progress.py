@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hpcui.jobs.finish import FinishWatch
-from hpcui.progress import read_progress, will_finish
+from hpcui.logs.progress import read_progress, will_finish
 from tests.conftest import ROOT
 
 LOGS = ROOT / "tests" / "fixtures" / "progress-logs"

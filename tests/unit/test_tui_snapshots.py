@@ -33,7 +33,7 @@ from hpcui.store.registry import JobRecord, Registry
 from hpcui.transport.base import CommandResult
 from hpcui.tui.app import HpcuiApp
 from tests.canned import CannedTransport, scripted
-from tests.conftest import fixture_text
+from tests.conftest import ROOT, fixture_text
 
 SIZE = (140, 36)
 NOW = datetime(2026, 11, 22, 13, 31, tzinfo=UTC)  # just after the capture
@@ -179,6 +179,13 @@ class ReplayCluster(Cluster):
     def run(self, cmd, **kw):  # type: ignore[override]
         return SimpleNamespace(check=lambda what: None)
 
+    def estimate_start(self, **kw):  # type: ignore[override]
+        """Slurm's `sbatch --test-only` answer, replayed (tests/fixtures/slurm-test-only)."""
+        from hpcui.backends.slurm.estimate import END, parse_test_only
+
+        said = (ROOT / "tests/fixtures/slurm-test-only/started.txt").read_text()
+        return parse_test_only(f"{said}{END} gpu\n")
+
     def remote_info(self):  # type: ignore[override]
         return SimpleNamespace(python_version=(3, 11))
 
@@ -289,6 +296,8 @@ async def _submit(pilot) -> None:
     await pilot.press("3")
     screen = app.screen
     await until(pilot, lambda: "#SBATCH" in getattr(screen, "preview_text", ""))
+    # the start estimate comes a second after the last change (a worker): wait for it
+    await until(pilot, lambda: getattr(screen, "estimate_text", "").startswith("start estimate"))
 
 
 async def _cluster(pilot) -> None:

@@ -273,7 +273,7 @@ class SubmitScreen(Screen[None]):
                 yield Static("", id="submit-status")
             with VerticalScroll(id="submit-preview"):
                 yield Static("", id="plan")
-                yield Static("", id="estimate")
+                yield Static("", id="estimate").set_styles("display: none;")
                 yield Static("", id="script-preview")
         yield app_footer()
 
@@ -423,6 +423,7 @@ class SubmitScreen(Screen[None]):
         if self._estimate_timer is not None:
             self._estimate_timer.stop()
         box = self.query_one("#estimate", Static)
+        box.display = connected  # offline: no line at all (the preview says it is offline)
         if not connected:
             self.estimate_text = ""
             box.update("")
