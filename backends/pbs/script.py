@@ -297,7 +297,9 @@ def user_jobs_command(dialect: PbsDialect, *, history: bool = False) -> str:
         # 75 s for 360 on the dev site (0.2 s a call), so history is read as text, whose
         # qstat lists every operand (xargs splits a list too long for one command line):
         # 2 s (parse_torque_qstat_f reads it, as PBS Pro's)
-        return 'u=$(id -un); qselect -x -u "$u" | xargs -r qstat -x -t -f'
+        # (a server whose qstat prints no text gets the JSON loop: _read tells them apart;
+        # not on a failed status, which one job purged meanwhile also gives)
+        return 'u=$(id -un); ids=$(qselect -x -u "$u"); [ -z "$ids" ] || { ' + _TEXT_OR_EACH + " }"
     # one qstat per id: OpenPBS prints only the first id's jobs with -F json (_EACH)
     return (
         f'u=$(id -un); ids=$(qselect {x}-u "$u"); '
@@ -484,6 +486,12 @@ QSTAT_JSON = ("qstat", "-x", "-t", "-f", "-F", "json")
 #: found on the dev cluster's OpenPBS). So several ids are one qstat each, in ONE
 #: round trip, each printing a JSON document of its own (parse_qstat_json reads them all).
 _EACH = 'for j in {ids}; do qstat -x -t -f -F json "$j"; done'
+#: every id of $ids in one text qstat (xargs splits a list too long for one command);
+#: where that prints nothing (a qstat that refuses text), one JSON qstat per id
+_TEXT_OR_EACH = (
+    'out=$(printf "%s\\n" $ids | xargs qstat -x -t -f 2>/dev/null); '
+    'if [ -n "$out" ]; then printf "%s\\n" "$out"; else ' + _EACH.format(ids="$ids") + "; fi;"
+)
 
 
 def status_command(job_ids: Sequence[str], dialect: PbsDialect = "pbspro") -> list[str] | str:
@@ -512,7 +520,10 @@ def find_token_command(dialect: PbsDialect = "pbspro") -> str:
         return 'ids=$(qselect -u "$(id -un)"); [ -z "$ids" ] || qstat -f $ids'
     # as text, every id in one qstat (one JSON qstat per id took 75 s for 360 jobs of
     # history, after a dropped submit): parse_find_token reads the text blocks
-    return 'u=$(id -un); { qselect -x -u "$u" 2>/dev/null || qselect -u "$u"; } | xargs -r qstat -x -t -f'
+    return (
+        'u=$(id -un); ids=$(qselect -x -u "$u" 2>/dev/null || qselect -u "$u"); '
+        '[ -z "$ids" ] || { ' + _TEXT_OR_EACH + " }"
+    )
 
 
 def parse_find_token(text: str, token: str, dialect: PbsDialect = "pbspro") -> str | None:

@@ -287,8 +287,8 @@ class PbsScheduler(Scheduler):
         self.calls += 1
         cmd = pbs_script.user_jobs_command(dialect, history=history)
         res = _checked(self.transport.run(cmd), "qselect/qstat")
-        if history and dialect == "pbspro":  # read as text: see user_jobs_command
-            return _read(res.stdout, "torque", as_dialect="pbspro")
+        if history and dialect == "pbspro" and not res.stdout.lstrip().startswith("{"):
+            return _read(res.stdout, "torque", as_dialect="pbspro")  # text: user_jobs_command
         return _read(res.stdout, dialect)
 
     def queue(self, into: type[Q]) -> list[Q]:

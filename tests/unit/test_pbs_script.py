@@ -281,7 +281,7 @@ def test_find_token_in_json_and_torque_text():
     assert pbs_script.parse_find_token(torque, "tok4", "torque") is None
     # PBS Pro's history is asked as text now (one qstat for every id, not one each)
     assert pbs_script.parse_find_token(torque, "tok42", "pbspro") == "9.srv"
-    assert "xargs -r qstat -x -t -f" in pbs_script.find_token_command("pbspro")
+    assert "xargs qstat -x -t -f 2>/dev/null)" in pbs_script.find_token_command("pbspro")
 
 
 # --- the adapter on canned outputs -----------------------------------------------------------
@@ -533,7 +533,8 @@ def test_user_jobs_command_per_dialect():
     from hpcui.backends.pbs.script import user_jobs_command
 
     pro = user_jobs_command("pbspro", history=True)  # one text qstat for all: not one each
-    assert pro == 'u=$(id -un); qselect -x -u "$u" | xargs -r qstat -x -t -f'
+    assert "xargs qstat -x -t -f 2>/dev/null)" in pro  # text first, the JSON loop if none
+    assert 'else for j in $ids; do qstat -x -t -f -F json "$j"; done; fi' in pro
     live = user_jobs_command("pbspro")
     assert "-x" not in live and 'for j in $ids; do qstat -t -f -F json "$j"; done' in live
     torque = user_jobs_command("torque", history=True)  # Torque keeps no -x history
