@@ -6,7 +6,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK
@@ -198,11 +197,13 @@ def cmd_script(args: argparse.Namespace) -> int:
 
 def print_estimates(estimates: list[StartEstimate]) -> None:
     """One line per partition on stderr: when (and where) it would start, or why not said."""
+    from hpcui.submission.estimate import NOW_S, wait_s  # the CLI imports when it runs
+
     for e in estimates:
         where = e.partition or "(default partition)"
-        if e.start is None:
+        wait = wait_s(e)
+        if e.start is None or wait is None:
             out.note(f"start in {where}: no estimate ({e.said})")
             continue
-        wait = (e.start - datetime.now()).total_seconds()
-        soon = "now" if wait < 60 else f"in {out.duration(int(wait))}"
+        soon = "now" if wait < NOW_S else f"in {out.duration(int(wait))}"
         out.note(f"start in {where}: {soon} ({e.start:%Y-%m-%d %H:%M}) on {e.nodes}")

@@ -9,6 +9,7 @@ no round trip of its own. Big files go in resumable chunks."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -313,7 +314,17 @@ def _keep_times(path: Path, e: Entry) -> None:
     os.chmod(path, e.mode & 0o777 & ~_umask())
 
 
+@functools.cache
 def _umask() -> int:
-    mask = os.umask(0)
+    """This process's umask, read once: setting it to read it (os.umask has no getter)
+    leaves 0 in force for a moment, for every thread (the app copies in workers while
+    others write files). Linux says it in /proc/self/status without that."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # the safe side while it is away from its value
     os.umask(mask)
     return mask

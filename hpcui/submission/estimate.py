@@ -5,6 +5,7 @@ scheduler without estimates says so (`Scheduler.estimate_start`)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from hpcui.backends.records import StartEstimate
@@ -14,6 +15,16 @@ from hpcui.profiles import Profile
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Scheduler
 from hpcui.submission.submitter import plan, preview_script
+
+#: an estimate this close to now is "now" (the scheduler's clock and ours drift a little)
+NOW_S = 60
+
+
+def wait_s(e: StartEstimate) -> float | None:
+    """Seconds until the estimated start (None: no estimate); below NOW_S it starts now.
+    The one reading both faces (`--estimate`, the Submit form) print."""
+    return None if e.start is None else (e.start - datetime.now()).total_seconds()
+
 
 #: partitions asked at most (one `sbatch --test-only` each, one round trip for all)
 MAX_PARTITIONS = 4

@@ -9,7 +9,6 @@ Over 500 lines: one Textual Screen (the form, its validation on each key, the pr
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.syntax import Syntax
@@ -24,6 +23,7 @@ from textual.worker import get_current_worker
 
 from hpcui.errors import HpcuiError
 from hpcui.request.fields import FRIENDLY, REQUEST_FIELDS, RequestField
+from hpcui.submission.estimate import NOW_S, wait_s
 from hpcui.submission.targets import Call, default_name, json_value, load_call
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.messages import Prefill, Submitted
@@ -184,13 +184,13 @@ def estimate_line(found: list[StartEstimate]) -> str:
     parts = []
     for e in found:
         where = e.partition or "default partition"
-        if e.start is None:
+        wait = wait_s(e)
+        if e.start is None or wait is None:
             parts.append(f"{where}: no estimate ({e.said})")
             continue
-        wait = (e.start - datetime.now()).total_seconds()
         at = (
             "now"
-            if wait < 60
+            if wait < NOW_S
             else f"{e.start:%H:%M}" + ("" if wait < 86400 else f" on {e.start:%Y-%m-%d}")
         )
         parts.append(f"{where} {at} on {e.nodes}")
