@@ -40,6 +40,8 @@ class BatchSpec:
     signal_delay_s: int = 90  # USR2 this long before the time limit: submitit checkpoints
     launcher: str = "submitit"  # "torchrun": one torchrun per node starts a rank per GPU
     max_restarts: int = 0  # torchrun --max-restarts
+    #: a segment of a chain (backends/chain.py): skip when done, resume, cancel the rest
+    chain: bool = False
     #: run the tasks' Python inside this prepared image (backends/containers.py)
     image: ContainerLaunch | None = None
 

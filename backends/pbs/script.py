@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hpcui.backends import containers
+from hpcui.backends import chain, containers
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.getopt_names import options_set
 from hpcui.backends.job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
@@ -443,11 +443,44 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         f'2>>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stderr")}"',
         *spec.setup,
         *(containers.conf_lines(spec.image, spec.folder) if spec.image else ()),
+        *_chain_start(spec),
         f'[ -z "$pkl" ] || ln -sf "$pkl" "$HPCUI_JOB_FOLDER/{submitted_name("${HPCUI_JOB_ID}")}"',
-        _LAUNCH,
+        _LAUNCH if not spec.chain else _LAUNCH.removesuffix("exit $rc"),
+        *(
+            [chain.cancel_rest('"$HPCUI_JOB_FOLDER"', "${PBS_JOBID}", "qdel"), "exit $rc"]
+            if spec.chain
+            else []
+        ),
         "",
     ]
     return "\n".join(lines)
+
+
+def _chain_start(spec: BatchSpec) -> list[str]:
+    """A chain's segment (backends/chain.py): leave when an earlier one finished the work,
+    else run the last checkpoint's call if a Checkpointable left one."""
+    if not spec.chain:
+        return []
+    folder = '"$HPCUI_JOB_FOLDER"'
+    return [
+        chain.skip_if_done(folder),
+        f"export {chain.ENV}=1",
+        f'[ -z "$pkl" ] || pkl={chain.call_pickle(folder, pickle_name())}',
+    ]
+
+
+def chain_submit_command(submit: Sequence[str], segments: int, after_ok: Sequence[str] = ()) -> str:
+    """`segments` qsub calls in one shell command, each after the one before (afterany;
+    backends/chain.py); `submit` is the dialect's qsub command line, the script last.
+    The command line's depend= replaces the script's, so `after_ok` is said again."""
+    ok = f"afterok:{':'.join(to_pbs_id(j) for j in after_ok)}," if after_ok else ""
+    *head, script = submit
+    return chain.submit_command(
+        submit,
+        lambda prev: [*head, "-W", f"depend={ok}afterany:{prev}", script],
+        segments,
+        cancel="qdel",
+    )
 
 
 # --- commands ----------------------------------------------------------------------------

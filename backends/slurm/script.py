@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hpcui.backends import containers
+from hpcui.backends import chain, containers
 from hpcui.backends.batch import BatchSpec, format_duration, format_mem
 from hpcui.backends.getopt_names import options_set
 from hpcui.backends.job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
@@ -116,6 +116,8 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         lines.append(f'export PYTHONPATH={quote(path)}"${{PYTHONPATH:+:$PYTHONPATH}}"')
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
+    if spec.chain:
+        lines += [chain.skip_if_done(folder), f"export {chain.ENV}=1"]
     lines += verify_lines(spec.verified)
     lines += list(spec.setup)
     if spec.image is not None:
@@ -125,6 +127,8 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         pkl, pattern = "", "%A_%a"  # an element reads its call from the pack
     else:
         job, pkl, pattern = '"${SLURM_JOB_ID}"', quote(pickle_name()), "%j"
+        if spec.chain:
+            pkl = chain.call_pickle(folder, pickle_name())
     out = log_stem(pattern, "%t")
     entry, srun_extra = "hpcui.node.signed", ""  # submitit's process_job + signature
     if spec.launcher == "torchrun":  # hpcui/node/torchrun.py; each rank writes <id>_<rank>_log.*
@@ -157,14 +161,30 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         else f"[ -e {folder}/{submitted} ] || ln -sf {pkl} {folder}/{submitted}",
         f"srun --unbuffered {srun_extra}--output={quote(spec.folder + '/' + out + '.out')} "
         f"--error={quote(spec.folder + '/' + out + '.err')} {command}",
-        "",
     ]
-    return lines
+    if spec.chain:  # the job's status stays srun's
+        lines[-1] += "; rc=$?"
+        lines += [chain.cancel_rest(folder, "${SLURM_JOB_ID}", "scancel"), "exit $rc"]
+    return [*lines, ""]
 
 
 def sbatch_command(script_path: str) -> list[str]:
     """`sbatch --parsable SCRIPT`: prints `id` or `id;cluster`."""
     return ["sbatch", "--parsable", script_path]
+
+
+def chain_submit_command(script_path: str, segments: int, after_ok: Sequence[str] = ()) -> str:
+    """`segments` sbatch calls in one shell command, each after the one before (afterany:
+    it runs whatever way the previous one ended; backends/chain.py). The command line's
+    --dependency replaces the script's, so `after_ok` is said again."""
+    ok = f"afterok:{':'.join(after_ok)}," if after_ok else ""
+    return chain.submit_command(
+        sbatch_command(script_path),
+        lambda prev: ["sbatch", "--parsable", f"--dependency={ok}afterany:{prev}", script_path],
+        segments,
+        cancel="scancel",
+        strip=";*",
+    )
 
 
 def find_token_command(user: str | None = None) -> list[str]:

@@ -160,8 +160,10 @@ def _print_jobs(args: argparse.Namespace, rows: list[tuple[str, Any]]) -> None:
     def ref(name: str, job_id: str) -> str:
         return f"{name}:{job_id}" if name else job_id
 
-    if not args.expand:  # an array of 300 tasks is one row, as in the app
+    if not args.expand:  # an array of 300 tasks is one row, as in the app; a chain too
         rows = _folded(rows, history=bool(args.history))
+        if not args.history:
+            rows = _chains_folded(rows, cluster_name(args))
     if args.history:
         out.table(
             ["JOBID", "NAME", "STATE", "EXIT", "ELAPSED", "NODES", "PARTITION", "END"],
@@ -242,6 +244,26 @@ def _folded(rows: list[tuple[str, Any]], *, history: bool) -> list[tuple[str, An
                                            "elapsed_s": None})  # fmt: skip
         out.append((name, row))
     return out
+
+
+def _chains_folded(rows: list[tuple[str, Any]], default: str | None) -> list[tuple[str, Any]]:
+    """Each chain's segments as one row: its segment now, named `NAME · chain k/N`
+    (hpcui.sitestate.chains; the registry says which jobs are segments)."""
+    from hpcui.config import load_config
+    from hpcui.sitestate.chains import fold_chains, segments_of
+    from hpcui.store.registry import job_records
+
+    segments = segments_of(job_records().list(limit=10_000))
+    if not segments:
+        return rows
+    here = default or load_config().default or ""
+    folded = fold_chains(
+        rows, lambda item: (item[0] or here, item[1].job_id), lambda item: item[1].state, segments
+    )
+    return [
+        (name, r if seg is None else r.model_copy(update={"name": f"{r.name} · {seg.label()}"}))
+        for (name, r), seg, _members in folded
+    ]
 
 
 def _registry_jobs(args: argparse.Namespace) -> int:

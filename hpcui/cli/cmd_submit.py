@@ -91,11 +91,21 @@ def _submit(
         state=job.state,
         allocation=summary,
         advice=advice,
+        segments=getattr(job, "ids", []),
     )
     if args.quiet and not args.json:
         print(job.job_id, flush=True)
     elif not args.json:
-        print(f"submitted job {job.job_id} on {cluster.name} ({job.name}: {summary})", flush=True)
+        chained = (
+            f" as a chain of {len(record.segments)} ({', '.join(record.segments)}, each after "
+            "the one before)"
+            if record.segments
+            else ""
+        )
+        print(
+            f"submitted job {job.job_id} on {cluster.name}{chained} ({job.name}: {summary})",
+            flush=True,
+        )
     if not (args.wait or args.follow):
         if args.json:
             out.emit_json(SubmitOutput, record)

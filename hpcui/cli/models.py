@@ -116,6 +116,10 @@ class SubmitOutput(Model):
     state: JobState
     allocation: str = Field(description="what was asked of the scheduler (one line)")
     advice: list[str] = Field(default_factory=list)
+    segments: list[str] = Field(
+        default_factory=list,
+        description="with --chain: every segment's job id, in order (job_id is the first)",
+    )
     result: ResultOutput | None = Field(None, description="with --wait or --follow")
 
 

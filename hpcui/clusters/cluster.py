@@ -21,6 +21,7 @@ from hpcui.errors import HpcuiError, UsageError
 from hpcui.jobs import cleanup as housekeeping
 from hpcui.jobs import files as job_files
 from hpcui.jobs import usage
+from hpcui.jobs.chain import ChainJob, job_for, whole_chains
 from hpcui.jobs.control import JobControl
 from hpcui.jobs.finish import FinishWatch
 from hpcui.jobs.handle import JobHandle
@@ -36,7 +37,6 @@ from hpcui.schedulers.base import Capabilities, Scheduler
 from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, shared_registry
-from hpcui.store.signing import job_key
 from hpcui.submission.estimate import estimate_start as submitter_estimate
 from hpcui.submission.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submission.submitter import plan as submitter_plan
@@ -238,7 +238,8 @@ class Cluster:
         resources: Resources | None = None,
         **resource_kwargs: Any,
     ) -> Job:
-        """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...)."""
+        """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...);
+        `chain=N` runs it as up to N jobs in a row past the site's limit (a `ChainJob`)."""
         req = resources or Resources.from_kwargs(**resource_kwargs)
         return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
 
@@ -259,7 +260,7 @@ class Cluster:
         return JobList(self._jobs(self.submitter.submit(fn, calls, req, True)))
 
     def _jobs(self, done: Submitted) -> list[Job]:
-        return [
+        jobs = [
             Job(
                 self,
                 jid,
@@ -272,6 +273,7 @@ class Cluster:
             )
             for jid in done.ids
         ]
+        return [ChainJob(jobs)] if done.chain else jobs
 
     def _submitted(self) -> None:
         self._queue_changed()
@@ -323,18 +325,13 @@ class Cluster:
                 f"No job {job_id} of cluster {self.name!r} in the registry "
                 f"({self.registry.path}). `hpcui jobs --cluster {self.name}` lists known jobs."
             )
-        self.status.track([rec.job_id or ""], rec.state)
-        # jobs submitted before results were signed (no "signed" in meta) keep working
-        key = job_key(rec.token) if rec.meta.get("signed") else None
-        return Job(
+        for r in self.registry.by_token(self.name, rec.token) if "chain" in rec.meta else [rec]:
+            self.status.track([r.job_id or ""], r.state)
+        return job_for(
             self,
-            rec.job_id or "",
-            rec.folder,
-            num_tasks=rec.num_tasks,
-            name=rec.name,
-            result_key=key,
+            rec,
+            lambda token: self.registry.by_token(self.name, token),
             result_cache=self._result_cache,
-            cleaned_at=rec.meta.get("cleaned_at"),
             spool_dir=self._log_spool,
         )
 
@@ -403,6 +400,10 @@ class Cluster:
         handle = self.job(str(ref))
         return self._finish_watch.running(handle, self.control.details(handle.job_id))
 
+    def running_finishes(self, most: int = 10) -> dict[str, Finish]:
+        """Will-it-finish of the user's running hpcui jobs, from the last minute's queue."""
+        return self._finish_watch.of_queue(self.site.queue(max_age_s=60), self.job, most)
+
     @cached_property
     def _finish_watch(self) -> FinishWatch:
         """Will it finish: this machine's looks at running jobs' progress (hpcui.jobs.finish)."""
@@ -425,6 +426,7 @@ class Cluster:
             changed=self._changed,
             known_over=self._known_over,
             cancel_sent=self._cancel_sent,
+            whole_chains=lambda ids: whole_chains(self.registry, self.name, ids, self._known_over),
         )
 
     def _cancel_sent(self, job_ids: list[str]) -> None:

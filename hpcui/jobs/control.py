@@ -44,7 +44,10 @@ class JobControl:
         changed: Callable[[list[str]], None],
         known_over: Callable[[str], bool] | None = None,
         cancel_sent: Callable[[list[str]], None] | None = None,
+        whole_chains: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
+        #: a chain's segment stands for its chain: the ids of every segment not ended
+        self.whole_chains = whole_chains
         self.name = name
         #: told which jobs a cancel was accepted for (the registry notes when: PBS keeps
         #: such a job R for its kill_delay, and `show` says it is ending)
@@ -67,7 +70,10 @@ class JobControl:
         return self.scheduler.batch_script(str(job_id))
 
     def cancel(self, job_ids: Sequence[str]) -> None:
-        """Cancel jobs (one scheduler call); their end reaches the registry and the queue."""
+        """Cancel jobs (one scheduler call); their end reaches the registry and the queue.
+        A chain's segment cancels the chain: every segment of it still waiting or running."""
+        if job_ids and self.whole_chains is not None:
+            job_ids = self.whole_chains(list(job_ids))
         if job_ids:
             self._do(self.scheduler.cancel, job_ids)
             if self.cancel_sent is not None:

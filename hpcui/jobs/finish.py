@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,28 @@ class FinishWatch:
         except (HpcuiError, OSError) as exc:
             log.debug("no progress read for %s: %s", handle.job_id, exc)
             return None
+
+    def of_queue(
+        self, rows: Iterable[Any], handle_of: Callable[[str], Any], most: int = 10
+    ) -> dict[str, Finish]:
+        """Running hpcui jobs of a queue listing (its elapsed time and limit: no scheduler
+        call of its own), at most `most`, one log read each: the app's column and notice."""
+        out: dict[str, Finish] = {}
+        for row in rows:
+            if len(out) >= most:
+                break
+            if row.state is not JobState.RUNNING or not row.hpcui:
+                continue
+            try:
+                finish = self.look(
+                    handle_of(row.job_id), elapsed_s=row.elapsed_s, limit_s=row.time_limit_s
+                )
+            except (HpcuiError, OSError) as exc:
+                log.debug("no progress read for %s: %s", row.job_id, exc)
+                continue
+            if finish is not None:
+                out[row.job_id] = finish
+        return out
 
     def look(
         self,

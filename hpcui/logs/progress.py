@@ -116,6 +116,17 @@ class Finish:
             return None
         return self.needed_s <= self.limit_left_s
 
+    def cell(self) -> str:
+        """The queue table's few words: `no: needs 3:04:00, 1:10:00 left`."""
+        if self.needed_s is None:
+            return "no ETA yet"
+        need = hms(int(self.needed_s), pad_hours=False)
+        if self.will_finish is None:
+            return f"needs {need}"
+        if self.will_finish:
+            return f"yes: {need} more"
+        return f"NO: needs {need}, {hms(int(max(self.limit_left_s or 0, 0)), pad_hours=False)} left"
+
     def line(self, job_id: str = "JOB") -> str:
         p = self.progress
         where = f"{p.done:,.0f}/{p.total:,.0f} {p.unit}" + (f" of {p.scope}" if p.scope else "")

@@ -15,6 +15,7 @@ import hmac
 import os
 import sys
 
+from hpcui.backends import chain
 from hpcui.backends.job_paths import (
     CALL_INDEX_ENV,
     CALLS_PACK,
@@ -80,6 +81,38 @@ def write_call(folder: str) -> None:
     os.replace(tmp, target)  # every task of the element may do this: same bytes
 
 
+def mark_chain_done(folder: str) -> None:
+    """A chain's segment, task 0 only: write DONE when this segment finished the chain's
+    work (backends/chain.py decides from the result and the time-limit flag), so the
+    segments after it are cancelled and never run the call again."""
+    from submitit import JobEnvironment
+
+    from hpcui import distributed
+
+    env = JobEnvironment()
+    if env.global_rank != 0:
+        return
+    try:
+        with open(env.paths.result_pickle, "rb") as fh:
+            head: bytes | None = fh.read(64)
+    except FileNotFoundError:
+        head = None
+    if not chain.finished_work(head, distributed._State.time_limit_near):
+        if head is not None:
+            print(
+                "hpcui: the call returned after the time-limit signal: the chain's next "
+                "segment goes on from its checkpoint",
+                file=sys.stderr,
+                flush=True,
+            )
+        return
+    done = os.path.join(folder, chain.DONE)
+    tmp = f"{done}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(f"{env.job_id}\n")
+    os.replace(tmp, done)
+
+
 class _Exit:
     #: set once the task returned and its result is signed (and torch.distributed ran)
     skip_native_teardown = False
@@ -117,6 +150,8 @@ def run(folder: str) -> None:
         process_job(folder)
     finally:
         sign_result(folder)
+        if os.environ.get(chain.ENV):
+            mark_chain_done(folder)
     _Exit.skip_native_teardown = "torch.distributed" in sys.modules
 
 

@@ -9,7 +9,8 @@ near: ``hpcui.distributed.stop_requested()`` turns true on rank 0 (and so, by it
 broadcast, on every rank), the callbacks given to ``hpcui.distributed.at_time_limit``
 run once, and the job goes on. At the limit the scheduler ends it (Slurm: TIMEOUT) and
 the client says so. A Checkpointable (it has ``checkpoint``) keeps submitit's checkpoint
-and requeue. Standard library and submitit only.
+and requeue; in a chain its checkpoint is the next segment's call instead.
+Standard library, submitit and the job folder's names only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import threading
 import time
 import types
 from typing import Any
+
+from hpcui.backends import chain
 
 _installed: list[bool] = []
 
@@ -87,7 +90,9 @@ def install() -> None:
     stock = SignalHandler.checkpoint_and_try_requeue
 
     def checkpoint_or_note(self: Any, signum: int, frame: types.FrameType | None = None) -> None:
-        if hasattr(self._delayed.function, "checkpoint"):
+        if hasattr(self._delayed.function, "checkpoint") and os.environ.get(chain.ENV):
+            checkpoint_for_next_segment(self, signum)
+        elif hasattr(self._delayed.function, "checkpoint"):
             stock(self, signum, frame)
         else:
             note_limit_near(signum, frame)
@@ -95,6 +100,29 @@ def install() -> None:
     SignalHandler.checkpoint_and_try_requeue = checkpoint_or_note  # type: ignore[method-assign]  # submitit's hook, patched in the job
     SignalHandler.bypass = lambda self, signum, frame=None: note_ending(signum, frame)  # type: ignore[method-assign]  # its log line, in hpcui's words
     _installed.append(True)
+
+
+def checkpoint_for_next_segment(handler: Any, signum: int) -> None:
+    """A Checkpointable in a chain: its checkpoint becomes the next segment's call (the
+    chain's RESUME file) instead of a requeue, and this segment ends now, so the next one
+    starts without waiting for the limit. Rank 0 only, as submitit's own."""
+    from pathlib import Path
+
+    from submitit.core.job_environment import _checkpoint
+
+    if handler.env.global_rank != 0:
+        return
+    folder = os.environ.get("SUBMITIT_FOLDER", ".")
+    name = signal.Signals(signum).name
+    print(
+        f"hpcui: {name} at {time.strftime('%H:%M:%S')}: the time limit is near; "
+        "checkpointing for the chain's next segment",
+        file=sys.stderr,
+        flush=True,
+    )
+    delayed = handler._delayed
+    _checkpoint(delayed, Path(folder) / chain.RESUME, delayed._timeout_countdown)
+    handler._exit()
 
 
 #: exported by hpcui's PBS batch script (PBS Pro has no --signal): the job's walltime,

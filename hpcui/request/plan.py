@@ -288,6 +288,7 @@ def batch_spec(
     pythonpath: Sequence[str] = (),
     verified: Sequence[tuple[str, str]] = (),
     container: ContainerLaunch | None = None,
+    chain: bool = False,
 ) -> BatchSpec:
     """The renderer's view of an allocation: the one mapping used by submit and previews.
 
@@ -308,6 +309,7 @@ def batch_spec(
         pythonpath=tuple(pythonpath),
         verified=tuple(verified),
         image=container,
+        chain=chain,
     )
 
 

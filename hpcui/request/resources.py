@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from hpcui.backends.chain import MAX_SEGMENTS
 from hpcui.backends.containers import ENV_NAME, IMAGE, parse_bind
 from hpcui.backends.model import Model
 from hpcui.common.units import parse_mem_mb, parse_signal_delay, parse_time
@@ -62,6 +63,8 @@ class Resources(Model):
     container_runtime: Literal["apptainer", "singularity", "enroot", "pyxis"] | None = None
     binds: tuple[str, ...] = ()
     container_env: dict[str, str] = Field(default_factory=dict)
+    #: run as up to this many jobs in a row past the site's time limit (backends/chain.py)
+    chain: int = Field(1, ge=1, le=MAX_SEGMENTS, description="segments of a chain (1: none)")
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Resources:

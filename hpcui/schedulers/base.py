@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from hpcui.backends import chain
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.records import (
     AccountingEntry,
@@ -80,6 +81,20 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def parse_submit(self, stdout: str) -> str:
         """Job id (array: the base id) from the submit command's stdout."""
+
+    def chain_submit_command(
+        self, script_path: str, segments: int, after_ok: Sequence[str] = ()
+    ) -> Command:
+        """ONE command that submits the script `segments` times, each after the one before
+        (backends/chain.py): prints every id, one per line, or queues none."""
+        raise UsageError(
+            f"chain= needs a batch scheduler (Slurm or PBS); {self.transport.description} has "
+            "none. Run the call with a longer time limit instead."
+        )
+
+    def parse_chain_submit(self, stdout: str) -> list[str]:
+        """The ids a chain's submit printed, in order (`parse_submit` of each line)."""
+        return [self.parse_submit(line) for line in chain.parse_ids(stdout)]
 
     @abc.abstractmethod
     def find_token(self, token: str) -> str | None:

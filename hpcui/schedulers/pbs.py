@@ -1,5 +1,4 @@
-"""PBS Pro, Torque and Slurm's Torque wrappers through any transport: qsub, ONE qstat per
-poll, qdel.
+"""PBS Pro, Torque and Slurm's Torque wrappers, any transport: qsub, ONE qstat a poll, qdel.
 
 The dialect is probed once (``qstat --version``, ``qsub --help`` only if needed) before
 the first script is rendered or the first status is read. Slurm's Torque wrappers also
@@ -103,13 +102,16 @@ class PbsScheduler(Scheduler):
         except ValueError as exc:
             raise UsageError(f"Cannot express this request on PBS: {exc}.") from None
 
-    def submit_command(self, script_path: str) -> Command:
+    def submit_command(self, script_path: str) -> list[str]:
         if self.dialect == WRAPPER:
             try:
                 return pbs_script.wrapper_qsub_command(script_path)
             except ValueError as exc:
                 raise UsageError(f"{exc}; set a remote_base without shell characters.") from None
         return pbs_script.qsub_command(script_path)
+
+    def chain_submit_command(self, path: str, n: int, after_ok: Sequence[str] = ()) -> Command:
+        return pbs_script.chain_submit_command(self.submit_command(path), n, after_ok)
 
     def parse_submit(self, stdout: str) -> str:
         try:

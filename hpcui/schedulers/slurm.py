@@ -58,6 +58,9 @@ class SlurmScheduler(Scheduler):
     def submit_command(self, script_path: str) -> Command:
         return slurm_script.sbatch_command(script_path)
 
+    def chain_submit_command(self, path: str, n: int, after_ok: Sequence[str] = ()) -> Command:
+        return slurm_script.chain_submit_command(path, n, after_ok)
+
     def parse_submit(self, stdout: str) -> str:
         try:
             return slurm_jobids.parse_sbatch_parsable(stdout).job_id

@@ -49,6 +49,16 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_id ON jobs(cluster, job_id);
 """
 
 
+#: a chain's segment that a cut-off submit never queued
+CHAIN_CUT = "not submitted: the chain's submit was cut off before this segment"
+
+
+def segment_index(segment: int) -> int:
+    """A chain's segment in array_index: -1, -2, ... (-1 alone is a plain job: segment 0
+    reads as one where chains are not known)."""
+    return -1 - segment
+
+
 class JobRecord(Model):
     cluster: str
     token: str
@@ -199,6 +209,31 @@ class Registry:
                 )
 
     @_sqlite_errors
+    def set_chain_ids(self, cluster: str, token: str, ids: list[str]) -> None:
+        """Complete a chain's submission: segment k (array_index -1-k) gets ids[k]; a
+        segment the submit never reached (a cut-off answer) is marked not submitted."""
+        now = time.time()
+        with self._lock, self._db:
+            marks = ",".join("?" * len(ids))
+            self._db.execute(  # an id handed out again: as in set_job_ids
+                "UPDATE jobs SET meta = json_set(meta, '$.reused_job_id', job_id), "
+                f"job_id = NULL, updated_at = ? WHERE cluster = ? AND token != ? "
+                f"AND job_id IN ({marks})",
+                (now, cluster, token, *ids),
+            )
+            for k, job_id in enumerate(ids):
+                self._db.execute(
+                    "UPDATE jobs SET job_id=?, state=?, updated_at=? "
+                    "WHERE cluster=? AND token=? AND array_index=?",
+                    (job_id, JobState.PENDING.value, now, cluster, token, segment_index(k)),
+                )
+            self._db.execute(
+                "UPDATE jobs SET state=?, state_raw=?, updated_at=? "
+                "WHERE cluster=? AND token=? AND job_id IS NULL",
+                (JobState.FAILED.value, CHAIN_CUT, now, cluster, token),
+            )
+
+    @_sqlite_errors
     def update_states(self, cluster: str, states: dict[str, tuple[JobState, str]]) -> None:
         now = time.time()
         with self._lock, self._db:
@@ -234,7 +269,7 @@ class Registry:
     def unfinished_submissions(self, cluster: str) -> list[JobRecord]:
         """One record per submission still waiting for its job id (its first element)."""
         return self._query(
-            "WHERE cluster=? AND job_id IS NULL AND state=? AND array_index <= 0 "
+            "WHERE cluster=? AND job_id IS NULL AND state=? AND array_index IN (-1, 0) "
             "ORDER BY submitted_at",
             (cluster, JobState.SUBMITTING.value),
         )

@@ -169,7 +169,8 @@ CLAIM_TTL_MIN = 10
 class FolderVerdict:
     """Where a cut-off submission got to, read from its job folder.
 
-    state: "ID" (the scheduler answered: `answer` is its output), "NOFOLDER"/"UNCLAIMED"
+    state: "ID" (the scheduler answered: `answer` is its output, lines joined by commas:
+    a chain prints one id per segment), "NOFOLDER"/"UNCLAIMED"
     (the claim never ran: nothing was submitted), "LIVE" (the submitting shell still runs:
     look again later), "DEAD" (claimed, no answer, shell gone: only the token can tell).
     """
@@ -184,7 +185,7 @@ def reconcile_command(folders: Sequence[str]) -> bytes:
         b"for d in "
         + b" ".join(quote_bytes(f) for f in folders)
         + b'; do if [ ! -d "$d" ]; then s=NOFOLDER; a=-; '
-        + f'elif [ -s "$d/{JOB_ID_FILE}" ]; then s=ID; a=$(head -n 1 "$d/{JOB_ID_FILE}"); '
+        + f'elif [ -s "$d/{JOB_ID_FILE}" ]; then s=ID; a=$(paste -sd, "$d/{JOB_ID_FILE}"); '
         f'elif [ ! -e "$d/{SUBMITTING}" ]; then s=UNCLAIMED; a=-; '
         f'else a=-; read -r p h < "$d/{SUBMITTING}"; '
         'if [ "$h" = "${HOSTNAME:-}" ]; then '

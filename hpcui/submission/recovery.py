@@ -96,6 +96,8 @@ class Recovered:
     """What one pass found, by token."""
 
     found: dict[str, str] = field(default_factory=dict)  # token -> the scheduler's job id
+    #: token -> what the submit got: [base id], or a chain's segment ids in order
+    ids: dict[str, list[str]] = field(default_factory=dict)
     not_submitted: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # still being submitted somewhere
 
@@ -148,9 +150,13 @@ def _finish(
 ) -> None:
     token = rec.token
     job_id: str | None = None
+    chained = "chain" in rec.meta
+    got: list[str] = []
     if verdict.state == "ID":
-        try:
-            job_id = scheduler.parse_submit(verdict.answer)
+        try:  # the answer's lines, joined by commas (a chain's segments)
+            got = [scheduler.parse_submit(a) for a in verdict.answer.split(",") if a]
+            job_id = got[0] if got else None
+            got = got if chained else got[:1]
         except HpcuiError:
             verdict = remote_side.FolderVerdict("DEAD")  # an answer with no id: ask the token
     if verdict.state == "LIVE":
@@ -173,8 +179,14 @@ def _finish(
         registry.mark_not_submitted(name, token, NOT_SUBMITTED)
         out.not_submitted.append(token)
         return
-    registry.set_job_ids(name, token, job_id, is_array=rec.array_index >= 0)
+    if chained:  # after a lost answer only the first segment is known by its token
+        got = got or [job_id]
+        registry.set_chain_ids(name, token, got)
+    else:
+        registry.set_job_ids(name, token, job_id, is_array=rec.array_index >= 0)
+        got = [job_id]
     ids = [r.job_id for r in registry.by_token(name, token) if r.job_id]
     track(ids)
+    out.ids[token] = got
     log.warning("submission %s on %s finished after a cut-off: job %s", token, name, job_id)
     out.found[token] = job_id

@@ -40,7 +40,7 @@ from hpcui.request.plan import batch_spec, explain, resolve
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as remote_side
-from hpcui.store.registry import JobRecord, Registry
+from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
 from hpcui.submission import containers
 from hpcui.submission import recovery as submit_recovery
@@ -71,6 +71,8 @@ class Submitted:
     num_tasks: int
     name: str
     result_key: bytes
+    #: the ids are a chain's segments, in order (hpcui.jobs.chain)
+    chain: bool = False
 
 
 def plan(config: ClusterConfig, profile: Profile, req: Resources, default_name: str) -> Allocation:
@@ -93,7 +95,8 @@ def preview_script(
     No network: the job folder, token and runtime bundle exist only at submit time, so
     the script names them ``HOME/.hpcui/jobs/TOKEN`` and ``.../runtime/BUNDLE.zip``.
     """
-    alloc = plan(config, profile, Resources.from_kwargs(**resource_kwargs), "hpcui")
+    req = Resources.from_kwargs(**resource_kwargs)
+    alloc = plan(config, profile, req, "hpcui")
     base = config.remote_base.rstrip("/").replace("~", "HOME", 1).replace("$HOME", "HOME")
     image = None
     if alloc.container:  # named as the submit will, nothing prepared offline
@@ -108,6 +111,7 @@ def preview_script(
         pythonpath=(f"{base}/runtime/BUNDLE.zip",),
         verified=((f"{base}/runtime/BUNDLE.zip", PREVIEW_DIGEST),),
         container=image,
+        chain=req.merged(config.defaults).chain > 1,  # each segment's script, as submitted
     )
     return ScriptPreview(
         allocation=alloc, summary=explain(alloc), script=scheduler.render_script(spec)
@@ -291,7 +295,7 @@ class Submitter:
         path = f"{info.base}/runtime/{digest}.zip"
         if digest not in info.bundles:
             self.transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
-            tmp = f"{path}.part"
+            tmp = f"{path}.part{uuid.uuid4().hex[:8]}"  # two processes may install it at once
             self.transport.write_file(tmp, data, mode=0o644)
             self.transport.run(["mv", "-f", tmp, path]).check("installing the runtime bundle")
             info.bundles.add(digest)
@@ -310,6 +314,12 @@ class Submitter:
         if not callable(fn):
             raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
         alloc = plan(self.config, self.profile, req, getattr(fn, "__name__", "hpcui"))
+        segments = req.merged(self.config.defaults).chain
+        if segments > 1 and is_array:
+            raise UsageError(
+                "chain= runs one long call in segments; map() runs many calls at once: "
+                "submit each call with submit(fn, x, chain=N) instead."
+            )
         # fails early on unpicklable input
         pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
         python = req.python or self.python
@@ -330,6 +340,7 @@ class Submitter:
             pythonpath=(bundle,),
             verified=((bundle, bundle_sha),),
             container=image,
+            chain=segments > 1,
         )
         script = self.scheduler.render_script(spec)
         key = job_key(token)
@@ -343,7 +354,7 @@ class Submitter:
             JobRecord(
                 cluster=self.name,
                 token=token,
-                array_index=i if is_array else -1,
+                array_index=segment_index(i) if segments > 1 else (i if is_array else -1),
                 name=alloc.name,
                 folder=folder,
                 num_tasks=alloc.num_tasks,
@@ -358,40 +369,51 @@ class Submitter:
                     "function": function_name(fn),
                     # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
                     **({"container": f"{image.runtime} {image.asked}"} if image else {}),
+                    # segment i of a chain of `segments` (hpcui.jobs.chain)
+                    **({"chain": [i, segments]} if segments > 1 else {}),
                 },
             )
-            for i in range(len(calls))
+            for i in range(segments if segments > 1 else len(calls))
         ]
         with submit_recovery.in_flight(self.name, token):
             self.registry.add(records)  # before sbatch: a crash leaves a findable record
             try:
-                base_id = self._submit_idempotent(folder, token, files)
+                got = self._submit_idempotent(folder, token, files, segments, alloc.after_ok)
             except (SubmitRejected, RemoteWriteError):  # nothing was submitted, for certain
                 self.registry.remove_token(self.name, token)
                 with contextlib.suppress(HpcuiError):
                     self.transport.run(["rm", "-rf", folder])
                 raise
             except (ConnectionLost, CommandTimeout, SchedulerError) as exc:
-                base_id = self._outcome_unknown(token, exc)
+                got = self._outcome_unknown(token, exc)
         # anything else (KeyboardInterrupt...) leaves the record to submit_recovery
-        self.registry.set_job_ids(self.name, token, base_id, is_array)
-        ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
+        if segments > 1:
+            self.registry.set_chain_ids(self.name, token, got)
+            ids = got
+        else:
+            base_id = got[0]
+            self.registry.set_job_ids(self.name, token, base_id, is_array)
+            ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self._track(ids)
         self._on_submitted()
-        return Submitted(ids, folder, alloc.num_tasks, alloc.name, key)
+        return Submitted(ids, folder, alloc.num_tasks, alloc.name, key, chain=segments > 1)
 
-    def _submit_idempotent(self, folder: str, token: str, files: dict[str, bytes]) -> str:
-        """Upload and sbatch in one round trip; after a drop, find the job before retrying."""
-        sched = self.scheduler
-        submit = remote_side.guarded_submit_command(sched.submit_command(SCRIPT))
+    def _submit_idempotent(
+        self, folder: str, token: str, files: dict[str, bytes], segments: int, after: tuple
+    ) -> list[str]:
+        """Upload and sbatch in one round trip; after a drop, find the job before retrying.
+        The scheduler's id(s): one (an array's base id), or every segment's of a chain."""
+        sched, chained = self.scheduler, segments > 1
+        cmd = sched.chain_submit_command(SCRIPT, segments, after) if chained else None
+        submit = remote_side.guarded_submit_command(cmd or sched.submit_command(SCRIPT))
         claim = remote_side.submit_claim()
         try:
             res = self.transport.put_files(folder, files, then=submit, first=claim)
         except ConnectionLost as exc:
             log.warning("connection dropped during submit of %s; recovering", token)
-            job_id = self._recover_submit(folder, token)
-            if job_id is not None:
-                return job_id
+            found = self._recover_submit(folder, token, chained)
+            if found is not None:
+                return found
             log.warning("token %s not found on %s: submitting again", token, self.name)
             try:
                 res = self.transport.put_files(folder, files, then=submit, first=claim)
@@ -402,9 +424,9 @@ class Submitter:
             if remote_side.disk_full(said):
                 # a write failed: before the claim or the unpack (nothing submitted), or the
                 # job id's (sbatch ran): the token decides, never a guess
-                job_id = self._recover_submit(folder, token)
-                if job_id is not None:
-                    return job_id
+                found = self._recover_submit(folder, token, chained)
+                if found is not None:
+                    return found
                 raise RemoteWriteError(
                     f"Submitting to {self.name} failed: the disk or quota under "
                     f"{folder.rsplit('/jobs/', 1)[0]} is full ({said}). Nothing was submitted. "
@@ -414,14 +436,14 @@ class Submitter:
             raise SubmitRejected(
                 f"{self.name} rejected the job: {said}. {sched.submit_advice(said)}"
             )
-        return sched.parse_submit(res.stdout)
+        return sched.parse_chain_submit(res.stdout) if chained else [sched.parse_submit(res.stdout)]
 
-    def _outcome_unknown(self, token: str, exc: HpcuiError) -> str:
+    def _outcome_unknown(self, token: str, exc: HpcuiError) -> list[str]:
         """The submit was cut off after its claim: finished now if its folder already holds
         the answer, else the record stays for `reconcile` (never deleted while the job may
         exist, never submitted again)."""
         with contextlib.suppress(HpcuiError):
-            found = self._finish_cut_off([token]).found
+            found = self._finish_cut_off([token]).ids
             if token in found:
                 return found[token]
         raise SubmitOutcomeUnknown(
@@ -432,11 +454,14 @@ class Submitter:
             token=token,
         ) from exc
 
-    def _recover_submit(self, folder: str, token: str) -> str | None:
+    def _recover_submit(self, folder: str, token: str, chained: bool) -> list[str] | None:
         res = self.transport.run(remote_side.recover_command(folder))
         if res.ok and res.stdout.strip():
-            return self.scheduler.parse_submit(res.stdout)
-        return self.scheduler.find_token(token)
+            if chained:
+                return self.scheduler.parse_chain_submit(res.stdout)
+            return [self.scheduler.parse_submit(res.stdout)]
+        found = self.scheduler.find_token(token)  # a chain: its first segment at least
+        return None if found is None else [found]
 
     # -- cut-off submissions (hpcui.submission.recovery) ----------------------------------------
 

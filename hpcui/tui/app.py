@@ -13,6 +13,7 @@ Over 500 lines: Textual's App is one class (bindings, screens, the hub's wiring,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -31,7 +32,14 @@ from hpcui.services.browser import has_secret, redirect_page
 from hpcui.store.registry import JobRecords
 from hpcui.tui.chrome import LEAD_BINDINGS
 from hpcui.tui.context import AppContext
-from hpcui.tui.end_notice import LOOK_S, EndWatch
+from hpcui.tui.end_notice import (
+    FINISH_JOBS,
+    FINISH_LOOK_S,
+    FIRST_FINISH_LOOK_S,
+    LOOK_S,
+    EndWatch,
+    finish_warning,
+)
 from hpcui.tui.end_notice import message as end_message
 from hpcui.tui.hub import Hub
 from hpcui.tui.messages import (
@@ -141,6 +149,8 @@ class HpcuiApp(App[None]):
         self.switch_mode("jobs")
         self._end_watch = EndWatch()
         self.set_interval(LOOK_S, self._look_for_ends)
+        self.set_interval(FINISH_LOOK_S, self._look_at_finishes)
+        self.set_timer(FIRST_FINISH_LOOK_S, self._look_at_finishes)
         if not config_path().exists():  # the first run: no config file yet
             self.action_add_cluster(first_run=True)
         first = self._connect_first
@@ -178,6 +188,40 @@ class HpcuiApp(App[None]):
             told = True
         if told:
             self.bell()
+
+    def _look_at_finishes(self) -> None:
+        self.run_worker(
+            self._read_finishes, thread=True, exclusive=True, group="finish", exit_on_error=False
+        )
+
+    def _read_finishes(self) -> None:
+        """Will each running hpcui job finish (hpcui.jobs.finish), on every connected
+        cluster with a queue: the Jobs table's column and the notice, whatever screen."""
+        found: dict[tuple[str, str], Any] = {}
+        for conn in self.hub.ready():
+            if not conn.has_queue or conn.cluster is None:
+                continue
+            try:
+                looks = conn.cluster.running_finishes(FINISH_JOBS)
+            except HpcuiError:
+                continue  # the queue's own error shows on the Jobs screen
+            found.update({(conn.name, job_id): f for job_id, f in looks.items()})
+        names: dict[tuple[str, str], str] = {}
+        if any(f.will_finish is False for f in found.values()):
+            with contextlib.suppress(HpcuiError):
+                names = {(r.cluster, r.job_id or ""): r.name for r in self.registry.list(limit=500)}
+        self.call_from_thread(self._finishes_now, found, names)
+
+    def _finishes_now(
+        self, found: dict[tuple[str, str], Any], names: dict[tuple[str, str], str]
+    ) -> None:
+        self.ctx.finishes = found
+        for key, finish in found.items():
+            if finish.will_finish is not False or key in self.ctx.finish_told:
+                continue
+            self.ctx.finish_told.add(key)
+            text = finish_warning(key[0], key[1], names.get(key, ""), finish)
+            self.notify(text, title="will not finish", severity="warning", timeout=30)
 
     def _connect_live_clusters(self) -> None:
         """Configured clusters where hpcui has unfinished jobs: their table rows stay live."""

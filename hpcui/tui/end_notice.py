@@ -1,4 +1,5 @@
-"""Told when a job ends: which of your hpcui jobs ended since the last look.
+"""Told when a job ends (which of your hpcui jobs ended since the last look), and when a
+running one will not finish before its limit.
 
 The registry is the one place every end arrives (the status service writes it, whatever
 screen is shown), so the app reads it every few seconds off the UI thread and says each
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 from hpcui.backends.states import JobState
 from hpcui.store.registry import JobRecord
@@ -43,3 +44,13 @@ def message(record: JobRecord) -> tuple[str, Literal["information", "warning"]]:
     ok = record.state is JobState.COMPLETED
     text = f"{record.cluster}:{record.job_id} {record.name} ended {record.state.value}"
     return text, "information" if ok else "warning"
+
+
+#: how often the app looks whether running jobs will finish (a queue snapshot of the last
+#: minute and one log read per running hpcui job, at most FINISH_JOBS per cluster)
+FINISH_LOOK_S, FIRST_FINISH_LOOK_S, FINISH_JOBS = 60.0, 10.0, 10
+
+
+def finish_warning(cluster: str, job_id: str, name: str, finish: Any) -> str:
+    """The notice for a running job whose progress says it will not finish in time."""
+    return f"{cluster}:{job_id} {name} will not finish before its limit: {finish.line(job_id)}"

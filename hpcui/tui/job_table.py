@@ -9,7 +9,7 @@ cells arrive, and `render_line` draws the few dozen visible lines (Textual's Lin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
@@ -97,11 +97,15 @@ class JobTable(ScrollView, can_focus=True):
         self,
         columns: Sequence[tuple[str, str]],
         priority: Sequence[str] = (),
+        optional: Set[str] = frozenset(),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.column_spec = tuple(columns)
-        self._cols = [k for k, _ in self.column_spec]
+        self._all_cols = [k for k, _ in self.column_spec]
+        #: columns shown only while a row has something in them
+        self.optional = optional
+        self._cols = list(self._all_cols)
         #: which columns stay when the table is too narrow for all, most wanted first
         self.priority = [c for c in priority if c in self._cols] or list(self._cols)
         self._labels = dict(self.column_spec)
@@ -144,12 +148,12 @@ class JobTable(ScrollView, can_focus=True):
             elif old == cells:  # dict equality checks identity first: shared Texts are cheap
                 continue
             else:
-                changed = sum(1 for c in self._cols if old.get(c, "") != cells.get(c, ""))
+                changed = sum(1 for c in self._all_cols if old.get(c, "") != cells.get(c, ""))
                 updated += changed
                 if not changed:
                     continue
             shown[key] = dict(cells)
-            for col in self._cols:
+            for col in self._all_cols:
                 value = cells.get(col)
                 if value:
                     size = cell_len(value.plain if isinstance(value, Text) else value)
@@ -177,7 +181,15 @@ class JobTable(ScrollView, can_focus=True):
 
         self.keys.sort(key=key, reverse=self.sort_reverse)
 
+    def _present(self) -> list[str]:
+        """The columns to show: an optional one only while a shown row fills it."""
+        if not self.optional:
+            return self._all_cols
+        filled = {c for c in self.optional if any(cells.get(c) for cells in self.shown.values())}
+        return [c for c in self._all_cols if c not in self.optional or c in filled]
+
     def _reindex(self, keep: str | None) -> None:
+        self._cols = self._present()
         self._index = {k: i for i, k in enumerate(self.keys)}
         self.marked &= self._index.keys()
         self._fitted = self.fitted()  # once per change of rows or size, not per line painted
@@ -243,12 +255,13 @@ class JobTable(ScrollView, can_focus=True):
         return [c for c in self._cols if c in width]
 
     def _priority_now(self) -> list[str]:
-        if "cluster" not in self.priority:
-            return self.priority
+        priority = [c for c in self.priority if c in self._cols]  # an empty optional one goes
+        if "cluster" not in priority:
+            return priority
         clusters = {str(cells.get("cluster", "")) for cells in self.shown.values()}
         if len(clusters) < 2:
-            return self.priority
-        rest = [c for c in self.priority if c != "cluster"]
+            return priority
+        rest = [c for c in priority if c != "cluster"]
         at = rest.index("id") + 1 if "id" in rest else 0
         return [*rest[:at], "cluster", *rest[at:]]
 

@@ -8,6 +8,7 @@ only the cells that changed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Set
@@ -20,6 +21,7 @@ from hpcui.backends.states import JobState
 from hpcui.common.formatting import STATE_PALETTE
 from hpcui.common.formatting import hms as _hms
 from hpcui.sitestate.arrays import FAILED, ArraySummary, Folded, fold
+from hpcui.sitestate.chains import Segment, fold_chains
 from hpcui.sitestate.jobs import HistoryJob, QueueJob
 from hpcui.store.registry import JobRecord
 
@@ -36,10 +38,14 @@ JOB_COLUMNS: tuple[tuple[str, str], ...] = (
     ("gpus", "GPUs"),
     ("gpu_pct", "GPU%"),
     ("time", "elapsed/limit"),
+    ("eta", "will it finish"),
 )
+#: columns shown only while a row has something in them (will it finish: running jobs
+#: whose log prints progress with a total)
+JOB_OPTIONAL = frozenset({"eta"})
 #: what a narrow terminal keeps, most wanted first (80x24: id, name, state, why it waits,
 #: elapsed; the cluster right after the id when there are several: JobTable.fitted)
-JOB_PRIORITY = ("sel", "id", "name", "state", "why", "time", "gpus", "cluster", "where",
+JOB_PRIORITY = ("sel", "id", "name", "state", "why", "time", "eta", "gpus", "cluster", "where",
                 "nodes", "gpu_pct")  # fmt: skip
 HISTORY_PRIORITY = ("id", "name", "state", "exit", "time", "efficiency", "cluster")
 HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -88,8 +94,11 @@ class JobRow:
     state: JobState
     hpcui: bool
     cells: dict[str, str | Text] = field(default_factory=dict)
-    #: an array's one row: the keys of its elements (collapse_arrays)
+    #: an array's one row: the keys of its elements (collapse_arrays); a chain's one row:
+    #: its segments' (collapse_chains)
     members: tuple[str, ...] = ()
+    #: a chain's row: `chain k/N` (it opens its segment now, it does not fold)
+    chain: str = ""
     _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
@@ -215,6 +224,28 @@ def merge_rows(
         row = record_row(rec)
         rows.setdefault(row.key, row)
     return rows
+
+
+def collapse_chains(
+    rows: dict[str, JobRow], segments: dict[tuple[str, str], Segment]
+) -> dict[str, JobRow]:
+    """One row per chain (hpcui.sitestate.chains): its segment now, named `... · chain
+    k/N`, standing for every segment (a cancel on it cancels them all)."""
+    if not segments:
+        return rows
+    out: dict[str, JobRow] = {}
+    for row, seg, members in fold_chains(
+        rows.values(), lambda r: (r.cluster, r.job_id), lambda r: r.state, segments
+    ):
+        if seg is None:
+            out[row.key] = row
+            continue
+        cells = dict(row.cells)  # the merged row is reused next refresh: never changed here
+        cells["name"] = f"{cells.get('name', '')} · {seg.label()}"
+        out[row.key] = dataclasses.replace(
+            row, cells=cells, members=tuple(m.key for m in members), chain=seg.label(), _text=None
+        )
+    return out
 
 
 def array_key(cluster: str, array_id: str) -> str:

@@ -56,3 +56,51 @@ def test_a_loop_too_long_for_its_limit_is_said_not_to_finish(dev):
         assert len(said) == 1 and f"hpcui update {job.job_id} --time" in said[0], waited.stdout
     finally:
         job.cancel()
+
+
+def test_the_app_says_it_once_in_a_column_and_a_notice_whatever_the_screen(dev, monkeypatch):
+    """The Jobs table grows a "will it finish" column for the running job (it shows no
+    such column before), and the app says "will not finish" once, before the limit, from
+    its own look (not the Job screen's)."""
+    import asyncio
+
+    from hpcui.tui import app as app_module
+    from hpcui.tui.app import HpcuiApp
+    from hpcui.tui.job_table import JobTable
+    from tests.integration.test_tui_dev import SIZE, wait_for
+
+    monkeypatch.setattr(app_module, "FINISH_LOOK_S", 3.0)  # the app's look, sooner
+    monkeypatch.setattr(app_module, "FIRST_FINISH_LOOK_S", 1.0)
+    job = dev.submit(steps, STEPS, STEP_S, time="1m", cpus_per_task=1, mem="200M", name="eta-app")
+    key = f"dev:{job.job_id}"
+
+    async def go() -> tuple[bool, str, list[str], JobState]:
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.screen.query_one("#live", JobTable)
+            await wait_for(pilot, lambda: key in table.shown, 60, "row")
+            column_before = "eta" in table.fitted()
+            await wait_for(
+                pilot, lambda: str(table.shown[key].get("eta", "")).startswith("NO:"), 60,
+                lambda: table.shown.get(key),
+            )  # fmt: skip
+            cell = str(table.shown[key]["eta"])
+            await wait_for(
+                pilot, lambda: any("will not finish" in n.message for n in app._notifications),
+                20, "the notice",
+            )  # fmt: skip
+            state_at_notice = job.state
+            await pilot.pause(8)  # more looks: still told once
+            told = [n.message for n in app._notifications if "will not finish" in n.message]
+            assert "eta" in table.fitted()
+            return column_before, cell, told, state_at_notice
+
+    try:
+        column_before, cell, told, state = asyncio.run(go())
+    finally:
+        job.cancel()
+    assert not column_before  # nothing to say yet: no column
+    assert "left" in cell, cell
+    assert len(told) == 1 and f"dev:{job.job_id}" in told[0], told
+    assert f"hpcui update {job.job_id} --time" in told[0], told
+    assert state is JobState.RUNNING  # before the limit

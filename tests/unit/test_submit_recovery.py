@@ -11,7 +11,7 @@ import pytest
 
 from hpcui.backends.states import JobState
 from hpcui.store import remote as submission
-from hpcui.store.registry import JobRecord, Registry
+from hpcui.store.registry import CHAIN_CUT, JobRecord, Registry, segment_index
 from hpcui.submission.recovery import ORPHAN_S, abandoned, in_flight, submitter
 from hpcui.transport.local import LocalTransport
 
@@ -127,3 +127,47 @@ def test_an_answer_without_a_job_id_is_not_taken_for_one(tmp_path, answer):
     (folder / "job_id").write_text(answer)
     state, _ = _verdicts([folder])[str(folder)]
     assert state == ("UNCLAIMED" if not answer else "ID")  # an empty file is no answer
+
+
+def _chain_records(token: str, folder: str, n: int) -> list[JobRecord]:
+    return [
+        JobRecord(cluster="c", token=token, array_index=segment_index(k), folder=folder,
+                  meta={"chain": [k, n]})
+        for k in range(n)
+    ]  # fmt: skip
+
+
+def test_a_cut_off_chain_gets_every_segments_id_from_its_answer(tmp_path):
+    """The chain's submit printed one id per segment into job_id: after a drop, every
+    segment gets its own (recovery reads all the lines, not the first)."""
+    from hpcui.schedulers.slurm import SlurmScheduler
+    from hpcui.submission.recovery import finish_cut_off
+
+    folder = tmp_path / "chain"
+    folder.mkdir()
+    (folder / "job_id").write_text("501;dev\n502;dev\n503;dev\n")
+    reg = Registry(tmp_path / "r.sqlite")
+    reg.add(_chain_records("ch", str(folder), 3))
+    assert [r.array_index for r in reg.unfinished_submissions("c")] == [-1]  # one per chain
+    tracked: list[str] = []
+    found = finish_cut_off(
+        "c", reg, LocalTransport(), SlurmScheduler(LocalTransport()), tracked.extend,
+        tokens=["ch"],
+    )  # fmt: skip
+    assert found.ids == {"ch": ["501", "502", "503"]}
+    segs = sorted(reg.by_token("c", "ch"), key=lambda r: r.meta["chain"][0])
+    assert [(r.job_id, r.state) for r in segs] == [
+        (i, JobState.PENDING) for i in ("501", "502", "503")
+    ]
+    assert sorted(tracked) == ["501", "502", "503"]
+
+
+def test_a_chain_known_only_by_its_token_keeps_its_unsubmitted_segments_visible(tmp_path):
+    reg = Registry(tmp_path / "r.sqlite")
+    reg.add(_chain_records("ch", "/f", 3))
+    reg.set_chain_ids("c", "ch", ["601"])  # the shell died after the first sbatch
+    segs = sorted(reg.by_token("c", "ch"), key=lambda r: r.meta["chain"][0])
+    assert [(r.job_id, r.state) for r in segs] == [
+        ("601", JobState.PENDING), (None, JobState.FAILED), (None, JobState.FAILED)
+    ]  # fmt: skip
+    assert segs[1].state_raw == CHAIN_CUT

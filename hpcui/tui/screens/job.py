@@ -107,7 +107,6 @@ class JobScreen(JobControlScreen):
         self.num_tasks = 1
         self.finish_line = ""  # the running job's will-it-finish (hpcui.jobs.finish)
         self._finish_next = 0.0
-        self._finish_told: set[tuple[str, str]] = set()
         self.metric = ""  # the user's regex for a form the reader does not know (m, m)
         self.reader = MetricReader()
         self._metrics_dirty = False
@@ -367,8 +366,9 @@ class JobScreen(JobControlScreen):
         if key != self.key:
             return
         self.finish_line = finish.line(key[1])
-        if finish.will_finish is False and key not in self._finish_told:
-            self._finish_told.add(key)
+        told = self.ctx.finish_told
+        if finish.will_finish is False and key not in told:
+            told.add(key)
             self.notify(
                 f"{key[0]}:{key[1]} will not finish before its limit: {self.finish_line}",
                 severity="warning",

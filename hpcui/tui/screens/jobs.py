@@ -27,6 +27,7 @@ from textual.widgets import ContentSwitcher, Input, Static
 
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError
+from hpcui.sitestate.chains import segments_of
 from hpcui.sitestate.same_site import one_per_site, records_to_show, shared_sites
 from hpcui.tui.chrome import LEAD_BINDINGS, app_footer, app_header
 from hpcui.tui.job_table import JobTable
@@ -37,10 +38,12 @@ from hpcui.tui.rows import (
     HISTORY_COLUMNS,
     HISTORY_PRIORITY,
     JOB_COLUMNS,
+    JOB_OPTIONAL,
     JOB_PRIORITY,
     STATE_FILTERS,
     JobRow,
     collapse_arrays,
+    collapse_chains,
     history_row,
     matches,
     merge_rows,
@@ -131,7 +134,7 @@ class JobsScreen(Screen[None]):
             yield Input(placeholder="filter: words that must all appear", id="filter")
             yield Static("", id="jobs-info")
         with ContentSwitcher(initial="live", id="jobs-views"):
-            yield JobTable(JOB_COLUMNS, JOB_PRIORITY, id="live")
+            yield JobTable(JOB_COLUMNS, JOB_PRIORITY, id="live", optional=JOB_OPTIONAL)
             yield JobTable(HISTORY_COLUMNS, HISTORY_PRIORITY, id="history")
         yield app_footer()
 
@@ -346,8 +349,10 @@ class JobsScreen(Screen[None]):
                     del self.gpu_pct[key]
                     if row is not None:
                         row.cells["gpu_pct"] = ""
+            self._put_finishes(rows)
+            chained = collapse_chains(rows, segments_of(self.records))
             self.table_rows = collapse_arrays(
-                {k: r for k, r in rows.items() if self.shows(r)},
+                {k: r for k, r in chained.items() if self.shows(r)},
                 self.expanded,
                 self._array_cache,
             )
@@ -357,6 +362,16 @@ class JobsScreen(Screen[None]):
             self.table.apply(rows, self.shows)
         self.applied += 1
         self._info(len(rows))
+
+    def _put_finishes(self, rows: dict[str, JobRow]) -> None:
+        """The will-it-finish column from the app's last look (`ctx.finishes`): running
+        rows only; the column shows only while one of them has something to say."""
+        finishes = self.ctx.finishes
+        for row in rows.values():
+            finish = finishes.get((row.cluster, row.job_id))
+            cell = finish.cell() if finish is not None and row.state is JobState.RUNNING else ""
+            if row.cells.get("eta", "") != cell:
+                row.cells["eta"] = cell
 
     def _info(self, total: int) -> None:
         parts = [
@@ -406,6 +421,9 @@ class JobsScreen(Screen[None]):
     def action_open(self) -> None:
         current = self.table.current_key()
         folded = self.table_rows.get(current or "") if self.view == "live" else None
+        if folded is not None and folded.chain:  # a chain's row: its segment now
+            self.post_message(OpenJob(folded.cluster, folded.job_id))
+            return
         if folded is not None and folded.members:  # an array's row: fold or unfold it
             self.expanded ^= {folded.key}
             self.refresh_table(remerge=False)
