@@ -162,3 +162,29 @@ def test_the_app_shows_a_chain_as_one_row_and_cancels_it_whole(dev):
     assert shown == [keys[0]], shown
     assert name == "apptrain · chain 1/3", name
     assert ended == [JobState.CANCELLED] * 3, ended
+
+
+@pytest.mark.timeout(300)
+def test_a_checkpointables_checkpoint_is_the_next_segments_call(dev):
+    """In a chain, a submitit Checkpointable's checkpoint() at the early signal becomes the
+    next segment's call (no requeue): segment 1 ends at once, segment 2 resumes it."""
+    from tests.integration.test_requeue import TOTAL, Counter, _progress
+
+    chain = dev.submit(Counter(), TOTAL, chain=2, time="5m", cpus_per_task=1, mem="500M",
+                       name="ckpt-chain")  # fmt: skip
+    first = chain.segments[0]
+    deadline = time.monotonic() + 120
+    while _progress(dev, chain.folder)[1] < 8:  # running, and some steps done
+        assert time.monotonic() < deadline, f"no progress: {first.state}"
+        time.sleep(0.5)
+    # what Slurm does at --signal=USR2@N: signal the job's steps
+    dev.run(["scancel", "--signal=USR2", first.job_id]).check("scancel --signal=USR2")
+    result = chain.result(timeout=240)
+    diag = f"{result}\n{first.stderr()[-2000:]}"
+    assert result["steps"] == list(range(TOTAL)), diag  # every step once: resumed
+    assert result["checkpoints"] == 1 and len(result["starts"]) == 2, diag
+    assert chain.finished_by() is chain.segments[1]
+    assert first.state is not JobState.COMPLETED, diag  # it left at its checkpoint
+    assert "checkpointing for the chain's next segment" in first.stderr(), diag
+    shown = dev.run(["scontrol", "show", "job", "-o", first.job_id]).stdout
+    assert "Restarts=0" in shown, shown  # not requeued
