@@ -7,8 +7,9 @@ lines for the scheduler itself come from backends/.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from hpcui.backends.job_paths import JOB_ID_FILE, RESULT_GLOB, SUBMITTING, result_name
 from hpcui.backends.states import JobState
@@ -19,7 +20,21 @@ from hpcui.transport.base import Command, Transport
 from hpcui.transport.quoting import quote_bytes, to_command
 
 _BASE_OK = re.compile(r"^[A-Za-z0-9_./~${}-]+$")
+#: an import or distribution name that may travel as a shell word
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _PY = "import sys; print('PY=%d.%d.%d' % sys.version_info[:3])"
+#: after _PY, with `module=distribution` arguments: whether each imports (found, not run)
+#: and the distribution's version there (hpcui.submission.needs)
+_MODULES = (
+    "\nimport importlib.util as u, importlib.metadata as m\n"
+    "for a in sys.argv[1:]:\n"
+    "    mod, _, dist = a.partition('=')\n"
+    "    try: ok = u.find_spec(mod) is not None\n"
+    "    except Exception: ok = False\n"
+    "    try: v = m.version(dist)\n"
+    "    except Exception: v = '-'\n"
+    "    print('MOD=%s %d %s' % (mod, ok, v))\n"
+)
 
 
 @dataclass
@@ -36,6 +51,8 @@ class RemoteInfo:
     unsafe_base: str = ""
     #: the shared base lacks the sticky bit: a group member can still rename folders in it
     shared_not_sticky: bool = False
+    #: what this Python said of modules asked so far: {name: (imports, version or "-")}
+    modules: dict[str, tuple[bool, str]] = field(default_factory=dict)
 
 
 def base_word(remote_base: str) -> str:
@@ -56,14 +73,32 @@ _MINE = (
 )
 
 
-def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ()) -> str:
-    """One shell line: make the job base, print home/base/bundles, run `python` after `setup`.
+def python_command(python: str, modules: Mapping[str, str] = MappingProxyType({})) -> str:
+    """`python -c` printing its version, and for each {module: distribution} whether it
+    imports and the distribution's version there (`MOD=name 1 4.46.3`)."""
+    bad = [n for pair in modules.items() for n in pair if not NAME.match(n)]
+    if bad:
+        raise ValueError(f"not a module or distribution name: {bad}")
+    code = _PY + (_MODULES if modules else "")
+    args = "".join(f" {m}={d}" for m, d in modules.items())  # names checked above
+    return f"{quote_bytes(python).decode()} -c {quote_bytes(code).decode()}{args}"
+
+
+def probe_command(
+    cfg: ClusterConfig,
+    *,
+    python: str,
+    setup: Sequence[str] = (),
+    modules: Mapping[str, str] = MappingProxyType({}),
+) -> str:
+    """One shell line: make the job base, print home/base/bundles, run `python` after `setup`
+    (and ask it about `modules`: python_command).
 
     `python`/`setup` are the effective ones (`Cluster.python`/`Cluster.setup`: the cluster
     config's, else its profile's), so they are passed, not read from `cfg`.
     """
     setup_line = "; ".join(setup)
-    py = f"{quote_bytes(python).decode()} -c {quote_bytes(_PY).decode()}"
+    py = python_command(python, modules)
     return (
         # a new base is private; an existing one (a shared project directory, 2775) keeps
         # the mode its owner gave it, and this user's jobs and runtime bundles go into a
@@ -81,10 +116,34 @@ def probe_command(cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ())
     )
 
 
+def modules_command(python: str, setup: Sequence[str], modules: Mapping[str, str]) -> str:
+    """Only the module question, for names a later submit needs (one round trip)."""
+    setup_line = "; ".join(setup)
+    py = python_command(python, modules)
+    return f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
+
+
+def parse_modules(lines: Sequence[str]) -> dict[str, tuple[bool, str]]:
+    """`MOD=name 1 4.46.3` lines -> {name: (imports, version or "-")}."""
+    out = {}
+    for line in lines:
+        key, _, value = line.partition("=")
+        parts = value.split()
+        if key == "MOD" and len(parts) == 3:
+            out[parts[0]] = (parts[1] == "1", parts[2])
+    return out
+
+
 def probe_remote(
-    transport: Transport, cfg: ClusterConfig, *, python: str, setup: Sequence[str] = ()
+    transport: Transport,
+    cfg: ClusterConfig,
+    *,
+    python: str,
+    setup: Sequence[str] = (),
+    modules: Mapping[str, str] = MappingProxyType({}),
 ) -> RemoteInfo:
-    res = transport.run(probe_command(cfg, python=python, setup=setup)).check(f"probing {cfg.name}")
+    cmd = probe_command(cfg, python=python, setup=setup, modules=modules)
+    res = transport.run(cmd).check(f"probing {cfg.name}")
     values: dict[str, str] = {}
     bundles, pyout = set(), []
     for line in res.stdout.splitlines():
@@ -109,6 +168,7 @@ def probe_remote(
         python_version=version,
         python_error="\n".join(pyout) if version is None else "",
         bundles=bundles,
+        modules=parse_modules(pyout),
     )
 
 

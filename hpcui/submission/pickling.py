@@ -15,6 +15,8 @@ from types import ModuleType
 from typing import Any
 
 from hpcui.node.code_source import restore
+from hpcui.node.runscript import run_script
+from hpcui.submission.needs import Need, References, needs_of
 
 _INSTALLED_ROOTS = tuple(
     str(Path(p).resolve())
@@ -104,27 +106,33 @@ def _pickler() -> type:
     import cloudpickle
 
     class Pickler(cloudpickle.Pickler):
-        def __init__(self, file: Any) -> None:
+        def __init__(self, file: Any, refs: References | None = None) -> None:
             super().__init__(file, protocol=cloudpickle.DEFAULT_PROTOCOL)
             self.sources = _Sources()
+            self.refs = refs
 
         def reducer_override(self, obj: Any) -> Any:
             if type(obj) is types.CodeType:
+                if self.refs is not None:
+                    self.refs.imports_in(obj)
                 make, args = cloudpickle.Pickler.dispatch_table[types.CodeType](obj)
                 return restore, (make, args, obj.co_filename, self.sources.lines_of(obj))
+            if self.refs is not None:
+                self.refs.note(obj)
             return super().reducer_override(obj)
 
     return Pickler
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: Any, refs: References | None = None) -> bytes:
     """cloudpickle.dumps, with each by-value code object's file name and source lines kept.
 
     Independent of how a cloudpickle release names code objects: hpcui.node.code_source
-    restores the name after cloudpickle's own rebuild on the node.
+    restores the name after cloudpickle's own rebuild on the node. `refs`: what it refers
+    to by reference is noted there (hpcui.submission.needs).
     """
     buf = io.BytesIO()
-    _pickler()(buf).dump(obj)
+    _pickler()(buf, refs).dump(obj)
     return buf.getvalue()
 
 
@@ -138,12 +146,15 @@ def pickle_calls(
     *,
     time_s: int | None = None,
     max_num_timeout: int = MAX_NUM_TIMEOUT,
+    needs: list[Need] | None = None,
 ) -> list[bytes]:
     """One submitit DelayedSubmission pickle per (args, kwargs).
 
     The timeout is what submitit's signal handler reads on USR2: without it (a
     DelayedSubmission's default countdown is 0) every signal counts as a time-out "too
     many times" and a Checkpointable is never requeued. submitit's own executors set it.
+    `needs` is filled with the installed distributions the calls use (a script's imports
+    for `hpcui run`): what the cluster's Python must import.
     """
     from submitit.core.utils import (
         DelayedSubmission,
@@ -151,9 +162,15 @@ def pickle_calls(
 
     timeout_min = -(-time_s // 60) if time_s else 0
     out = []
+    refs = References()
     with by_value(fn):
         for a, kw in calls:
             delayed = DelayedSubmission(fn, *a, **kw)
             delayed.set_timeout(timeout_min, max_num_timeout)
-            out.append(dumps(delayed))
+            out.append(dumps(delayed, refs))
+            if fn is run_script and a and isinstance(a[0], str):
+                refs.script(a[0])  # `hpcui run`: the script's source, read not run
+    if needs is not None:
+        pkg = _user_package(fn)
+        needs += needs_of(refs, frozenset({pkg.__name__}) if pkg else frozenset())
     return out

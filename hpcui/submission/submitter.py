@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
 from hpcui.submission import containers
 from hpcui.submission import recovery as submit_recovery
+from hpcui.submission.needs import Need, check_needs
 from hpcui.submission.pickling import pickle_calls
 from hpcui.submission.runtime_bundle import build_bundle, bundle_sha256
 from hpcui.transport.base import Transport
@@ -167,6 +168,7 @@ class Submitter:
         local_version: tuple[int, int] | None = None,
         check_python: bool = True,
         python: str | None = None,
+        needs: Sequence[Need] = (),
     ) -> remote_side.RemoteInfo:
         """Home, job base and Python of the cluster, probed once in one round trip.
 
@@ -175,10 +177,11 @@ class Submitter:
         Python instead: `check_python=False`, and `containers.prepare` checks that one.)
         """
         python = python or self.python  # a submit's own python= is probed once too
+        modules = {n.module: n.dist for n in needs}  # asked in the same round trip
         with self._lock:
             if python not in self._remote:
                 self._remote[python] = remote_side.probe_remote(
-                    self.transport, self.config, python=python, setup=self.setup
+                    self.transport, self.config, python=python, setup=self.setup, modules=modules
                 )
             info = self._remote[python]
         if info.unsafe_base:
@@ -255,14 +258,9 @@ class Submitter:
         if ready is None:
             ready = self._prepare(alloc, info)
         return containers.launch(
-            alloc,
-            self.profile,
-            node_image=ready.node_image,
-            base=info.base,
-            home=info.home,
-            file=ready.file,
-            name=ready.name,
-        )
+            alloc, self.profile, node_image=ready.node_image, base=info.base, home=info.home,
+            file=ready.file, name=ready.name,
+        )  # fmt: skip
 
     def image_imports(self, req: Resources, module: str) -> bool:
         """Whether the request's image imports `module` (JupyterLab before `hpcui jupyter`);
@@ -276,14 +274,9 @@ class Submitter:
     ) -> containers.Prepared:
         """The login-node round trip for the request's image, kept for this process."""
         ready = containers.prepare(
-            self.transport,
-            alloc,
-            self.profile,
-            cluster=self.name,
-            base=info.base,
-            setup=self.setup,
-            check_import=check_import,
-        )
+            self.transport, alloc, self.profile, cluster=self.name, base=info.base,
+            setup=self.setup, check_import=check_import,
+        )  # fmt: skip
         with self._lock:
             self._images[_image_key(alloc)] = ready
         return ready
@@ -321,9 +314,13 @@ class Submitter:
                 "submit each call with submit(fn, x, chain=N) instead."
             )
         # fails early on unpicklable input
-        pickles = pickle_calls(fn, calls, time_s=alloc.time_s)
+        needs: list[Need] = []
+        pickles = pickle_calls(fn, calls, time_s=alloc.time_s, needs=needs)
         python = req.python or self.python
-        info = self.remote_info(check_python=alloc.container is None, python=python)
+        in_image = alloc.container is not None  # the image's Python: its own packages
+        info = self.remote_info(check_python=not in_image, python=python, needs=needs)
+        if not in_image:  # what the call imports, there: refused before anything is queued
+            check_needs(self.transport, info, needs, python, self.setup, cluster=self.name)
         self.reconcile_quietly()
         self._check_setup_modules()
         image = self.container_launch(alloc, info)
