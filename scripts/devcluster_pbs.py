@@ -410,6 +410,32 @@ def start_login(changed: bool) -> None:
     )
 
 
+#: the site's package index (pypiserver, installed with its wheels by scripts/install-deps):
+#: on the login host's own loopback, so its compute nodes cannot reach it (as at JSC, where
+#: login nodes reach PyPI and compute nodes nothing); no fallback to pypi.org
+INDEX_VENV = Path("/opt/hpcui-devcluster/pypiserver")
+INDEX_DIR = Path("/var/lib/hpcui-devcluster/index")
+INDEX_PORT = 8080
+INDEX_URL = f"http://127.0.0.1:{INDEX_PORT}/simple/"
+
+
+def start_index() -> None:
+    if _pid("index"):
+        return
+    server = INDEX_VENV / "bin" / "pypi-server"
+    if not server.exists():
+        raise DevclusterError(f"{server} is missing: run scripts/install-deps")
+    _spawn("index", on(HEAD, [str(server), "run", "--host", "127.0.0.1", "--port",
+                              str(INDEX_PORT), "--disable-fallback", str(INDEX_DIR)]))  # fmt: skip
+
+    def answers() -> bool:
+        res = run_on(HEAD, ["python3", "-c", f"import urllib.request as u; u.urlopen({INDEX_URL!r}, timeout=2)"],
+                     check=False, timeout=10)  # fmt: skip
+        return res.returncode == 0
+
+    wait_for("pbs site's package index", answers, [STATE / "index.log"])
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -431,13 +457,14 @@ def up(host_key: Path, user: str) -> None:
     ensure_moms()
     ensure_site()
     start_login(changed)
+    start_index()
     wait_nodes()
     say(f"pbs site up in {time.monotonic() - t0:.1f} s")
 
 
 def down() -> list[str]:
     stopped = []
-    for name in ("bridge", "sshd"):
+    for name in ("bridge", "sshd", "index"):
         pid = _pid(name)
         if pid:  # its own session: the netns/nsenter wrappers and the daemon go together
             os.killpg(pid, signal.SIGTERM)
@@ -472,12 +499,15 @@ def status() -> bool:
     rows = [(n, daemon_pid(n)) for n in LOCKS] + [
         ("sshd", _pid("sshd")),
         ("bridge", _pid("bridge")),
+        ("index", _pid("index")),
     ]
     for name, pid in rows:
         ok &= pid is not None
         where = ADDR[HEAD] if not name.startswith("pbs_mom-") else ADDR[name.split("-", 1)[1]]
         if name == "bridge":
             where = f"127.0.0.1:{SSHD_PORT} -> {HEAD}:22"
+        if name == "index":
+            where = f"{HEAD}'s {INDEX_URL}"
         state = f"running  pid {pid}" if pid else "stopped"
         print(f"{NAME}/{name:<15} {state:<18} {where}")
     return ok

@@ -188,6 +188,11 @@ class Profile(Model):
 
     #: appended to the first node's hostname for MASTER_ADDR (JSC: `i` = InfiniBand)
     interconnect_suffix: str = ""
+    #: the index env= builds install from on the login node ("" : the installer's default,
+    #: PyPI); a site mirror where the login node has no internet of its own
+    env_index_url: str = ""
+    #: the proxy the login node reaches the index through ("": none)
+    env_proxy: str = ""
     #: the site's torchrun (JSC: `torchrun_jsc`)
     torchrun: str = "torchrun"
     #: exported in every batch script (LUMI: NCCL/RCCL over Slingshot)

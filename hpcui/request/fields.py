@@ -64,6 +64,16 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "early signal",
     ),
     RequestField(
+        "env",
+        str,
+        "ENV",
+        "the packages this job needs, built once on the login node: `auto` (what the call "
+        "uses, at this machine's versions), requirements (repeatable: name==1.2), a "
+        "requirements file, or the path of an environment on the cluster",
+        "environment",
+        repeatable=True,
+    ),
+    RequestField(
         "chain",
         int,
         "N",

@@ -63,6 +63,9 @@ class Resources(Model):
     container_runtime: Literal["apptainer", "singularity", "enroot", "pyxis"] | None = None
     binds: tuple[str, ...] = ()
     container_env: dict[str, str] = Field(default_factory=dict)
+    #: the job's packages on the cluster (hpcui.submission.environments): "auto",
+    #: requirements, a requirements file here, or the path of an environment there
+    env: tuple[str, ...] = ()
     #: run as up to this many jobs in a row past the site's time limit (backends/chain.py)
     chain: int = Field(1, ge=1, le=MAX_SEGMENTS, description="segments of a chain (1: none)")
 
@@ -172,6 +175,16 @@ class Resources(Model):
     def _binds(cls, v: Any) -> tuple[str, ...]:
         items = tuple(v.split()) if isinstance(v, str) else tuple(v)
         return tuple(parse_bind(str(b)) for b in items)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> tuple[str, ...]:
+        if v is None:
+            return ()
+        items = (v,) if isinstance(v, str) else tuple(v)
+        if any(not isinstance(i, str) or "\n" in i or "\0" in i for i in items):
+            raise ValueError("env= takes 'auto', requirements, a requirements file or a path")
+        return tuple(i.strip() for i in items if i.strip())
 
     @field_validator("container_env", mode="before")
     @classmethod

@@ -51,6 +51,8 @@ class RemoteInfo:
     unsafe_base: str = ""
     #: the shared base lacks the sticky bit: a group member can still rename folders in it
     shared_not_sticky: bool = False
+    #: environments built there (their folder names under `base`/envs)
+    envs: set[str] = field(default_factory=set)
     #: what this Python said of modules asked so far: {name: (imports, version or "-")}
     modules: dict[str, tuple[bool, str]] = field(default_factory=dict)
 
@@ -112,6 +114,9 @@ def probe_command(
         '[ "$b" = /nonexistent ] || mkdir -p "$b/jobs" "$b/runtime" && '
         'printf \'HOME=%s\\nBASE=%s\\n\' "$HOME" "$(cd "$b" && pwd)"; '
         'for f in "$b"/runtime/*.zip; do [ -e "$f" ] && printf \'BUNDLE=%s\\n\' "${f##*/}"; done; '
+        # environments built and checked (hpcui.submission.environments): used with no
+        # round trip of their own
+        'for f in "$b"/envs/*/.hpcui-ready; do [ -e "$f" ] && { f=${f%/*}; printf \'ENV=%s\\n\' "${f##*/}"; }; done; '
         f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
     )
 
@@ -145,11 +150,13 @@ def probe_remote(
     cmd = probe_command(cfg, python=python, setup=setup, modules=modules)
     res = transport.run(cmd).check(f"probing {cfg.name}")
     values: dict[str, str] = {}
-    bundles, pyout = set(), []
+    bundles, pyout, envs = set(), [], set()
     for line in res.stdout.splitlines():
         key, _, value = line.partition("=")
         if key == "BUNDLE":
             bundles.add(value.removesuffix(".zip"))
+        elif key == "ENV":
+            envs.add(value)
         elif key == "PYOUT":
             pyout.append(value)
         else:
@@ -168,6 +175,7 @@ def probe_remote(
         python_version=version,
         python_error="\n".join(pyout) if version is None else "",
         bundles=bundles,
+        envs=envs,
         modules=parse_modules(pyout),
     )
 

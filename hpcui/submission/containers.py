@@ -45,7 +45,7 @@ import_progress: ContextVar[Callable[[str], None] | None] = ContextVar(
 )
 
 
-def _on_stderr(line: str) -> None:
+def on_stderr(line: str) -> None:
     print(f"hpcui: {line}", file=sys.stderr, flush=True)
 
 
@@ -101,8 +101,8 @@ def prepare(
     first = [*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())]
     if first:
         script = "\n".join([*first, script])
-    say = import_progress.get() or _on_stderr
-    with _following(transport, plog, say) if plog else contextlib.nullcontext():
+    say = import_progress.get() or on_stderr
+    with following(transport, plog, say) if plog else contextlib.nullcontext():
         res = transport.run(["bash", "-c", script], timeout=1800)
     fields = parse_prepare(res.stdout)
     said = (res.stderr.strip() or res.stdout.strip())[-_SAID:]
@@ -188,7 +188,7 @@ def prepare(
     )
 
 
-class _following:
+class following:
     """Read `log` every `every` s while the prepare script runs, and say each new line (a
     redrawn progress line at most once per read); a last read after it ended."""
 

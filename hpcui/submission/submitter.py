@@ -42,7 +42,7 @@ from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
-from hpcui.submission import containers
+from hpcui.submission import containers, environments
 from hpcui.submission import recovery as submit_recovery
 from hpcui.submission.needs import Need, check_needs
 from hpcui.submission.pickling import pickle_calls
@@ -307,19 +307,25 @@ class Submitter:
         if not callable(fn):
             raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
         alloc = plan(self.config, self.profile, req, getattr(fn, "__name__", "hpcui"))
-        segments = req.merged(self.config.defaults).chain
+        segments = (merged := req.merged(self.config.defaults)).chain
         if segments > 1 and is_array:
-            raise UsageError(
-                "chain= runs one long call in segments; map() runs many calls at once: "
-                "submit each call with submit(fn, x, chain=N) instead."
-            )
+            raise UsageError("chain= runs one long call in segments; map() runs many calls "
+                             "at once: submit each call with submit(fn, x, chain=N) instead.")  # fmt: skip
         # fails early on unpicklable input
         needs: list[Need] = []
         pickles = pickle_calls(fn, calls, time_s=alloc.time_s, needs=needs)
         python = req.python or self.python
         in_image = alloc.container is not None  # the image's Python: its own packages
+        wanted = environments.spec_of(merged.env, needs) if merged.env else None
+        python = wanted.existing if wanted and wanted.existing else python
         info = self.remote_info(check_python=not in_image, python=python, needs=needs)
-        if not in_image:  # what the call imports, there: refused before anything is queued
+        if wanted and not wanted.existing:  # the environment's Python, built once or found
+            python = environments.use(
+                self.transport, info, wanted, needs, python=python, setup=self.setup,
+                cluster=self.name, profile=self.profile, in_image=in_image,
+                probe=lambda p: self.remote_info(python=p, needs=needs),
+            )  # fmt: skip
+        elif not in_image:  # what the call imports, there: refused before anything is queued
             check_needs(self.transport, info, needs, python, self.setup, cluster=self.name)
         self.reconcile_quietly()
         self._check_setup_modules()

@@ -1,0 +1,252 @@
+"""Environments built on the cluster (`env=`): the user's packages, once per content hash.
+
+`env="auto"` is what the call uses (hpcui.submission.needs) at this machine's versions, the
+installer resolving their requirements; a list of requirements, or a requirements file
+read here, is taken as written; a path on the cluster (a venv or an interpreter) is used as
+it is. A built environment lives in `<remote base>/envs/<hash>` (the hash of the cluster's
+Python version, the requirements, the index and the options), is built once on the login
+node (compute nodes usually reach no index) under a lock (a second process waits, then
+uses it), under a temporary name, checked (every pinned distribution at its version), and
+only then renamed into place and marked: a build killed half way, or one that failed, is
+never used. The probe lists the ready ones, so a later process uses one without a round
+trip of its own. The installer is uv where the login node has it, else pip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcui.errors import UsageError
+from hpcui.profiles import Profile
+from hpcui.store.remote import RemoteInfo
+from hpcui.submission import containers
+from hpcui.submission.needs import Need, check_needs
+from hpcui.transport.base import Transport
+from hpcui.transport.quoting import quote_bytes
+
+AUTO = "auto"
+#: how long a build may take on the login node (a big resolver run, slow file systems)
+BUILD_TIMEOUT_S = 1800
+#: a requirement as pip writes it: a name, extras, version clauses (no URLs, no options)
+REQUIREMENT = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
+    r"(\s*(==|>=|<=|~=|!=|<|>|===)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!_-]+)*)?$"
+)
+#: what a built environment holds once it was checked (its absence: never used)
+READY = ".hpcui-ready"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What to run the job with: an existing environment there, or requirements to build."""
+
+    requirements: tuple[str, ...] = ()
+    existing: str = ""
+    #: pinned distributions the check verifies (name, version)
+    pins: tuple[tuple[str, str], ...] = ()
+    #: made from what the call uses (env="auto"): it holds every need by construction
+    auto: bool = False
+
+
+def _existing_python(path: str) -> str:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return path if name.startswith("python") else f"{path.rstrip('/')}/bin/python"
+
+
+def spec_of(env: Sequence[str], needs: Sequence[Need]) -> EnvSpec:
+    """The request's `env` as a spec (UsageError for what cannot be one)."""
+    items = [e.strip() for e in env if e.strip()]
+    if len(items) == 1 and items[0] == AUTO:
+        wanted = sorted((n.dist, n.version) for n in needs if not n.optional)
+        if not wanted:
+            raise UsageError(
+                "env='auto' found no installed package this call uses: it needs nothing "
+                "beyond the cluster's Python. Leave env out, or list what it needs."
+            )
+        return EnvSpec(tuple(f"{d}=={v}" for d, v in wanted), pins=tuple(wanted), auto=True)
+    if (
+        len(items) == 1
+        and items[0].startswith(("/", "~", "$"))
+        and not items[0].endswith((".txt", ".in"))
+    ):
+        return EnvSpec(existing=_existing_python(items[0]))
+    if len(items) == 1 and items[0].endswith((".txt", ".in")):
+        path = Path(items[0]).expanduser()
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise UsageError(
+                f"env={items[0]!r}: cannot read that requirements file: {exc}."
+            ) from None
+        items = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        items = [ln for ln in items if ln]
+    bad = [i for i in items if not REQUIREMENT.match(i)]
+    if bad or not items:
+        raise UsageError(
+            f"env: {', '.join(map(repr, bad)) or 'nothing'} is not a requirement hpcui "
+            "installs (write `name`, `name==1.2.3`, `name[extra]>=1.0`; or env='auto', a "
+            "requirements file, or the path of an environment on the cluster)."
+        )
+    pins = tuple(
+        (m[1], m[2]) for i in items if (m := re.fullmatch(r"([A-Za-z0-9._-]+)\s*==\s*([^,\s]+)", i))
+    )
+    return EnvSpec(tuple(items), pins=pins)
+
+
+def env_key(spec: EnvSpec, python_version: str, index_url: str, proxy: str) -> str:
+    """The environment's folder name: what decides its content, hashed."""
+    text = "\n".join([python_version, index_url, proxy, *sorted(spec.requirements)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: the check run by the new environment's Python: each pin at its version
+_CHECK = (
+    "import sys, importlib.metadata as m\n"
+    "bad = []\n"
+    "for a in sys.argv[1:]:\n"
+    "    d, _, v = a.partition('==')\n"
+    "    try: have = m.version(d)\n"
+    "    except m.PackageNotFoundError: have = 'missing'\n"
+    "    if have != v: bad.append(f'{d} {have} (asked {v})')\n"
+    "print('HPCUI_CHECK=' + ('ok' if not bad else '; '.join(bad)))\n"
+)
+
+
+def build_script(
+    *,
+    folder: str,
+    python: str,
+    setup: Sequence[str],
+    spec: EnvSpec,
+    index_url: str = "",
+    proxy: str = "",
+    log: str,
+) -> str:
+    """The login node's bash: under `folder.lock`, build in `folder.part-PID`, check it,
+    rename it into place and mark it READY; print `HPCUI_ENV=ready|built|failed:WHY`.
+    The installer's words go to `log` (followed as progress) and, on failure, stdout."""
+    q = lambda s: quote_bytes(s).decode()  # noqa: E731 - one quoting for every word here
+    reqs = " ".join(q(r) for r in spec.requirements)
+    requirements_file = '"$final.requirements.txt"'
+    index = f" --index-url {q(index_url)}" if index_url else ""
+    pins = " ".join(q(f"{d}=={v}") for d, v in spec.pins)
+    proxy_env = f"export http_proxy={q(proxy)} https_proxy={q(proxy)}; " if proxy else ""
+    return "\n".join(
+        [
+            "set -u",
+            f'final={q(folder)}; tmp="$final.part-$$"; log={q(log)}',
+            'mkdir -p "$(dirname "$final")" && exec 9>"$final.lock" || { echo HPCUI_ENV=failed:lock; exit 0; }',
+            "flock 9",
+            f'if [ -e "$final/{READY}" ]; then echo HPCUI_ENV=ready; exit 0; fi',
+            'rm -rf "$final" "$final".part-*',  # a build killed half way: never used
+            f"printf '%s\\n' {reqs} >\"$final.requirements.txt\"",
+            *setup,
+            proxy_env + "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1",
+            'say() { echo "hpcui: $*" >>"$log"; }',
+            "if command -v uv >/dev/null 2>&1; then",
+            f'  say "creating the environment with uv ({q(python)})"',
+            f'  uv venv --quiet --python {q(python)} "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
+            f'  say "installing with uv"; uv pip install --python "$tmp/bin/python"{index} -r {requirements_file} >>"$log" 2>&1',
+            "else",
+            f'  say "creating the environment ({q(python)} -m venv)"',
+            f'  {q(python)} -m venv "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
+            f'  say "installing with pip"; "$tmp/bin/python" -m pip install --progress-bar off{index} -r {requirements_file} >>"$log" 2>&1',
+            "fi",
+            'if [ $? -ne 0 ]; then echo HPCUI_ENV=failed:install; tail -n 30 "$log"; rm -rf "$tmp"; exit 0; fi',
+            f'"$tmp/bin/python" -c {q(_CHECK)} {pins} >"$tmp/.check" 2>&1',
+            'c=$(grep HPCUI_CHECK= "$tmp/.check" | cut -d= -f2-); if [ "$c" != ok ]; then echo "HPCUI_ENV=failed:check $c"; cat "$tmp/.check" | tail -n 20; rm -rf "$tmp"; exit 0; fi',
+            'mv "$tmp" "$final" && touch "$final/' + READY + '" && echo HPCUI_ENV=built',
+        ]
+    )
+
+
+def failure(said: str, *, cluster: str, python: str) -> str:
+    """A failed build, in the installer's own words, and what to change."""
+    first, _, rest = said.partition("\n")
+    why = first.removeprefix("HPCUI_ENV=failed:")
+    words = rest.strip()[-2500:] or "no output"
+    if why.startswith("check"):
+        return (
+            f"The environment built on {cluster} does not hold what was asked "
+            f"({why.removeprefix('check').strip()}): nothing was submitted. The installer "
+            f"said:\n{words}"
+        )
+    if why == "venv":
+        return (
+            f"{cluster}'s Python ({python}) could not make a virtual environment: {words}. "
+            "Load a Python with venv (setup lines), or point python= at one."
+        )
+    return (
+        f"Building the environment on {cluster} failed ({why}); nothing was submitted. The "
+        f"installer said:\n{words}\nFix the requirement it names (a version the index has, a "
+        "name as published), or build it yourself and pass env='/path/to/venv'."
+    )
+
+
+def ensure(
+    transport: Transport,
+    info: RemoteInfo,
+    spec: EnvSpec,
+    *,
+    cluster: str,
+    python: str,
+    setup: Sequence[str],
+    index_url: str = "",
+    proxy: str = "",
+) -> str:
+    """The environment's Python on the cluster: built now (its progress said line by line,
+    as an image import's: stderr, or the app's status line), or found ready (listed by
+    the probe, or built earlier by this process: no round trip)."""
+    if spec.existing:
+        return spec.existing
+    version = ".".join(map(str, info.python_version or ()))
+    key = env_key(spec, version, index_url, proxy)
+    folder = f"{info.base}/envs/{key}"
+    if key not in info.envs:
+        log_path = f"{folder}.build-{uuid.uuid4().hex[:8]}.log"
+        script = build_script(folder=folder, python=python, setup=setup, spec=spec,
+                              index_url=index_url, proxy=proxy, log=log_path)  # fmt: skip
+        say = containers.import_progress.get() or containers.on_stderr
+        say(f"building the environment {key} on {cluster}: {' '.join(spec.requirements)}")
+        with containers.following(transport, log_path, say):
+            res = transport.run(["bash", "-c", script], timeout=BUILD_TIMEOUT_S)
+        said = res.stdout[res.stdout.find("HPCUI_ENV=") :] if "HPCUI_ENV=" in res.stdout else ""
+        state = said.split("\n", 1)[0]
+        if state not in ("HPCUI_ENV=ready", "HPCUI_ENV=built"):
+            raise UsageError(failure(said or res.stderr, cluster=cluster, python=python))
+        say(f"environment {key} {'ready' if state.endswith('ready') else 'built'}: {folder}")
+        info.envs.add(key)
+    return f"{folder}/bin/python"
+
+
+def use(
+    transport: Transport,
+    info: RemoteInfo,
+    spec: EnvSpec,
+    needs: list[Need],
+    *,
+    python: str,
+    setup: Sequence[str],
+    cluster: str,
+    profile: Profile,
+    in_image: bool,
+    probe: Callable[[str], RemoteInfo],
+) -> str:
+    """The Python a submit with env= runs: the environment built (or found) on the
+    cluster's; a list as written is checked to hold what the call imports (`probe`: that
+    Python's info, asked once per process)."""
+    if in_image:
+        raise UsageError(
+            "env= builds on the cluster's Python; a job in a container runs the image's "
+            "Python and its packages: leave env out, or build an image that has them."
+        )
+    got = ensure(transport, info, spec, cluster=cluster, python=python, setup=setup,
+                 index_url=profile.env_index_url, proxy=profile.env_proxy)  # fmt: skip
+    if not spec.auto:  # "auto" holds every need by construction: nothing more to ask
+        check_needs(transport, probe(got), needs, got, setup, cluster=cluster)
+    return got

@@ -1,0 +1,106 @@
+"""env= (hpcui.submission.environments): what a request becomes, and the login node's build
+script run here by real bash, a real `python3 -m venv` and real pip, installing from the
+dev index's wheel folder (scripts/install-deps fills it) with no index at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from hpcui.errors import UsageError
+from hpcui.submission.environments import (
+    READY,
+    EnvSpec,
+    build_script,
+    env_key,
+    failure,
+    spec_of,
+)
+from hpcui.submission.needs import Need
+
+WHEELS = Path("/var/lib/hpcui-devcluster/index")
+HUMANIZE = "humanize==4.15.0"
+
+
+def test_auto_pins_what_the_call_uses_but_optional_imports():
+    needs = [Need("pydantic", "pydantic", "2.14.4"), Need("wandb", "wandb", "0.1", optional=True)]
+    spec = spec_of(["auto"], needs)
+    assert spec == EnvSpec(("pydantic==2.14.4",), pins=(("pydantic", "2.14.4"),), auto=True)
+    with pytest.raises(UsageError, match="found no installed package"):
+        spec_of(["auto"], [])
+
+
+def test_lists_files_and_existing_environments(tmp_path):
+    assert spec_of([HUMANIZE, "rich>=13"], []).pins == (("humanize", "4.15.0"),)
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"# pinned\n{HUMANIZE}  # why\n\nrich[jupyter]>=13,<16\n")
+    assert spec_of([str(req)], []).requirements == (HUMANIZE, "rich[jupyter]>=13,<16")
+    assert spec_of(["~/venvs/t"], []).existing == "~/venvs/t/bin/python"
+    assert spec_of(["/sw/py/bin/python3.11"], []).existing == "/sw/py/bin/python3.11"
+    for bad in (["--index-url=http://x"], ["rich; rm -rf ~"], ["git+https://x/y"]):
+        with pytest.raises(UsageError, match="is not a requirement"):
+            spec_of(bad, [])
+
+
+def test_the_key_changes_with_what_decides_the_content():
+    a = EnvSpec((HUMANIZE,))
+    assert env_key(a, "3.11.2", "", "") == env_key(EnvSpec((HUMANIZE,)), "3.11.2", "", "")
+    assert len({env_key(a, "3.11.2", "", ""), env_key(a, "3.11.9", "", ""),
+                env_key(a, "3.11.2", "http://mirror/simple/", ""),
+                env_key(EnvSpec(("humanize",)), "3.11.2", "", "")}) == 4  # fmt: skip
+
+
+def _build(folder: Path, spec: EnvSpec) -> subprocess.CompletedProcess[str]:
+    script = build_script(folder=str(folder), python=sys.executable, setup=[], spec=spec,
+                          log=str(folder) + ".log")  # fmt: skip
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS)}
+    env.pop("PIP_INDEX_URL", None)
+    env["PATH"] = "/usr/bin:/bin"  # no uv here: pip is the fallback under test
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                          timeout=300)  # fmt: skip
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="scripts/install-deps fills the dev index")
+def test_a_build_is_checked_renamed_into_place_and_used_once(tmp_path):
+    folder = tmp_path / "envs" / "k1"
+    spec = spec_of([HUMANIZE], [])
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(_build(folder, spec).stdout))
+               for _ in range(2)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    states = sorted(out.strip().splitlines()[-1] for out in results)
+    assert states == ["HPCUI_ENV=built", "HPCUI_ENV=ready"], results  # one built, one waited
+    assert (folder / READY).exists() and not list(folder.parent.glob("k1.part-*"))
+    ran = subprocess.run([str(folder / "bin" / "python"), "-c",
+                          "import humanize; print(humanize.intcomma(1234))"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ran.stdout.strip() == "1,234", ran.stderr
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="scripts/install-deps fills the dev index")
+def test_a_failed_build_leaves_nothing_and_says_the_installers_words(tmp_path):
+    folder = tmp_path / "envs" / "k2"
+    res = _build(folder, spec_of(["no-such-package-hpcui==1.0"], []))
+    out = res.stdout[res.stdout.index("HPCUI_ENV=") :]
+    assert out.startswith("HPCUI_ENV=failed:install"), res.stdout
+    assert not folder.exists() and not list(folder.parent.glob("k2.part-*"))
+    said = failure(out, cluster="dev", python="python3")
+    assert "No matching distribution found for no-such-package-hpcui==1.0" in said, said
+    assert "nothing was submitted" in said
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="scripts/install-deps fills the dev index")
+def test_an_environment_without_its_mark_is_built_again(tmp_path):
+    folder = tmp_path / "envs" / "k3"
+    folder.mkdir(parents=True)
+    (folder / "half-written").write_text("a build killed between its rename and its mark")
+    assert _build(folder, spec_of([HUMANIZE], [])).stdout.strip().endswith("HPCUI_ENV=built")
+    assert not (folder / "half-written").exists()
