@@ -68,13 +68,14 @@ class References:
 
     def note(self, obj: Any) -> None:
         """An object the pickler writes: a module, a function or class (its module), or an
-        instance (its class's module: the object itself travels)."""
+        instance (its class's modules, bases included: the object itself travels)."""
         if isinstance(obj, types.ModuleType):
             self._add(obj.__name__)
         elif isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
             self._add(getattr(obj, "__module__", None))
-        else:
-            self._add(getattr(type(obj), "__module__", None), objects=True)
+        else:  # its class and every base class: a model's state is its base's format too
+            for klass in getattr(type(obj), "__mro__", (type(obj),)):
+                self._add(getattr(klass, "__module__", None), objects=True)
 
     def imports_in(self, code: types.CodeType) -> None:
         """The absolute `import` statements of code carried by value (nested code objects
@@ -140,6 +141,13 @@ def needs_of(refs: References, by_value: frozenset[str] = frozenset()) -> list[N
     return list(out.values())
 
 
+def _newer_major(here: str, there: str) -> bool:
+    """Objects pickled under a newer major version do not load under an older one (pydantic
+    2 models under 1.x, numpy 2 arrays under 1.x: `numpy._core`); the other way they may."""
+    a, b = here.split(".")[0], there.split(".")[0]
+    return a.isdigit() and b.isdigit() and int(a) > int(b)
+
+
 def _minor(version: str) -> tuple[str, ...]:
     return tuple(version.split(".")[:2])
 
@@ -148,8 +156,8 @@ def problems(
     needs: list[Need], there: dict[str, tuple[bool, str]], *, cluster: str, python: str
 ) -> tuple[list[str], list[str]]:
     """(refusals, warnings) for what the cluster's interpreter said of each need: missing
-    is refused; objects of a distribution at another major.minor version there are warned
-    about (they may not load)."""
+    is refused, and so are objects made under a newer major version than the one there;
+    objects at another major.minor version are warned about (they may not load)."""
     refused, warned = [], []
     for need in needs:
         found, version = there.get(need.module, (True, ""))
@@ -163,6 +171,12 @@ def problems(
             refused.append(
                 f"`{need.module}` ({need.dist} {need.version} here) is not importable by "
                 f"{cluster}'s Python ({python})"
+            )
+        elif need.objects and version not in ("", "-") and _newer_major(need.version, version):
+            refused.append(
+                f"objects of `{need.dist}` travel in this call, made with {need.version} here; "
+                f"{cluster}'s Python ({python}) has {version}, an older major version: they "
+                "will not load there"
             )
         elif need.objects and version not in ("", "-") and _minor(version) != _minor(need.version):
             warned.append(

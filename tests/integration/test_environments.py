@@ -50,6 +50,9 @@ def model_module(tmp_path, monkeypatch):
         class Cfg(pydantic.BaseModel):
             lr: float = 0.1
 
+        def echo(cfg):
+            return cfg.lr
+
         def train(lr):
             import sys
             return [Cfg(lr=lr).lr, pydantic.VERSION, sys.executable]
@@ -143,3 +146,13 @@ def test_an_environment_that_never_finished_is_not_used(pbs):
         assert job.result(timeout=180) == "1,234,567"
     finally:
         fresh.close()
+
+
+def test_objects_of_a_newer_major_version_are_refused_where_an_older_one_is(pbs, model_module):
+    """A real pair: a pydantic 2 model's object travels to an environment of pydantic 1.10."""
+    with pytest.raises(RemotePythonError) as err:
+        pbs.submit(model_module.echo, model_module.Cfg(lr=0.3), env=["pydantic==1.10.22"],
+                   time="2m")  # fmt: skip
+    said = str(err.value)
+    assert f"objects of `pydantic` travel in this call, made with {PYDANTIC} here" in said, said
+    assert "has 1.10.22, an older major version: they will not load there" in said, said

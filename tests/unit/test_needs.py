@@ -65,6 +65,7 @@ def test_an_object_of_the_users_own_model_needs_pydantic():
     class, pydantic's, by reference: pydantic must be there."""
     got = _needs(plain, Point(x=3))
     assert got["pydantic"].version == PYDANTIC, got
+    assert got["pydantic"].objects  # its base class's format is the object's too
     assert set(got) <= {"pydantic", "pydantic_core", "typing_extensions"}, got
 
 
@@ -102,20 +103,26 @@ def test_the_cluster_python_is_asked_in_one_command():
 def test_missing_is_refused_with_the_way_out_a_version_apart_is_warned():
     needs = [
         Need("transformers", "transformers", "4.46.3"),
-        Need("rich", "rich", "15.0.0", objects=True),
+        Need("rich", "rich", "13.9.4", objects=True),
         Need("wandb", "wandb", "0.19.1", optional=True),
     ]
-    there = {"transformers": (False, "-"), "rich": (True, "13.9.4"), "wandb": (False, "-")}
+    there = {"transformers": (False, "-"), "rich": (True, "13.8.1"), "wandb": (False, "-")}
     refused, warned = problems(needs, there, cluster="dev", python="/usr/bin/python3")
     assert refused == [
         "`transformers` (transformers 4.46.3 here) is not importable by dev's Python "
         "(/usr/bin/python3)"
     ]
-    assert "objects of `rich` travel" in warned[0] and "13.9.4" in warned[0]
+    assert "objects of `rich` travel" in warned[0] and "13.8.1" in warned[0]
     assert "inside a try" in warned[1]
     said = refusal(refused, needs, "/usr/bin/python3")
     assert "/usr/bin/python3 -m pip install --user transformers==4.46.3" in said
     assert "rich==" not in said and "Nothing was submitted" in said
+    newer = problems([Need("pydantic", "pydantic", "2.14.4", objects=True)],
+                     {"pydantic": (True, "1.10.22")}, cluster="dev", python="p")  # fmt: skip
+    assert "has 1.10.22, an older major version: they will not load there" in newer[0][0]
+    older = problems([Need("numpy", "numpy", "1.26.4", objects=True)],
+                     {"numpy": (True, "2.1.0")}, cluster="dev", python="p")  # fmt: skip
+    assert older[0] == [] and "may not load" in older[1][0]  # numpy 2 loads 1.x's arrays
     # the same minor version, or only names travelling: nothing to say
     ok = problems([Need("rich", "rich", "13.9.1", objects=True)], {"rich": (True, "13.9.4")},
                   cluster="dev", python="p")  # fmt: skip
