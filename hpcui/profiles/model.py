@@ -193,6 +193,9 @@ class Profile(Model):
     env_index_url: str = ""
     #: the proxy the login node reaches the index through ("": none)
     env_proxy: str = ""
+    #: the login node reaches no index at all: env= wheels are resolved and downloaded on
+    #: this machine, uploaded, and installed there with no index
+    env_offline: bool = False
     #: the site's torchrun (JSC: `torchrun_jsc`)
     torchrun: str = "torchrun"
     #: exported in every batch script (LUMI: NCCL/RCCL over Slingshot)

@@ -22,7 +22,10 @@ from hpcui.transport.quoting import quote_bytes, to_command
 _BASE_OK = re.compile(r"^[A-Za-z0-9_./~${}-]+$")
 #: an import or distribution name that may travel as a shell word
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_PY = "import sys; print('PY=%d.%d.%d' % sys.version_info[:3])"
+_PY = (
+    "import sys, platform; print('PY=%d.%d.%d' % sys.version_info[:3]); "
+    "print('PLAT=%s %s' % (platform.machine(), platform.libc_ver()[1] or '-'))"
+)
 #: after _PY, with `module=distribution` arguments: whether each imports (found, not run)
 #: and the distribution's version there (hpcui.submission.needs)
 _MODULES = (
@@ -51,6 +54,8 @@ class RemoteInfo:
     unsafe_base: str = ""
     #: the shared base lacks the sticky bit: a group member can still rename folders in it
     shared_not_sticky: bool = False
+    #: the Python's machine and glibc ("x86_64", "2.36"): which wheels it installs
+    platform: tuple[str, str] = ("", "")
     #: environments built there (their folder names under `base`/envs)
     envs: set[str] = field(default_factory=set)
     #: what this Python said of modules asked so far: {name: (imports, version or "-")}
@@ -162,6 +167,7 @@ def probe_remote(
         else:
             values[key] = value
     version: tuple[int, int, int] | None = None
+    plat = next((ln[5:].split() for ln in pyout if ln.startswith("PLAT=")), [])
     for line in pyout:
         m = re.fullmatch(r"PY=(\d+)\.(\d+)\.(\d+)", line.strip())
         if m:
@@ -173,6 +179,7 @@ def probe_remote(
         unsafe_base=values.get("UNSAFE", ""),
         shared_not_sticky=values.get("NOT_STICKY") == "1",
         python_version=version,
+        platform=(plat[0], plat[1]) if len(plat) == 2 else ("", ""),
         python_error="\n".join(pyout) if version is None else "",
         bundles=bundles,
         envs=envs,

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hpcui.errors import UsageError
+from hpcui.jobs.upload import upload
 from hpcui.profiles import Profile
 from hpcui.store.remote import RemoteInfo
 from hpcui.submission import containers
@@ -30,6 +33,8 @@ from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
 
 AUTO = "auto"
+#: in the key in place of an index: the wheels came from this machine
+OFFLINE = "offline"
 #: how long a build may take on the login node (a big resolver run, slow file systems)
 BUILD_TIMEOUT_S = 1800
 #: a requirement as pip writes it: a name, extras, version clauses (no URLs, no options)
@@ -125,6 +130,7 @@ def build_script(
     spec: EnvSpec,
     index_url: str = "",
     proxy: str = "",
+    wheels: str = "",
     log: str,
 ) -> str:
     """The login node's bash: under `folder.lock`, build in `folder.part-PID`, check it,
@@ -134,6 +140,8 @@ def build_script(
     reqs = " ".join(q(r) for r in spec.requirements)
     requirements_file = '"$final.requirements.txt"'
     index = f" --index-url {q(index_url)}" if index_url else ""
+    if wheels:  # offline: the wheels uploaded from here, no index at all
+        index = f" --no-index --find-links {q(wheels)}"
     pins = " ".join(q(f"{d}=={v}") for d, v in spec.pins)
     proxy_env = f"export http_proxy={q(proxy)} https_proxy={q(proxy)}; " if proxy else ""
     return "\n".join(
@@ -188,6 +196,47 @@ def failure(said: str, *, cluster: str, python: str) -> str:
     )
 
 
+def platforms(machine: str, glibc: str) -> list[str]:
+    """The wheel platform tags a cluster's Python installs: manylinux up to its glibc."""
+    m = re.fullmatch(r"2\.(\d+)", glibc)
+    top = int(m[1]) if m else 17
+    return [f"manylinux_2_{minor}_{machine}" for minor in range(17, top + 1)] + [
+        f"manylinux2014_{machine}"
+    ]
+
+
+def download(
+    spec: EnvSpec, info: RemoteInfo, dest: Path, say: Callable[[str], None], *, cluster: str
+) -> None:
+    """The requirements and everything they need, resolved HERE for the cluster's Python
+    and platform (binary wheels only: nothing is built there), into `dest` (pip's cache
+    and this machine's index settings, PIP_INDEX_URL and the like, apply)."""
+    machine, glibc = info.platform
+    version = ".".join(map(str, (info.python_version or (0, 0))[:2]))
+    if not machine:
+        raise UsageError(f"{cluster}'s Python did not say its platform: cannot pick wheels for it.")
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
+           "--only-binary=:all:", "--python-version", version, "--implementation", "cp",
+           *(f"--platform={p}" for p in platforms(machine, glibc)), "--dest", str(dest),
+           *spec.requirements]  # fmt: skip
+    dest.mkdir(parents=True, exist_ok=True)
+    say(f"downloading wheels here for {cluster} (Python {version}, {machine}, glibc {glibc})")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    assert proc.stdout is not None  # a pipe was asked for
+    for line in proc.stdout:
+        if line.strip():
+            say(line.rstrip())
+            tail = [*tail[-29:], line.rstrip()]
+    if proc.wait() != 0:
+        raise UsageError(
+            f"Downloading the wheels for {cluster} here failed; nothing was submitted. pip "
+            "said:\n" + "\n".join(tail) + "\nFix the requirement it names (a version with "
+            f"wheels for Python {version} on {machine}), or build the environment there yourself "
+            "and pass env='/path/to/venv'."
+        )
+
+
 def ensure(
     transport: Transport,
     info: RemoteInfo,
@@ -198,6 +247,8 @@ def ensure(
     setup: Sequence[str],
     index_url: str = "",
     proxy: str = "",
+    offline: bool = False,
+    cache: Path | None = None,
 ) -> str:
     """The environment's Python on the cluster: built now (its progress said line by line,
     as an image import's: stderr, or the app's status line), or found ready (listed by
@@ -205,13 +256,21 @@ def ensure(
     if spec.existing:
         return spec.existing
     version = ".".join(map(str, info.python_version or ()))
-    key = env_key(spec, version, index_url, proxy)
+    key = env_key(spec, version, OFFLINE if offline else index_url, proxy)
     folder = f"{info.base}/envs/{key}"
     if key not in info.envs:
+        say = containers.import_progress.get() or containers.on_stderr
+        wheels = ""
+        if offline:  # the login node reaches no index: resolved here, uploaded, no index there
+            local = (cache or Path(".")) / key
+            download(spec, info, local, say, cluster=cluster)
+            wheels = f"{info.base}/envs/wheels"
+            got = upload(transport, local, wheels, into=False, note=say)
+            say(f"uploaded {got.copied} wheel(s) to {wheels} ({got.skipped} there already)")
         log_path = f"{folder}.build-{uuid.uuid4().hex[:8]}.log"
         script = build_script(folder=folder, python=python, setup=setup, spec=spec,
-                              index_url=index_url, proxy=proxy, log=log_path)  # fmt: skip
-        say = containers.import_progress.get() or containers.on_stderr
+                              index_url=index_url, proxy=proxy, wheels=wheels,
+                              log=log_path)  # fmt: skip
         say(f"building the environment {key} on {cluster}: {' '.join(spec.requirements)}")
         with containers.following(transport, log_path, say):
             res = transport.run(["bash", "-c", script], timeout=BUILD_TIMEOUT_S)
@@ -246,7 +305,15 @@ def use(
             "Python and its packages: leave env out, or build an image that has them."
         )
     got = ensure(transport, info, spec, cluster=cluster, python=python, setup=setup,
-                 index_url=profile.env_index_url, proxy=profile.env_proxy)  # fmt: skip
+                 index_url=profile.env_index_url, proxy=profile.env_proxy,
+                 offline=profile.env_offline, cache=wheel_cache())  # fmt: skip
     if not spec.auto:  # "auto" holds every need by construction: nothing more to ask
         check_needs(transport, probe(got), needs, got, setup, cluster=cluster)
     return got
+
+
+def wheel_cache() -> Path:
+    """Where this machine keeps the wheels it downloaded for offline sites."""
+    from platformdirs import user_cache_dir  # only where an offline site builds
+
+    return Path(user_cache_dir("hpcui")) / "wheels"

@@ -104,3 +104,12 @@ def test_an_environment_without_its_mark_is_built_again(tmp_path):
     (folder / "half-written").write_text("a build killed between its rename and its mark")
     assert _build(folder, spec_of([HUMANIZE], [])).stdout.strip().endswith("HPCUI_ENV=built")
     assert not (folder / "half-written").exists()
+
+
+def test_wheels_are_picked_for_the_clusters_glibc_and_machine():
+    from hpcui.submission.environments import platforms
+
+    tags = platforms("aarch64", "2.28")
+    assert tags[0] == "manylinux_2_17_aarch64" and "manylinux_2_28_aarch64" in tags
+    assert "manylinux_2_29_aarch64" not in tags and tags[-1] == "manylinux2014_aarch64"
+    assert platforms("x86_64", "-") == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
