@@ -735,6 +735,10 @@ def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.strip().split(";")[0]
     try:
+        deadline = time.monotonic() + 60  # a quiet RUNNING job (not the pending wait)
+        while "RUNNING" not in hpcui(env, "show", job_id).stdout:
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(1)
         for _ in range(3):  # more than once: a leaked shell slot would show by the third
             proc = subprocess.Popen(
                 [sys.executable, "-m", "hpcui.cli", "logs", job_id, "-f"],
@@ -746,7 +750,11 @@ def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
                 assert time.monotonic() < deadline, "the follow never reached the agent"
                 time.sleep(0.3)
             os.killpg(proc.pid, signal.SIGINT)
-            proc.communicate(timeout=30)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired as exc:
+                proc.kill()
+                raise AssertionError(f"Ctrl-C did not end the client: {exc.stderr!r}") from exc
             deadline = time.monotonic() + 20
             while (active := status(env)["active"]) > 0:
                 assert time.monotonic() < deadline, f"still {active} request(s) in the agent"
