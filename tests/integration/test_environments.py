@@ -67,9 +67,9 @@ def _said() -> tuple[list[str], object]:
     return lines, containers.import_progress.set(lines.append)
 
 
-def _env_folders(cluster: Cluster) -> list[str]:
-    base = cluster.remote_info().base
-    out = cluster.run(["sh", "-c", f"ls -d {base}/envs/*/ 2>/dev/null; true"]).stdout
+def _builds(cluster: Cluster, folder: str) -> list[str]:
+    """The build logs of one environment: one per build that ran."""
+    out = cluster.run(["sh", "-c", f"ls -d {folder}.build-*.log 2>/dev/null; true"]).stdout
     return sorted(out.split())
 
 
@@ -90,6 +90,9 @@ def test_the_login_node_reaches_the_index_and_a_compute_node_does_not(pbs):
 
 
 def test_auto_builds_once_on_the_login_node_and_the_job_runs_it(pbs, model_module):
+    # no environment from an earlier run of this test (the site's home outlives it); before
+    # this Cluster's first probe, which lists the ready ones
+    pbs.run(["sh", "-c", f"rm -rf {pbs.config.remote_base}/envs"]).check()
     with pytest.raises(
         RemotePythonError, match=r"`pydantic` \(pydantic .* here\) is not importable"
     ):
@@ -106,13 +109,15 @@ def test_auto_builds_once_on_the_login_node_and_the_job_runs_it(pbs, model_modul
     lr, version, executable = job.result(timeout=180)
     assert lr == 0.5 and version == PYDANTIC, (lr, version)
     assert "/envs/" in executable, executable  # the environment's Python, on a compute node
-    folders = _env_folders(pbs)
+    folder = executable.split("/bin/")[0]
+    builds = _builds(pbs, folder)
+    assert builds, folder  # its installer's words are kept beside it
     # a second process: the probe lists the environment, nothing is built
     res = cli("-c", "pbs", "submit", f"{model_module.__file__}:train", "--args", "[0.25]",
               "--env", "auto", "--time", "2m", "--wait", "--json")  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "building the environment" not in res.stderr, res.stderr
-    assert _env_folders(pbs) == folders
+    assert _builds(pbs, folder) == builds  # no build of its own
 
 
 def test_a_list_with_a_missing_package_is_refused_in_the_installers_words(pbs):
@@ -126,15 +131,18 @@ def test_a_list_with_a_missing_package_is_refused_in_the_installers_words(pbs):
 def test_an_environment_that_never_finished_is_not_used(pbs):
     """A build cut off between its rename and its mark (or half way) is built again."""
 
-    def nice() -> str:
+    def nice() -> tuple[str, str]:
+        import sys
+
         import humanize
 
-        return humanize.intcomma(1234567)
+        return humanize.intcomma(1234567), sys.executable
 
     want = ["humanize==4.15.0"]
-    assert pbs.submit(nice, env=want, time="2m").result(timeout=180) == "1,234,567"
-    base = pbs.remote_info().base
-    pbs.run(["sh", "-c", f"rm -f {base}/envs/*/.hpcui-ready"]).check()
+    said, executable = pbs.submit(nice, env=want, time="2m").result(timeout=180)
+    assert said == "1,234,567"
+    folder = executable.split("/bin/")[0]
+    pbs.run(["rm", f"{folder}/.hpcui-ready"]).check()  # as if cut off before its mark
     fresh = Cluster(pbs.config)  # another process: what its probe finds
     try:
         lines, token = _said()
@@ -143,7 +151,7 @@ def test_an_environment_that_never_finished_is_not_used(pbs):
         finally:
             containers.import_progress.reset(token)
         assert any("building the environment" in line for line in lines), lines
-        assert job.result(timeout=180) == "1,234,567"
+        assert job.result(timeout=180) == ("1,234,567", executable)
     finally:
         fresh.close()
 

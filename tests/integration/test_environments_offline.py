@@ -35,6 +35,8 @@ def test_wheels_resolved_here_uploaded_and_installed_with_no_index(dev, tmp_path
     """))  # fmt: skip
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("offtrain")
+    # no environment from an earlier run (the site's home outlives it): this one builds
+    dev.run(["sh", "-c", f"rm -rf {dev.config.remote_base}/envs"]).check()
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # this machine's package source: the wheel folder
     monkeypatch.setenv("PIP_FIND_LINKS", str(WHEELS))
     monkeypatch.setattr(environments, "wheel_cache", lambda: tmp_path / "cache")
