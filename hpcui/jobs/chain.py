@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from hpcui.backends import chain
 from hpcui.backends.job_paths import JobPaths, Stream, result_name
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, JobTimeLimitError
 from hpcui.jobs.job import Job, JobHost
-from hpcui.logs.follow import LogChunk
+from hpcui.logs.follow import LogChunk, LogOptions
 from hpcui.store.registry import JobRecord, Registry
 from hpcui.store.remote import list_results
 from hpcui.store.signing import job_key
@@ -215,26 +215,10 @@ class ChainJob(Job):
         return JobPaths(self.folder, self.current.job_id)
 
     def logs(
-        self,
-        stream: Stream = "stdout",
-        rank: int | None = None,
-        *,
-        follow: bool = False,
-        tail_bytes: int | None = None,
-        timeout: float | None = None,
-        spool: bool = True,
-        until: Callable[[], bool] | None = None,
+        self, stream: Stream = "stdout", rank: int | None = None, **options: Unpack[LogOptions]
     ) -> Iterator[LogChunk]:
         """The current segment's logs (followed until that segment ends)."""
-        return self.current.logs(
-            stream,
-            rank,
-            follow=follow,
-            tail_bytes=tail_bytes,
-            timeout=timeout,
-            spool=spool,
-            until=until,
-        )
+        return self.current.logs(stream, rank, **options)
 
     def stop(self) -> None:
         """Ask the running segment to end itself: its call returns before the limit, so
