@@ -60,6 +60,7 @@ _COMMANDS = {
     "profiles": "hpcui.cli.cmd_site",
     "trust": "hpcui.cli.cmd_site",
     "clean": "hpcui.cli.cmd_site",
+    "env": "hpcui.cli.cmd_env",
     "exec": "hpcui.cli.cmd_site",
     "serve": "hpcui.cli.cmd_serve",
     "forward": "hpcui.cli.cmd_services",

@@ -255,6 +255,11 @@ def output_type(args: argparse.Namespace) -> Any:
         from hpcui.clusters.onboarding import Proposal
 
         return Proposal
+    if cmd == "env":
+        from hpcui.submission.env_store import EnvInfo
+
+        action = getattr(args, "action", "list")
+        return {"list": list[EnvInfo], "rm": list[str]}.get(action, EnvInfo)
     return {
         "submit": SubmitOutput,
         "run": SubmitOutput,

@@ -18,6 +18,7 @@ from hpcui.version import __version__
 
 RESOURCE_PREFIX = "res_"
 JSON_COMMANDS = (
+    "env",
     "submit",
     "run",
     "jobs",
@@ -520,6 +521,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also remove ended jobs submitted before TIME ago (e.g. 30d), fetched or not",
     )
     s.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
+    _json(s)
+
+    s = add("env", "the environments env= built on a cluster: list (size, inodes), show, rm, build")
+    s.add_argument("action", choices=("list", "show", "rm", "build"), nargs="?", default="list")
+    s.add_argument("items", nargs="*", metavar="KEY|REQ", help="keys (show, rm); requirements "
+                   "or a requirements file (build)")  # fmt: skip
     _json(s)
 
     s = add("init", "add your first (or another) cluster: asks, connects, detects, tests")

@@ -37,6 +37,7 @@ from hpcui.schedulers.base import Capabilities, Scheduler
 from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, shared_registry
+from hpcui.submission.env_store import EnvStore
 from hpcui.submission.estimate import estimate_start as submitter_estimate
 from hpcui.submission.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submission.submitter import plan as submitter_plan
@@ -149,13 +150,10 @@ class Cluster:
         """What the app, the CLI and the agent need beyond the user's API (records,
         tracking, statuses, the prompt, the stall watch): hpcui.clusters.face_support."""
         return FaceSupport(
-            self.name,
-            status=lambda: self.status,
-            registry=lambda: self.registry,
-            transport=lambda: self.transport,
-            own_transport=self._own_transport,
+            self.name, status=lambda: self.status, registry=lambda: self.registry,
+            transport=lambda: self.transport, own_transport=self._own_transport,
             submitter=lambda: self.submitter,
-        )
+        )  # fmt: skip
 
     def clean(
         self, *, older_than: timedelta | None = None, dry_run: bool = False
@@ -163,15 +161,18 @@ class Cluster:
         """Remove the remote folders of ended jobs whose results are fetched (or, with
         `older_than`, of every ended job submitted before then). See hpcui.jobs.cleanup."""
         return housekeeping.clean(
-            self.name,
-            self.registry,
-            self.transport,
-            self.scheduler,
-            remote_base=self.remote_info().base,
-            result_cache=self._result_cache,
-            older_than=older_than,
-            dry_run=dry_run,
-        )
+            self.name, self.registry, self.transport, self.scheduler,
+            remote_base=self.remote_info().base, result_cache=self._result_cache,
+            older_than=older_than, dry_run=dry_run,
+        )  # fmt: skip
+
+    @cached_property
+    def environments(self) -> EnvStore:  # env= builds: list (size, inodes), show, rm, build
+        return EnvStore(
+            name=self.name, transport=self.transport, registry=self.registry,
+            info=lambda: self.remote_info(), profile=self.profile, python=self.python,
+            setup=self.setup,
+        )  # fmt: skip
 
     def _auto_clean(self) -> None:
         """The config's `keep` policy (housekeeping.auto_clean): at most once a day."""

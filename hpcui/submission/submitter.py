@@ -44,6 +44,7 @@ from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
 from hpcui.submission import containers, environments
 from hpcui.submission import recovery as submit_recovery
+from hpcui.submission.env_store import key_of
 from hpcui.submission.needs import Need, check_needs
 from hpcui.submission.pickling import pickle_calls
 from hpcui.submission.runtime_bundle import build_bundle, bundle_sha256
@@ -311,8 +312,7 @@ class Submitter:
         if segments > 1 and is_array:
             raise UsageError("chain= runs one long call in segments; map() runs many calls "
                              "at once: submit each call with submit(fn, x, chain=N) instead.")  # fmt: skip
-        # fails early on unpicklable input
-        needs: list[Need] = []
+        needs: list[Need] = []  # pickling fails early on unpicklable input
         pickles = pickle_calls(fn, calls, time_s=alloc.time_s, needs=needs)
         python = req.python or self.python
         in_image = alloc.container is not None  # the image's Python: its own packages
@@ -372,6 +372,7 @@ class Submitter:
                     "function": function_name(fn),
                     # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
                     **({"container": f"{image.runtime} {image.asked}"} if image else {}),
+                    **({"env": key_of(python)} if key_of(python) else {}),  # env_store's
                     # segment i of a chain of `segments` (hpcui.jobs.chain)
                     **({"chain": [i, segments]} if segments > 1 else {}),
                 },

@@ -164,3 +164,23 @@ def test_objects_of_a_newer_major_version_are_refused_where_an_older_one_is(pbs,
     said = str(err.value)
     assert f"objects of `pydantic` travel in this call, made with {PYDANTIC} here" in said, said
     assert "has 1.10.22, an older major version: they will not load there" in said, said
+
+
+def test_env_build_list_show_and_rm_from_the_command_line(pbs):
+    import json
+
+    built = cli("-c", "pbs", "env", "build", "humanize==4.15.0", "--json")
+    assert built.returncode == 0, built.stderr
+    env = json.loads(built.stdout)
+    assert env["requirements"] == ["humanize==4.15.0"], env
+    assert env["inodes"] > 100 and env["size_bytes"] > 1_000_000, env  # a venv: pip and all
+    listed = json.loads(cli("-c", "pbs", "env", "list", "--json").stdout)
+    assert env["key"] in {e["key"] for e in listed}
+    table = cli("-c", "pbs", "env", "list").stdout
+    assert env["key"] in table and "INODES" in table and "humanize==4.15.0" in table, table
+    gone = cli("-c", "pbs", "env", "rm", env["key"][:8])
+    assert gone.returncode == 0 and f"removed environment {env['key']}" in gone.stdout, gone
+    after = json.loads(cli("-c", "pbs", "env", "list", "--json").stdout)
+    assert env["key"] not in {e["key"] for e in after}
+    auto = cli("-c", "pbs", "env", "build", "auto")
+    assert auto.returncode != 0 and "env build needs the requirements" in auto.stderr

@@ -109,7 +109,8 @@ def test_the_protocol_check_sees_a_handle_that_is_not_one() -> None:
 CLUSTER_API = {
     "submit", "map", "plan", "preview_script", "estimate_start", "job", "get_job", "view",
     "will_finish", "running_finishes", "logs", "records",
-    "site", "control", "files", "usage", "clean", "run", "close", "capabilities", "profile",
+    "site", "control", "files", "usage", "clean", "environments", "run", "close", "capabilities",
+    "profile",
     "python", "setup", "remote_info", "faces",
     "transport", "scheduler", "registry", "status", "submitter",
 }  # fmt: skip
