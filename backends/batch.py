@@ -42,6 +42,8 @@ class BatchSpec:
     max_restarts: int = 0  # torchrun --max-restarts
     #: a segment of a chain (backends/chain.py): skip when done, resume, cancel the rest
     chain: bool = False
+    #: the hpcui environment the job's Python is in: touched at start (its last use)
+    env_folder: str = ""
     #: run the tasks' Python inside this prepared image (backends/containers.py)
     image: ContainerLaunch | None = None
 

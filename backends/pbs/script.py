@@ -442,6 +442,11 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
         f'exec >>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stdout")}" '
         f'2>>"$HPCUI_JOB_FOLDER/{log_name("${HPCUI_JOB_ID}", "0", "stderr")}"',
         *spec.setup,
+        *(
+            (f"touch {quote(spec.env_folder + '/.hpcui-used')} 2>/dev/null || true",)
+            if spec.env_folder
+            else ()
+        ),  # its environment's last use: `hpcui env list`, clean
         *(containers.conf_lines(spec.image, spec.folder) if spec.image else ()),
         *_chain_start(spec),
         f'[ -z "$pkl" ] || ln -sf "$pkl" "$HPCUI_JOB_FOLDER/{submitted_name("${HPCUI_JOB_ID}")}"',

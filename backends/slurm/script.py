@@ -120,6 +120,8 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
         lines += [chain.skip_if_done(folder), f"export {chain.ENV}=1"]
     lines += verify_lines(spec.verified)
     lines += list(spec.setup)
+    if spec.env_folder:  # when its environment was last used: `hpcui env list`, clean
+        lines.append(f"touch {quote(spec.env_folder + '/.hpcui-used')} 2>/dev/null || true")
     if spec.image is not None:
         lines += containers.script_lines(spec.image, spec.folder)
     if spec.array_size is not None:

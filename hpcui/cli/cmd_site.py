@@ -78,7 +78,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from hpcui.jobs.cleanup import CleanReport
 
     older = None if args.older_than is None else timedelta(seconds=args.older_than)
-    report = connect(cluster_name(args)).clean(older_than=older, dry_run=args.dry_run)
+    cluster = connect(cluster_name(args))
+    report = cluster.clean(older_than=older, dry_run=args.dry_run)
+    if older is not None:  # environments count too, by the same age (hpcui env list)
+        envs = cluster.environments.clean(older, dry_run=args.dry_run)
+        report = report.model_copy(update={
+            "environments": [e.key for e in envs],
+            "environment_files": sum(e.inodes for e in envs),
+            "environment_bytes": sum(e.size_bytes for e in envs),
+        })  # fmt: skip
     if args.json:
         out.emit_json(CleanReport, report)
         return EXIT_OK
@@ -92,6 +100,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
         f"and {report.kept_no_result} whose jobs left no result (their logs say why: "
         "`hpcui logs ID`); --older-than TIME removes old ones anyway"
     )
+    if report.environments:
+        out.note(
+            f"{verb} {len(report.environments)} environment(s) unused for that long "
+            f"({', '.join(report.environments)}): {report.environment_files:,} files, "
+            f"{out.size(report.environment_bytes)}"
+        )
     return EXIT_OK
 
 

@@ -58,6 +58,10 @@ class CleanReport(Model):
     bytes: int
     kept_active: int  # folders with a pending or running job
     kept_unfetched: int  # ended, a result not fetched yet, not older than the policy
+    #: environments env= built that no job used within --older-than (hpcui env list)
+    environments: list[str] = []
+    environment_files: int = 0
+    environment_bytes: int = 0
     #: ended without a result (timed out, killed, cancelled), not older than the policy:
     #: the logs say what happened
     kept_no_result: int = 0

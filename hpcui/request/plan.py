@@ -289,6 +289,7 @@ def batch_spec(
     verified: Sequence[tuple[str, str]] = (),
     container: ContainerLaunch | None = None,
     chain: bool = False,
+    env_folder: str = "",
 ) -> BatchSpec:
     """The renderer's view of an allocation: the one mapping used by submit and previews.
 
@@ -310,6 +311,7 @@ def batch_spec(
         verified=tuple(verified),
         image=container,
         chain=chain,
+        env_folder=env_folder,
     )
 
 

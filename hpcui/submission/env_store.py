@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hpcui.backends.model import Model
 from hpcui.errors import HpcuiError, UsageError
@@ -18,6 +18,9 @@ from hpcui.store.remote import RemoteInfo
 from hpcui.submission import environments
 from hpcui.transport.base import Transport
 from hpcui.transport.quoting import quote_bytes
+
+#: touched by each job that runs the environment, as it starts (backends' batch scripts)
+USED = ".hpcui-used"
 
 
 class EnvInfo(Model):
@@ -29,21 +32,23 @@ class EnvInfo(Model):
     size_bytes: int
     inodes: int
     built_at: datetime | None = None
-    #: the newest submit of this machine that used it (None: none known here)
+    #: when a job last started with it (any machine's), or this machine last submitted one
     used_at: datetime | None = None
     #: waiting or running jobs of this machine that run it
     in_use_by: list[str] = []
 
 
 def list_command(envs: str) -> str:
-    """Per ready environment: key, KiB, inodes, built (epoch), its requirements (a line)."""
+    """Per ready environment: key, KiB, inodes, built and last used (epoch; a job touches
+    USED as it starts, from any machine), its requirements (a line)."""
     e = quote_bytes(envs).decode()
     return (
         f'for d in {e}/*/; do d=${{d%/}}; [ -e "$d/{environments.READY}" ] || continue; '
         's=$(du -sk "$d" 2>/dev/null | cut -f1); n=$(find "$d" 2>/dev/null | wc -l); '
         f'b=$(stat -c %Y "$d/{environments.READY}"); '
+        f'u=$(stat -c %Y "$d/{USED}" 2>/dev/null || echo -); '
         "r=$(tr '\\n' ' ' < \"$d.requirements.txt\" 2>/dev/null); "
-        'printf \'ENV\\t%s\\t%s\\t%s\\t%s\\t%s\\n\' "${d##*/}" "${s:-0}" "$n" "$b" "$r"; '
+        'printf \'ENV\\t%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n\' "${d##*/}" "${s:-0}" "$n" "$b" "$u" "$r"; '
         "done; true"
     )
 
@@ -52,9 +57,9 @@ def parse_list(text: str, envs: str) -> list[EnvInfo]:
     out = []
     for line in text.splitlines():
         parts = line.split("\t")
-        if len(parts) != 6 or parts[0] != "ENV" or not parts[2].isdigit():
+        if len(parts) != 7 or parts[0] != "ENV" or not parts[2].isdigit():
             continue
-        _, key, kib, inodes, built, reqs = parts
+        _, key, kib, inodes, built, used, reqs = parts
         out.append(
             EnvInfo(
                 key=key,
@@ -63,9 +68,15 @@ def parse_list(text: str, envs: str) -> list[EnvInfo]:
                 size_bytes=int(kib or 0) * 1024,
                 inodes=int(inodes.strip() or 0),
                 built_at=datetime.fromtimestamp(int(built)) if built.isdigit() else None,
+                used_at=datetime.fromtimestamp(int(used)) if used.isdigit() else None,
             )
         )
     return out
+
+
+def _latest(there: datetime | None, here: float | None) -> datetime | None:
+    seen = [t for t in (there, datetime.fromtimestamp(here) if here else None) if t is not None]
+    return max(seen) if seen else None
 
 
 def key_of(python: str) -> str | None:
@@ -111,14 +122,10 @@ class EnvStore:
             if not rec.state.is_final and rec.job_id:
                 live.setdefault(key, []).append(rec.job_id)
         return [
-            e.model_copy(
-                update={
-                    "used_at": datetime.fromtimestamp(used[e.key]) if e.key in used else None,
-                    "in_use_by": live.get(e.key, []),
-                }
-            )
+            e.model_copy(update={"used_at": _latest(e.used_at, used.get(e.key)),
+                                 "in_use_by": live.get(e.key, [])})
             for e in found
-        ]
+        ]  # fmt: skip
 
     def show(self, key: str) -> EnvInfo:
         for env in self.list():
@@ -149,6 +156,21 @@ class EnvStore:
             with contextlib.suppress(KeyError):
                 info.envs.remove(k)
         return picked
+
+    def clean(self, older_than: timedelta, *, dry_run: bool = False) -> builtins.list[EnvInfo]:
+        """`hpcui clean --older-than`: every environment neither built nor used (a job's
+        start, from any machine; a submit from this one) within `older_than`, and run by
+        no waiting or running job of this machine. Returns those removed (or, dry run,
+        that would be)."""
+        cutoff = datetime.now() - older_than
+        idle = [
+            e for e in self.list()
+            if not e.in_use_by and max(t for t in (e.built_at, e.used_at, datetime.min) if t)
+            < cutoff
+        ]  # fmt: skip
+        if idle and not dry_run:
+            self.remove([e.key for e in idle])
+        return idle
 
     def build(self, env: Sequence[str]) -> str:
         """An environment of these requirements (or a requirements file), built now or

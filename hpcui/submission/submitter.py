@@ -334,17 +334,11 @@ class Submitter:
         token = uuid.uuid4().hex[:16]
         folder = f"{info.base}/jobs/{token}"
         spec = batch_spec(
-            alloc,
-            folder=folder,
-            token=token,
-            array_size=len(calls) if is_array else None,
-            python=python,
-            setup=self.setup,
-            pythonpath=(bundle,),
-            verified=((bundle, bundle_sha),),
-            container=image,
-            chain=segments > 1,
-        )
+            alloc, folder=folder, token=token, array_size=len(calls) if is_array else None,
+            python=python, setup=self.setup, pythonpath=(bundle,),
+            verified=((bundle, bundle_sha),), container=image, chain=segments > 1,
+            env_folder=python.rsplit("/bin/", 1)[0] if key_of(python) else "",
+        )  # fmt: skip
         script = self.scheduler.render_script(spec)
         key = job_key(token)
         # the key in a file of the upload (0700 folder), never in a command's text

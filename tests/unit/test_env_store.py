@@ -73,3 +73,23 @@ def test_one_a_running_job_uses_is_not_removed_the_other_is(store):
 def test_a_jobs_python_names_its_environment():
     assert key_of(f"/home/u/.hpcui/envs/{A}/bin/python") == A
     assert key_of("/usr/bin/python3") is None and key_of("/envs/short/bin/python") is None
+
+
+def test_clean_takes_only_what_no_job_used_for_that_long(store):
+    import os
+    import time
+    from datetime import timedelta
+
+    s, reg, envs = store
+    old = time.time() - 40 * 86400
+    for key in (A, B):
+        os.utime(envs / key / ".hpcui-ready", (old, old))
+    (envs / A / ".hpcui-used").touch()  # a job started with A today, from any machine
+    assert [e.key for e in s.clean(timedelta(days=30), dry_run=True)] == [B]
+    assert (envs / B).exists()  # a dry run removes nothing
+    reg.add([JobRecord(cluster="c", token="t2", job_id="8", folder="/f", meta={"env": B},
+                       state=JobState.PENDING, submitted_at=old)])  # fmt: skip
+    assert s.clean(timedelta(days=30)) == []  # B waits to run in a job: kept
+    reg.update_states("c", {"8": (JobState.COMPLETED, "COMPLETED")})
+    assert [e.key for e in s.clean(timedelta(days=30))] == [B]
+    assert not (envs / B).exists() and (envs / A).exists()

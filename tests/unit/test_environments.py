@@ -113,3 +113,16 @@ def test_wheels_are_picked_for_the_clusters_glibc_and_machine():
     assert tags[0] == "manylinux_2_17_aarch64" and "manylinux_2_28_aarch64" in tags
     assert "manylinux_2_29_aarch64" not in tags and tags[-1] == "manylinux2014_aarch64"
     assert platforms("x86_64", "-") == ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+
+
+def test_a_job_in_an_environment_marks_its_use_as_it_starts():
+    from hpcui.backends.batch import BatchSpec
+    from hpcui.backends.pbs import script as pbs_script
+    from hpcui.backends.slurm import script as slurm_script
+
+    env = "/home/u/.hpcui/envs/0123456789abcdef"
+    spec = BatchSpec(folder="/f", token="t", name="n", python=f"{env}/bin/python", env_folder=env)
+    for text in (slurm_script.render_script(spec), pbs_script.render_script(spec)):
+        assert f"touch {env}/.hpcui-used 2>/dev/null || true" in text
+    plain = BatchSpec(folder="/f", token="t", name="n")
+    assert ".hpcui-used" not in slurm_script.render_script(plain)
