@@ -108,9 +108,17 @@ def devcluster() -> Path:
     return cfg
 
 
+#: what this machine's pip installs from in the tests: the dev index's wheel folder (filled
+#: by scripts/install-deps), never an index on the network (env= fetches uv's wheel here,
+#: and offline sites' wheels: hpcui.submission.environments)
+LOCAL_WHEELS = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/var/lib/hpcui-devcluster/index"}
+
+
 @pytest.fixture
 def dev_env(devcluster: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HPCUI_CONFIG", str(devcluster))
+    for key, value in LOCAL_WHEELS.items():
+        monkeypatch.setenv(key, value)
     import hpcui.clusters.api
 
     monkeypatch.setattr(hpcui.clusters.api, "_clusters", {})

@@ -58,6 +58,9 @@ class RemoteInfo:
     platform: tuple[str, str] = ("", "")
     #: environments built there (their folder names under `base`/envs)
     envs: set[str] = field(default_factory=set)
+    #: the login node's own uv ("": none), and the uv binaries hpcui uploaded to runtime/
+    uv: str = ""
+    uv_bins: set[str] = field(default_factory=set)
     #: what this Python said of modules asked so far: {name: (imports, version or "-")}
     modules: dict[str, tuple[bool, str]] = field(default_factory=dict)
 
@@ -122,6 +125,9 @@ def probe_command(
         # environments built and checked (hpcui.submission.environments): used with no
         # round trip of their own
         'for f in "$b"/envs/*/.hpcui-ready; do [ -e "$f" ] && { f=${f%/*}; printf \'ENV=%s\\n\' "${f##*/}"; }; done; '
+        # the site's uv, else the one hpcui uploaded (its name holds its SHA-256)
+        "command -v uv >/dev/null 2>&1 && printf 'UV=%s\\n' \"$(command -v uv)\"; "
+        'for f in "$b"/runtime/uv-*; do [ -x "$f" ] && printf \'UVBIN=%s\\n\' "${f##*/}"; done; '
         f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
     )
 
@@ -155,13 +161,15 @@ def probe_remote(
     cmd = probe_command(cfg, python=python, setup=setup, modules=modules)
     res = transport.run(cmd).check(f"probing {cfg.name}")
     values: dict[str, str] = {}
-    bundles, pyout, envs = set(), [], set()
+    bundles, pyout, envs, uv_bins = set(), [], set(), set()
     for line in res.stdout.splitlines():
         key, _, value = line.partition("=")
         if key == "BUNDLE":
             bundles.add(value.removesuffix(".zip"))
         elif key == "ENV":
             envs.add(value)
+        elif key == "UVBIN":
+            uv_bins.add(value)
         elif key == "PYOUT":
             pyout.append(value)
         else:
@@ -183,6 +191,8 @@ def probe_remote(
         python_error="\n".join(pyout) if version is None else "",
         bundles=bundles,
         envs=envs,
+        uv=values.get("UV", ""),
+        uv_bins=uv_bins,
         modules=parse_modules(pyout),
     )
 

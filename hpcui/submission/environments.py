@@ -9,16 +9,19 @@ node (compute nodes usually reach no index) under a lock (a second process waits
 uses it), under a temporary name, checked (every pinned distribution at its version), and
 only then renamed into place and marked: a build killed half way, or one that failed, is
 never used. The probe lists the ready ones, so a later process uses one without a round
-trip of its own. The installer is uv where the login node has it, else pip.
+trip of its own. The installer is uv: the login node's own, else uv's Linux binary from its
+PyPI wheel, uploaded once (checked by its SHA-256 before each build); pip where neither.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 import sys
 import uuid
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +134,8 @@ def build_script(
     index_url: str = "",
     proxy: str = "",
     wheels: str = "",
+    uv: str = "",
+    uv_sha: str = "",
     log: str,
 ) -> str:
     """The login node's bash: under `folder.lock`, build in `folder.part-PID`, check it,
@@ -156,14 +161,23 @@ def build_script(
             *setup,
             proxy_env + "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1",
             'say() { echo "hpcui: $*" >>"$log"; }',
-            "if command -v uv >/dev/null 2>&1; then",
+            f"uv={q(uv) if uv else ''}",
+            # an uploaded uv runs only with the bytes hpcui sent (its SHA-256), else pip
+            *(
+                [
+                    f'echo "{uv_sha}  $uv" | sha256sum -c --status 2>/dev/null || {{ say "uv at $uv is not the one hpcui sent: pip instead"; uv=; }}'
+                ]
+                if uv_sha
+                else []
+            ),
+            'if [ -n "$uv" ]; then',
             f'  say "creating the environment with uv ({q(python)})"',
-            f'  uv venv --quiet --python {q(python)} "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
-            f'  say "installing with uv"; uv pip install --python "$tmp/bin/python"{index} -r {requirements_file} >>"$log" 2>&1',
+            f'  "$uv" venv --quiet --no-cache --python {q(python)} "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
+            f'  say "installing with uv"; "$uv" pip install --no-cache --python "$tmp/bin/python"{index} -r {requirements_file} >>"$log" 2>&1',
             "else",
             f'  say "creating the environment ({q(python)} -m venv)"',
             f'  {q(python)} -m venv "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
-            f'  say "installing with pip"; "$tmp/bin/python" -m pip install --progress-bar off{index} -r {requirements_file} >>"$log" 2>&1',
+            f'  say "installing with pip"; "$tmp/bin/python" -m pip install --no-cache-dir --progress-bar off{index} -r {requirements_file} >>"$log" 2>&1',
             "fi",
             'if [ $? -ne 0 ]; then echo HPCUI_ENV=failed:install; tail -n 30 "$log"; rm -rf "$tmp"; exit 0; fi',
             f'"$tmp/bin/python" -c {q(_CHECK)} {pins} >"$tmp/.check" 2>&1',
@@ -237,6 +251,65 @@ def download(
         )
 
 
+#: the uv hpcui uploads where a login node has none (a PyPI wheel holding one static binary)
+UV_VERSION = "0.13.9"
+
+
+def fetch_uv(machine: str, cache: Path, say: Callable[[str], None]) -> Path | None:
+    """uv's Linux binary for `machine`, from its PyPI wheel (this machine's pip settings),
+    kept in `cache`; None where it cannot be had (no index here): pip builds then."""
+    binary = cache / "uv" / f"{UV_VERSION}-{machine}" / "uv"
+    if binary.exists():
+        return binary
+    tmp = binary.parent / f"download-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
+               "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(tmp),
+               *(f"--platform={p}" for p in platforms(machine, "2.17")),
+               f"uv=={UV_VERSION}"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        wheels = list(tmp.glob("uv-*.whl"))
+        if done.returncode != 0 or not wheels:
+            said = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+            say(f"no uv {UV_VERSION} for {machine} here ({said}): pip builds the environment")
+            return None
+        with zipfile.ZipFile(wheels[0]) as whl:
+            name = next(n for n in whl.namelist() if n.endswith(".data/scripts/uv"))
+            part = binary.with_name(f"uv.part{uuid.uuid4().hex[:8]}")
+            part.write_bytes(whl.read(name))
+            part.chmod(0o755)
+            part.replace(binary)
+        return binary
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remote_uv(
+    transport: Transport, info: RemoteInfo, cache: Path | None, say: Callable[[str], None]
+) -> tuple[str, str]:
+    """(uv's path on the login node, its SHA-256 where hpcui uploaded it): the site's own,
+    else the one uploaded once per content (runtime/uv-<sha>), else ("", "") for pip."""
+    if info.uv:
+        return info.uv, ""
+    machine = info.platform[0]
+    local = fetch_uv(machine, cache, say) if cache is not None and machine else None
+    if local is None:
+        return "", ""
+    data = local.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    name = f"uv-{sha[:16]}"
+    path = f"{info.base}/runtime/{name}"
+    if name not in info.uv_bins:
+        say(f"uploading uv {UV_VERSION} ({len(data) / 1e6:.0f} MB) to {path}, once")
+        transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
+        tmp = f"{path}.part{uuid.uuid4().hex[:8]}"
+        transport.write_file(tmp, data, mode=0o755)
+        transport.run(["mv", "-f", tmp, path]).check("installing uv")
+        info.uv_bins.add(name)
+    return path, sha
+
+
 def ensure(
     transport: Transport,
     info: RemoteInfo,
@@ -249,6 +322,7 @@ def ensure(
     proxy: str = "",
     offline: bool = False,
     cache: Path | None = None,
+    use_uv: bool = True,
 ) -> str:
     """The environment's Python on the cluster: built now (its progress said line by line,
     as an image import's: stderr, or the app's status line), or found ready (listed by
@@ -267,10 +341,11 @@ def ensure(
             wheels = f"{info.base}/envs/wheels"
             got = upload(transport, local, wheels, into=False, note=say)
             say(f"uploaded {got.copied} wheel(s) to {wheels} ({got.skipped} there already)")
+        uv, uv_sha = remote_uv(transport, info, cache, say) if use_uv else ("", "")
         log_path = f"{folder}.build-{uuid.uuid4().hex[:8]}.log"
         script = build_script(folder=folder, python=python, setup=setup, spec=spec,
-                              index_url=index_url, proxy=proxy, wheels=wheels,
-                              log=log_path)  # fmt: skip
+                              index_url=index_url, proxy=proxy, wheels=wheels, uv=uv,
+                              uv_sha=uv_sha, log=log_path)  # fmt: skip
         say(f"building the environment {key} on {cluster}: {' '.join(spec.requirements)}")
         with containers.following(transport, log_path, say):
             res = transport.run(["bash", "-c", script], timeout=BUILD_TIMEOUT_S)

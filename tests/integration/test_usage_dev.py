@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from hpcui.backends.states import JobState
+from tests.conftest import LOCAL_WHEELS
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("distributed")]
 
 ROOT = Path(__file__).resolve().parents[2]
+
 SMALL = {"time": "5m", "cpus_per_task": 1, "mem": "500M"}
 
 
@@ -54,6 +56,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
         "HPCUI_CONFIG": os.environ["HPCUI_CONFIG"],
         "HPCUI_DATA_DIR": os.environ["HPCUI_DATA_DIR"],
         "PYTHONPATH": str(ROOT),
+        **{k: os.environ[k] for k in LOCAL_WHEELS if k in os.environ},  # pip: no network
     }
     res = subprocess.run(
         [sys.executable, "-m", "hpcui.cli", *args],

@@ -1,6 +1,7 @@
 """env= (hpcui.submission.environments): what a request becomes, and the login node's build
 script run here by real bash, a real `python3 -m venv` and real pip, installing from the
-dev index's wheel folder (scripts/install-deps fills it) with no index at all."""
+dev index's wheel folder (scripts/install-deps fills it) with no index at all (pip's and
+uv's own settings say so: nothing here leaves the machine)."""
 
 from __future__ import annotations
 
@@ -55,10 +56,13 @@ def test_the_key_changes_with_what_decides_the_content():
                 env_key(EnvSpec(("humanize",)), "3.11.2", "", "")}) == 4  # fmt: skip
 
 
-def _build(folder: Path, spec: EnvSpec) -> subprocess.CompletedProcess[str]:
+def _build(
+    folder: Path, spec: EnvSpec, uv: str = "", uv_sha: str = ""
+) -> subprocess.CompletedProcess[str]:
     script = build_script(folder=str(folder), python=sys.executable, setup=[], spec=spec,
-                          log=str(folder) + ".log")  # fmt: skip
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS)}
+                          uv=uv, uv_sha=uv_sha, log=str(folder) + ".log")  # fmt: skip
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS),
+           "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS)}  # fmt: skip
     env.pop("PIP_INDEX_URL", None)
     env["PATH"] = "/usr/bin:/bin"  # no uv here: pip is the fallback under test
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
@@ -126,3 +130,28 @@ def test_a_job_in_an_environment_marks_its_use_as_it_starts():
         assert f"touch {env}/.hpcui-used 2>/dev/null || true" in text
     plain = BatchSpec(folder="/f", token="t", name="n")
     assert ".hpcui-used" not in slurm_script.render_script(plain)
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="scripts/install-deps fills the dev index")
+def test_uv_from_its_wheel_builds_and_a_changed_binary_is_not_run(tmp_path, monkeypatch):
+    import hashlib
+
+    from hpcui.submission.environments import fetch_uv
+
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # this machine's package source: the wheel folder
+    monkeypatch.setenv("PIP_FIND_LINKS", str(WHEELS))
+    said: list[str] = []
+    uv = fetch_uv("x86_64", tmp_path / "cache", said.append)
+    assert uv is not None and uv.exists(), said
+    sha = hashlib.sha256(uv.read_bytes()).hexdigest()
+    folder = tmp_path / "envs" / "k4"
+    res = _build(folder, spec_of([HUMANIZE], []), uv=str(uv), uv_sha=sha)
+    assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout
+    log = Path(str(folder) + ".log").read_text()
+    assert "installing with uv" in log and "installing with pip" not in log, log
+    # a binary that is not the one sent is never run: pip builds instead
+    other = tmp_path / "envs" / "k5"
+    res = _build(other, spec_of([HUMANIZE], []), uv=str(uv), uv_sha="0" * 64)
+    assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout
+    log = Path(str(other) + ".log").read_text()
+    assert "is not the one hpcui sent: pip instead" in log and "installing with pip" in log
