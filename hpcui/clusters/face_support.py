@@ -1,17 +1,22 @@
 """What the faces (the app, the CLI, the agent) need of a cluster beyond the user's API:
 tracking and refreshing states, the form kept in a job's record, finishing cut-off
-submits, this process's own connection, the prompt and the stall watch. It lives behind
+submits, this process's own connection, the prompt and the stall watch, what a call imports
+(the Submit form's line). It lives behind
 `Cluster.faces`, so that a Cluster's own names are the user's API (submit, map, job, logs,
 view, site, control, files, usage, clean) and this plumbing is one documented object."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpcui.backends.states import JobState
+from hpcui.errors import RemotePythonError
+from hpcui.request.resources import Resources
 from hpcui.store.registry import Registry
 from hpcui.submission import recovery as submit_recovery
+from hpcui.submission.needs import Need, check_needs
+from hpcui.submission.pickling import pickle_calls
 from hpcui.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -69,3 +74,27 @@ class FaceSupport:
         """`listener(seconds)` when the connection goes silent, `listener(None)` when it
         answers again (from a background thread)."""
         self._transport().watch_stall(listener)
+
+    def imports_line(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+        **resource_kwargs: Any,
+    ) -> str:  # fmt: skip
+        """The Submit form's line before a submit: what the call imports from installed
+        packages and whether the cluster's Python has them (hpcui.submission.needs), or
+        that env= builds them. One round trip at most (none once the names were asked)."""
+        sub = self._submitter()
+        needs: list[Need] = []
+        pickle_calls(fn, [(tuple(args), dict(kwargs))], needs=needs)
+        if not needs:
+            return "imports: no installed package (the standard library and your own code)"
+        names = ", ".join(f"{n.dist} {n.version}" for n in needs)
+        req = Resources.from_kwargs(**resource_kwargs).merged(sub.config.defaults)
+        if req.env:
+            return f"imports: {names}: from the environment env= makes on {self.name} (once)"
+        python = req.python or sub.python
+        try:
+            info = sub.remote_info(python=python, needs=needs)
+            check_needs(sub.transport, info, needs, python, sub.setup, cluster=self.name)
+        except RemotePythonError as exc:
+            return f"imports: {str(exc).split('. Nothing was submitted')[0]}: submit with env=auto"
+        return f"imports: {names}: importable by {self.name}'s Python ({python})"

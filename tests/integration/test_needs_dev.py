@@ -86,3 +86,30 @@ def test_a_warm_submit_asks_the_cluster_nothing_more(torch_cluster, monkeypatch)
     asked_second = [c for c in seen if "importlib.util" in c]
     assert len(asked_first) <= 1 and asked_second == [], (asked_first, asked_second)
     assert first.result(timeout=180) == "0.0" and second.result(timeout=180) == "0.0"
+
+
+def test_the_submit_form_says_it_before_the_submit(dev_env, tmp_path):
+    """Pilot: with the form filled in, the preview's lines say what the call imports and
+    that dev's Python lacks it (off the typing, with the start estimate)."""
+    import asyncio
+
+    from hpcui.tui.app import HpcuiApp
+    from tests.support.pilot import wait_for
+
+    script = tmp_path / "formtrain.py"
+    script.write_text("import rich\n\n\ndef train(n=1):\n    return rich.get_console().width * n\n")
+
+    async def go() -> str:
+        app = HpcuiApp("dev", connect=["dev"])
+        async with app.run_test(size=(160, 45)) as pilot:
+            await wait_for(pilot, lambda: app.hub.conns["dev"].status == "connected", 60)
+            await pilot.press("3")
+            form = app.screen
+            form.query_one("#target").value = f"{script}:train"
+            form.query_one("#res-time").value = "5m"
+            await wait_for(pilot, lambda: form.imports_text.startswith("imports:"), 60)
+            return form.imports_text
+
+    said = asyncio.run(go())
+    assert f"`rich` (rich {RICH} here) is not importable by dev's Python" in said, said
+    assert "env=auto" in said, said

@@ -236,6 +236,7 @@ class SubmitScreen(Screen[None]):
         self._debounce: Timer | None = None
         self._estimate_timer: Timer | None = None
         self.estimate_text = ""  # the start estimate shown (tests read it)
+        self.imports_text = ""  # what the call imports, checked on the cluster (tests read it)
         self.preview_text = ""  # the batch script shown (tests read it)
         self.plan_text = ""
         self.problems: dict[str, str] = {}  # field id -> what is wrong with it
@@ -274,6 +275,7 @@ class SubmitScreen(Screen[None]):
             with VerticalScroll(id="submit-preview"):
                 yield Static("", id="plan")
                 yield Static("", id="estimate").set_styles("display: none;")
+                yield Static("", id="imports").set_styles("display: none;")
                 yield Static("", id="script-preview")
         yield app_footer()
 
@@ -443,13 +445,22 @@ class SubmitScreen(Screen[None]):
             text = estimate_line(found)
         except HpcuiError as exc:
             text = f"start estimate: none ({exc})"
+        try:  # what the call imports, checked there (hpcui.submission.needs)
+            call = form.call()
+            imports = cluster.faces.imports_line(call.fn, call.args, call.kwargs, **kwargs)
+        except Exception as exc:  # a target that does not load yet: the submit says why
+            imports = "" if not isinstance(exc, HpcuiError) else f"imports: not checked ({exc})"
         if get_current_worker().is_cancelled:
             return  # the form changed meanwhile: its own estimate is on the way
-        self.app.call_from_thread(self._estimated, text)
+        self.app.call_from_thread(self._estimated, text, imports)
 
-    def _estimated(self, text: str) -> None:
-        self.estimate_text = text
+    def _estimated(self, text: str, imports: str = "") -> None:
+        self.estimate_text, self.imports_text = text, imports
         self.query_one("#estimate", Static).update(f"[cyan]{_esc(text)}[/]")
+        box = self.query_one("#imports", Static)
+        box.display = bool(imports)
+        style = "red" if "not importable" in imports else "cyan"
+        box.update(f"[{style}]{_esc(imports)}[/]")
 
     def action_leave_field(self) -> None:
         """Esc leaves the field being typed in, so 1-5 and ? work again."""
