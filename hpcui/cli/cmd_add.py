@@ -116,4 +116,22 @@ def cmd_add(args: argparse.Namespace) -> int:
     else:
         tested = "the test job ran; " if done.tested else ""
         print(f"{tested}{args.name} added to {path}. Try: hpcui -c {args.name} jobs")
+        if args.command == "init" and not args.yes and interactive():
+            _first_environment(args.name)
     return EXIT_OK
+
+
+def _first_environment(name: str) -> None:
+    """`hpcui init` offers the first environment (docs/environments.md): the packages the
+    user's jobs need, built on the login node now rather than at the first submit."""
+    wanted = _ask(
+        "Packages your jobs need there, built once now (a requirements file, or names like "
+        "torch==2.13.0; empty: later, `--env auto` at submit builds what a call uses)"
+    )
+    if not wanted:
+        return
+    from hpcui.cli.common import connect
+
+    items = [wanted] if wanted.endswith((".txt", ".in")) else wanted.replace(",", " ").split()
+    python = connect(name).environments.build(items)
+    print(f"environment ready: {python} (submit with --env {' '.join(items)} to use it)")

@@ -17,7 +17,7 @@ import pytest
 from hpcui.clusters import onboarding
 from hpcui.config import ClusterConfig, load_config
 from hpcui.errors import UsageError
-from tests.conftest import DEVCLUSTER
+from tests.conftest import DEVCLUSTER, LOCAL_WHEELS
 from tests.support.pty_session import run_on_pty
 
 pytestmark = pytest.mark.devcluster
@@ -131,6 +131,7 @@ def test_init_asks_under_a_terminal(devcluster, tmp_path):
         (b"Private key", b""),
         (b"Jump host", b""),
         (b"Write it", b"y"),
+        (b"Packages your jobs need there", b"humanize==4.15.0"),  # the first environment
     ]
 
     def answer(seen: bytes) -> bytes | None:
@@ -138,10 +139,12 @@ def test_init_asks_under_a_terminal(devcluster, tmp_path):
             return answers.pop(0)[1]
         return None
 
-    code, text = run_on_pty(argv, _env(tmp_path, config), answer)
+    env = {**_env(tmp_path, config), **LOCAL_WHEELS}  # the offline site's wheels: from here
+    code, text = run_on_pty(argv, env, answer)
     assert code == 0, text
     assert not answers, text
     assert "profile:   dev" in text and "first added to" in text
+    assert "environment ready: " in text and "/envs/" in text, text  # built on the login node
     assert load_config(config).cluster("first").host == "hpcui-dev"
     assert load_config(config).default == "first"  # the first table becomes the default
 
