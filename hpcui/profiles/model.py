@@ -196,6 +196,9 @@ class Profile(Model):
     #: the login node reaches no index at all: env= wheels are resolved and downloaded on
     #: this machine, uploaded, and installed there with no index
     env_offline: bool = False
+    #: "zip": an environment without compiled extensions becomes one zip on sys.path (one
+    #: file instead of thousands, for inode quotas); "": a plain folder
+    env_pack: Literal["", "zip"] = ""
     #: the site's torchrun (JSC: `torchrun_jsc`)
     torchrun: str = "torchrun"
     #: exported in every batch script (LUMI: NCCL/RCCL over Slingshot)

@@ -190,4 +190,5 @@ class EnvStore:
             self.transport, info, spec, cluster=self.name, python=self.python, setup=self.setup,
             index_url=self.profile.env_index_url, proxy=self.profile.env_proxy,
             offline=self.profile.env_offline, cache=environments.wheel_cache(),
+            pack=self.profile.env_pack == "zip",
         )  # fmt: skip

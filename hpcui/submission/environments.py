@@ -106,9 +106,12 @@ def spec_of(env: Sequence[str], needs: Sequence[Need]) -> EnvSpec:
     return EnvSpec(tuple(items), pins=pins)
 
 
-def env_key(spec: EnvSpec, python_version: str, index_url: str, proxy: str) -> str:
+def env_key(
+    spec: EnvSpec, python_version: str, index_url: str, proxy: str, pack: bool = False
+) -> str:
     """The environment's folder name: what decides its content, hashed."""
-    text = "\n".join([python_version, index_url, proxy, *sorted(spec.requirements)])
+    layout = ["packed"] if pack else []
+    text = "\n".join([python_version, index_url, proxy, *layout, *sorted(spec.requirements)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -136,6 +139,7 @@ def build_script(
     wheels: str = "",
     uv: str = "",
     uv_sha: str = "",
+    pack: bool = False,
     log: str,
 ) -> str:
     """The login node's bash: under `folder.lock`, build in `folder.part-PID`, check it,
@@ -155,6 +159,7 @@ def build_script(
             f'final={q(folder)}; tmp="$final.part-$$"; log={q(log)}',
             'mkdir -p "$(dirname "$final")" && exec 9>"$final.lock" || { echo HPCUI_ENV=failed:lock; exit 0; }',
             "flock 9",
+            "pth=/nonexistent",  # a packed environment's .pth file (set by _PACK)
             f'if [ -e "$final/{READY}" ]; then echo HPCUI_ENV=ready; exit 0; fi',
             'rm -rf "$final" "$final".part-*',  # a build killed half way: never used
             f"printf '%s\\n' {reqs} >\"$final.requirements.txt\"",
@@ -180,11 +185,34 @@ def build_script(
             f'  say "installing with pip"; "$tmp/bin/python" -m pip install --no-cache-dir --progress-bar off{index} -r {requirements_file} >>"$log" 2>&1',
             "fi",
             'if [ $? -ne 0 ]; then echo HPCUI_ENV=failed:install; tail -n 30 "$log"; rm -rf "$tmp"; exit 0; fi',
+            *(_PACK if pack else ()),
             f'"$tmp/bin/python" -c {q(_CHECK)} {pins} >"$tmp/.check" 2>&1',
             'c=$(grep HPCUI_CHECK= "$tmp/.check" | cut -d= -f2-); if [ "$c" != ok ]; then echo "HPCUI_ENV=failed:check $c"; cat "$tmp/.check" | tail -n 20; rm -rf "$tmp"; exit 0; fi',
+            # a packed environment names its zip by the final path (checked above by $tmp's)
+            f'[ ! -e "$pth" ] || echo "$final/{PACKED}" >"$pth"',
             'mv "$tmp" "$final" && touch "$final/' + READY + '" && echo HPCUI_ENV=built',
         ]
     )
+
+
+#: a packed environment's packages, one zip on sys.path (a .pth file in its empty
+#: site-packages names it): one file instead of thousands, for inode quotas
+PACKED = "site-packages.zip"
+#: after the install, before the check: pack site-packages into one zip where nothing in it
+#: is compiled (an extension module cannot load from a zip; a squashfs image would need
+#: root, or squashfuse on every node: docs/environments.md)
+_PACK = (
+    'sp=$("$tmp/bin/python" -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])")',
+    'pth="$sp/hpcui-packed.pth"',
+    'n=$(find "$sp" -name "*.so" | wc -l)',
+    'if [ "$n" -gt 0 ]; then say "not packed into one file: $n compiled extension file(s) '
+    'cannot load from a zip"; pth=/nonexistent; else',
+    f'  say "packing $(find "$sp" | wc -l) files into $final/{PACKED}"',
+    f'  (cd "$sp" && "$tmp/bin/python" -m zipfile -c "$tmp/{PACKED}" $(ls -A)) >>"$log" 2>&1'
+    ' || { echo HPCUI_ENV=failed:pack; tail -n 20 "$log"; rm -rf "$tmp"; exit 0; }',
+    f'  find "$sp" -mindepth 1 -delete && echo "$tmp/{PACKED}" >"$pth"',
+    "fi",
+)
 
 
 def failure(said: str, *, cluster: str, python: str) -> str:
@@ -323,6 +351,7 @@ def ensure(
     offline: bool = False,
     cache: Path | None = None,
     use_uv: bool = True,
+    pack: bool = False,
 ) -> str:
     """The environment's Python on the cluster: built now (its progress said line by line,
     as an image import's: stderr, or the app's status line), or found ready (listed by
@@ -330,7 +359,7 @@ def ensure(
     if spec.existing:
         return spec.existing
     version = ".".join(map(str, info.python_version or ()))
-    key = env_key(spec, version, OFFLINE if offline else index_url, proxy)
+    key = env_key(spec, version, OFFLINE if offline else index_url, proxy, pack)
     folder = f"{info.base}/envs/{key}"
     if key not in info.envs:
         say = containers.import_progress.get() or containers.on_stderr
@@ -345,7 +374,7 @@ def ensure(
         log_path = f"{folder}.build-{uuid.uuid4().hex[:8]}.log"
         script = build_script(folder=folder, python=python, setup=setup, spec=spec,
                               index_url=index_url, proxy=proxy, wheels=wheels, uv=uv,
-                              uv_sha=uv_sha, log=log_path)  # fmt: skip
+                              uv_sha=uv_sha, pack=pack, log=log_path)  # fmt: skip
         say(f"building the environment {key} on {cluster}: {' '.join(spec.requirements)}")
         with containers.following(transport, log_path, say):
             res = transport.run(["bash", "-c", script], timeout=BUILD_TIMEOUT_S)
@@ -381,7 +410,8 @@ def use(
         )
     got = ensure(transport, info, spec, cluster=cluster, python=python, setup=setup,
                  index_url=profile.env_index_url, proxy=profile.env_proxy,
-                 offline=profile.env_offline, cache=wheel_cache())  # fmt: skip
+                 offline=profile.env_offline, cache=wheel_cache(),
+                 pack=profile.env_pack == "zip")  # fmt: skip
     if not spec.auto:  # "auto" holds every need by construction: nothing more to ask
         check_needs(transport, probe(got), needs, got, setup, cluster=cluster)
     return got

@@ -57,10 +57,10 @@ def test_the_key_changes_with_what_decides_the_content():
 
 
 def _build(
-    folder: Path, spec: EnvSpec, uv: str = "", uv_sha: str = ""
+    folder: Path, spec: EnvSpec, uv: str = "", uv_sha: str = "", pack: bool = False
 ) -> subprocess.CompletedProcess[str]:
     script = build_script(folder=str(folder), python=sys.executable, setup=[], spec=spec,
-                          uv=uv, uv_sha=uv_sha, log=str(folder) + ".log")  # fmt: skip
+                          uv=uv, uv_sha=uv_sha, pack=pack, log=str(folder) + ".log")  # fmt: skip
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS),
            "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS)}  # fmt: skip
     env.pop("PIP_INDEX_URL", None)
@@ -155,3 +155,33 @@ def test_uv_from_its_wheel_builds_and_a_changed_binary_is_not_run(tmp_path, monk
     assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout
     log = Path(str(other) + ".log").read_text()
     assert "is not the one hpcui sent: pip instead" in log and "installing with pip" in log
+
+
+def _files(folder: Path) -> int:
+    return sum(1 for _ in folder.rglob("*"))
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="scripts/install-deps fills the dev index")
+def test_a_pure_python_environment_packs_into_one_zip_a_compiled_one_stays_a_folder(tmp_path):
+    """env_pack = "zip" (inode quotas): humanize's environment (pip and all) becomes a few
+    files and still imports; pydantic's compiled core cannot load from a zip: not packed."""
+    from hpcui.submission.environments import PACKED
+
+    plain, packed = tmp_path / "envs" / "p1", tmp_path / "envs" / "p2"
+    assert _build(plain, spec_of([HUMANIZE], [])).stdout.strip().endswith("HPCUI_ENV=built")
+    res = _build(packed, spec_of([HUMANIZE], []), pack=True)
+    assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout
+    assert (packed / PACKED).is_file() and _files(packed) < _files(plain) / 20, (
+        _files(packed), _files(plain),
+    )  # fmt: skip
+    ran = subprocess.run([str(packed / "bin" / "python"), "-c",
+                          "import humanize, importlib.metadata as m; "
+                          "print(humanize.intcomma(1234), m.version('humanize'), humanize.__file__)"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    got = ran.stdout.split()
+    assert got[:2] == ["1,234", "4.15.0"] and PACKED in got[2], ran.stderr
+    compiled = tmp_path / "envs" / "p3"
+    res = _build(compiled, spec_of(["pydantic==2.14.4"], []), pack=True)
+    assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout
+    log = Path(str(compiled) + ".log").read_text()
+    assert "not packed into one file" in log and not (compiled / PACKED).exists(), log
