@@ -67,6 +67,24 @@ def _said() -> tuple[list[str], object]:
     return lines, containers.import_progress.set(lines.append)
 
 
+def _commands(pbs: Cluster, fn, *args, **resources) -> list[str]:
+    """The commands a new Cluster (a second process's) runs for one submit."""
+    fresh = Cluster(pbs.config)
+    seen: list[str] = []
+    real = fresh.transport.run
+
+    def run(cmd, *a, **kw):
+        seen.append(cmd.decode() if isinstance(cmd, bytes) else str(cmd))
+        return real(cmd, *a, **kw)
+
+    fresh.transport.run = run  # type: ignore[method-assign]  # counting, as the agent would
+    try:
+        fresh.submit(fn, *args, time="2m", **resources).cancel()
+    finally:
+        fresh.close()
+    return seen[:-1]  # the cancel is not the submit's
+
+
 def _builds(cluster: Cluster, folder: str) -> list[str]:
     """The build logs of one environment: one per build that ran."""
     out = cluster.run(["sh", "-c", f"ls -d {folder}.build-*.log 2>/dev/null; true"]).stdout
@@ -118,6 +136,12 @@ def test_auto_builds_once_on_the_login_node_and_the_job_runs_it(pbs, model_modul
     assert res.returncode == 0, res.stderr
     assert "building the environment" not in res.stderr, res.stderr
     assert _builds(pbs, folder) == builds  # no build of its own
+    # and no round trip of its own: a fresh Cluster's submit with env= runs as many commands
+    # as one without (the probe it makes anyway lists the environment)
+    with_env = _commands(pbs, model_module.train, 0.75, env="auto")
+    without = _commands(pbs, len, "plain")
+    assert not any("flock 9" in c for c in with_env), with_env
+    assert len(with_env) == len(without), (with_env, without)
 
 
 def test_a_list_with_a_missing_package_is_refused_in_the_installers_words(pbs):
