@@ -18,6 +18,7 @@ from hpcui.jobs.job import Job
 from hpcui.node import services as on_node
 from hpcui.node import tensorboard_gate
 from hpcui.request.resources import Resources
+from hpcui.submission.environments import spec_of
 from hpcui.submission.submitter import function_name
 from hpcui.transport.quoting import quote_bytes
 
@@ -70,8 +71,20 @@ def check_installed(cluster: Any, kind: Kind, **resources: Any) -> None:
                 f"with `pip install {kind.module}`), or run it without --container."
             )
         return
+    env = resources.get("env") or ()
+    items = [env] if isinstance(env, str) else [str(e) for e in env]
+    existing = len(items) == 1 and items[0].startswith(("/", "~", "$"))
+    if items and not existing:  # built for it: the module must be asked for
+        if not any(kind.module in item.lower() for item in items):
+            raise UsageError(
+                f"{kind.title} runs with the environment env= builds, which does not ask for "
+                f"{kind.module}: add it (e.g. --env {kind.module} --env ...), or leave env out."
+            )
+        return  # the build checks what it installs
     setup = "; ".join(cluster.setup)
     asked = resources.get("python") or cluster.python  # the job's own python= if given
+    if existing:
+        asked = spec_of(items, []).existing
     python = quote_bytes(asked).decode()
     probe = f"{setup + '; ' if setup else ''}{python} -c 'import {kind.module}'"
     res = cluster.run(f"( {probe} ) >/dev/null 2>&1 && echo yes || echo no")

@@ -185,3 +185,17 @@ def test_a_pure_python_environment_packs_into_one_zip_a_compiled_one_stays_a_fol
     assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout
     log = Path(str(compiled) + ".log").read_text()
     assert "not packed into one file" in log and not (compiled / PACKED).exists(), log
+
+
+def test_jupyter_with_env_asks_for_jupyterlab_in_it():
+    """`hpcui jupyter --env ...` runs JupyterLab in the environment env= builds: it must be
+    among what is asked (refused before any round trip), and then no probe of the
+    cluster's own Python is made."""
+    from types import SimpleNamespace
+
+    from hpcui.services.web import KINDS, check_installed
+
+    no_cluster = SimpleNamespace(name="dev", setup=[], python="python3")  # never asked
+    with pytest.raises(UsageError, match="does not ask for jupyterlab: add it"):
+        check_installed(no_cluster, KINDS["jupyter"], env=["humanize==4.15.0"])
+    assert check_installed(no_cluster, KINDS["jupyter"], env=["jupyterlab==4.4.0"]) is None
