@@ -64,6 +64,15 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "early signal",
     ),
     RequestField(
+        "chain",
+        int,
+        "N",
+        "past the site's longest time limit: up to N jobs in a row, each starting when the one "
+        "before ends (afterany) and resuming from the call's own checkpoint; the rest are "
+        "cancelled once one finishes the work",
+        "chain segments",
+    ),
+    RequestField(
         "env",
         str,
         "ENV",
@@ -72,15 +81,6 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "requirements file, or the path of an environment on the cluster",
         "environment",
         repeatable=True,
-    ),
-    RequestField(
-        "chain",
-        int,
-        "N",
-        "past the site's longest time limit: up to N jobs in a row, each starting when the one "
-        "before ends (afterany) and resuming from the call's own checkpoint; the rest are "
-        "cancelled once one finishes the work",
-        "chain segments",
     ),
     RequestField(
         "modules",

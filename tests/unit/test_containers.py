@@ -265,7 +265,7 @@ def test_import_progress_is_said_line_by_line_while_the_import_runs(tmp_path):
     )
     said: list[tuple[float, str]] = []
     t0 = time.monotonic()
-    with prep._following(
+    with prep.following(
         LocalTransport(), str(log), lambda line: said.append((time.monotonic() - t0, line)),
         every=0.1,
     ):  # fmt: skip
@@ -297,7 +297,7 @@ def test_a_failing_progress_listener_ends_the_following_only(tmp_path):
         calls.append(line)
         raise RuntimeError("the app is gone")
 
-    following = prep._following(LocalTransport(), str(log), broken, every=0.05)
+    following = prep.following(LocalTransport(), str(log), broken, every=0.05)
     with following:
         following.thread.join(timeout=5)  # it ended by itself, at the first line
         assert not following.thread.is_alive()

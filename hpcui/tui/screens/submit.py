@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 FORM_FIELDS: tuple[RequestField, ...] = tuple(f for f in REQUEST_FIELDS if f.label)
 #: free text (lists, paths, directives): a whole row of the grid, not a third of it (a
 #: profile's extra directive was cut to 12 columns)
-WIDE_FIELDS = frozenset({"modules", "after_ok", "container", "binds", "container_env", "extra"})
+WIDE_FIELDS = frozenset(
+    {"env", "modules", "after_ok", "container", "binds", "container_env", "extra"}
+)
 
 
 #: narrower than this, the preview sits under the form
