@@ -360,7 +360,7 @@ class Cluster:
         """The job as every face shows it (hpcui's or any other of the user's): its record,
         a fresh state, the accounting once it ended, the GPU use kept. `hpcui show`."""
         handle = self.job(str(ref))
-        job_id = handle.job_id
+        job_id = handle.current.job_id if isinstance(handle, ChainJob) else handle.job_id
         record = self._record(job_id) if handle.hpcui_job else None
         status_reason = ""
         if record is not None:

@@ -19,6 +19,7 @@ from hpcui.clusters.cluster import Cluster
 from hpcui.jobs.chain import ChainJob
 from tests.integration.test_pbs_real import SKIPPED
 from tests.integration.test_usage_dev import cli
+from tests.integration.test_waiting_job_show import fields
 
 pytestmark = pytest.mark.devcluster
 
@@ -94,6 +95,9 @@ def _chain_finishes(cluster: Cluster, **resources) -> None:
     for seg in chain.segments[at + 1 :]:  # cancelled by the finisher (or never started)
         assert seg.wait(timeout=120) in (JobState.CANCELLED, JobState.COMPLETED), seg
         assert seg.stdout() == "" or "segment skipped" in seg.stderr()
+    # `show` of the chain's first id shows the segment that finished the work
+    shown = fields(cli("-c", cluster.name, "show", ids[0]).stdout)
+    assert shown["job"].startswith(f"{finisher.job_id} on "), shown
     # any segment's id finds the chain again
     again = cluster.get_job(ids[-1])
     assert isinstance(again, ChainJob) and again.ids == ids and again.result() == value
