@@ -53,4 +53,5 @@ FINISH_LOOK_S, FIRST_FINISH_LOOK_S, FINISH_JOBS = 60.0, 10.0, 10
 
 def finish_warning(cluster: str, job_id: str, name: str, finish: Any) -> str:
     """The notice for a running job whose progress says it will not finish in time."""
-    return f"{cluster}:{job_id} {name} will not finish before its limit: {finish.line(job_id)}"
+    named = f" {name}" if name else ""
+    return f"{cluster}:{job_id}{named} will not finish before its limit: {finish.line(job_id)}"

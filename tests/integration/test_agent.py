@@ -742,8 +742,8 @@ def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
         for _ in range(3):  # more than once: a leaked shell slot would show by the third
             proc = subprocess.Popen(
                 [sys.executable, "-m", "hpcui.cli", "logs", job_id, "-f"],
-                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True,
+                env={**env, "PYTHONFAULTHANDLER": "1"}, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             )  # fmt: skip
             deadline = time.monotonic() + 30
             while status(env)["active"] < 1:
@@ -751,10 +751,11 @@ def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
                 time.sleep(0.3)
             os.killpg(proc.pid, signal.SIGINT)
             try:
-                proc.communicate(timeout=30)
+                proc.communicate(timeout=60)
             except subprocess.TimeoutExpired as exc:
-                proc.kill()
-                raise AssertionError(f"Ctrl-C did not end the client: {exc.stderr!r}") from exc
+                proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack
+                _out, err = proc.communicate(timeout=20)
+                raise AssertionError(f"Ctrl-C did not end the client:\n{err.decode()}") from exc
             deadline = time.monotonic() + 20
             while (active := status(env)["active"]) > 0:
                 assert time.monotonic() < deadline, f"still {active} request(s) in the agent"
