@@ -197,7 +197,7 @@ def test_env_build_list_show_and_rm_from_the_command_line(pbs):
     assert built.returncode == 0, built.stderr
     env = json.loads(built.stdout)
     assert env["requirements"] == ["humanize==4.15.0"], env
-    assert env["inodes"] > 100 and env["size_bytes"] > 1_000_000, env  # a venv: pip and all
+    assert env["inodes"] > 50 and env["size_bytes"] > 100_000, env  # a venv and humanize
     listed = json.loads(cli("-c", "pbs", "env", "list", "--json").stdout)
     assert env["key"] in {e["key"] for e in listed}
     table = cli("-c", "pbs", "env", "list").stdout
