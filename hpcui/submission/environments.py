@@ -376,7 +376,7 @@ def ensure(
                               index_url=index_url, proxy=proxy, wheels=wheels, uv=uv,
                               uv_sha=uv_sha, pack=pack, log=log_path)  # fmt: skip
         say(f"building the environment {key} on {cluster}: {' '.join(spec.requirements)}")
-        with containers.following(transport, log_path, say):
+        with containers.following(transport, log_path, lambda ln: say(ln.removeprefix("hpcui: "))):
             res = transport.run(["bash", "-c", script], timeout=BUILD_TIMEOUT_S)
         said = res.stdout[res.stdout.find("HPCUI_ENV=") :] if "HPCUI_ENV=" in res.stdout else ""
         state = said.split("\n", 1)[0]
