@@ -78,7 +78,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "ENV",
         "the packages this job needs, built once on the login node: `auto` (what the call "
         "uses, at this machine's versions), requirements (repeatable: name==1.2), a "
-        "requirements file, or the path of an environment on the cluster",
+        "requirements file, a pyproject.toml or uv.lock, or the path of an environment on "
+        "the cluster",
         "environment",
         repeatable=True,
     ),

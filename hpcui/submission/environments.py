@@ -43,7 +43,11 @@ BUILD_TIMEOUT_S = 1800
 #: a requirement as pip writes it: a name, extras, version clauses (no URLs, no options)
 REQUIREMENT = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
-    r"(\s*(==|>=|<=|~=|!=|<|>|===)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!_-]+)*)?$"
+    r"(\s*(==|>=|<=|~=|!=|<|>|===)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(==|>=|<=|~=|!=|<|>)\s*[A-Za-z0-9.*+!_-]+)*)?"
+    # an environment marker (pyproject's `; python_version < "3.12"`): a file's line, quoted
+    r"(\s*;\s*(python_version|python_full_version|sys_platform|platform_machine|"
+    r"platform_system|platform_python_implementation|implementation_name|os_name|extra)"
+    r"\b[A-Za-z0-9_.<>=!~\"' ()-]*)?$"
 )
 #: what a built environment holds once it was checked (its absence: never used)
 READY = ".hpcui-ready"
@@ -80,9 +84,11 @@ def spec_of(env: Sequence[str], needs: Sequence[Need]) -> EnvSpec:
     if (
         len(items) == 1
         and items[0].startswith(("/", "~", "$"))
-        and not items[0].endswith((".txt", ".in"))
+        and not items[0].endswith((".txt", ".in", "pyproject.toml", "uv.lock"))
     ):
         return EnvSpec(existing=_existing_python(items[0]))
+    if len(items) == 1 and items[0].endswith(("pyproject.toml", "uv.lock")):
+        return _from_project(Path(items[0]).expanduser())
     if len(items) == 1 and items[0].endswith((".txt", ".in")):
         path = Path(items[0]).expanduser()
         try:
@@ -104,6 +110,28 @@ def spec_of(env: Sequence[str], needs: Sequence[Need]) -> EnvSpec:
         (m[1], m[2]) for i in items if (m := re.fullmatch(r"([A-Za-z0-9._-]+)\s*==\s*([^,\s]+)", i))
     )
     return EnvSpec(tuple(items), pins=pins)
+
+
+def _from_project(path: Path) -> EnvSpec:
+    """A pyproject.toml's `[project] dependencies` as written, or a uv.lock's resolved
+    packages pinned (what came from an index: not the project itself, not local paths)."""
+    import tomllib  # only where env= names a project file
+
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"env={str(path)!r}: cannot read it as TOML: {exc}.") from None
+    if path.name == "uv.lock":
+        items = [
+            f"{p['name']}=={p['version']}"
+            for p in data.get("package", [])
+            if "registry" in p.get("source", {}) and p.get("version")
+        ]
+    else:
+        items = list(data.get("project", {}).get("dependencies", []))
+    if not items:
+        raise UsageError(f"env={str(path)!r} names no dependency to install.")
+    return spec_of(items, [])
 
 
 def env_key(

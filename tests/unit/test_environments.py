@@ -199,3 +199,28 @@ def test_jupyter_with_env_asks_for_jupyterlab_in_it():
     with pytest.raises(UsageError, match="does not ask for jupyterlab: add it"):
         check_installed(no_cluster, KINDS["jupyter"], env=["humanize==4.15.0"])
     assert check_installed(no_cluster, KINDS["jupyter"], env=["jupyterlab==4.4.0"]) is None
+
+
+def test_a_pyproject_or_a_uv_lock_is_what_is_installed(tmp_path):
+    project = tmp_path / "pyproject.toml"
+    project.write_text(
+        '[project]\nname = "mytrain"\nversion = "0.1"\n'
+        'dependencies = ["humanize>=4", "tomli>=2 ; python_version < \\"3.11\\""]\n'
+    )
+    assert spec_of([str(project)], []).requirements == (
+        "humanize>=4",
+        'tomli>=2 ; python_version < "3.11"',
+    )
+    lock = tmp_path / "uv.lock"
+    lock.write_text(
+        'version = 1\n\n[[package]]\nname = "humanize"\nversion = "4.15.0"\n'
+        'source = { registry = "https://pypi.org/simple" }\n\n'
+        '[[package]]\nname = "mytrain"\nversion = "0.1"\nsource = { editable = "." }\n'
+    )
+    spec = spec_of([str(lock)], [])
+    assert spec.requirements == (HUMANIZE,) and spec.pins == (("humanize", "4.15.0"),)
+    empty = tmp_path / "other" / "pyproject.toml"
+    empty.parent.mkdir()
+    empty.write_text('[project]\nname = "x"\n')
+    with pytest.raises(UsageError, match="names no dependency"):
+        spec_of([str(empty)], [])
