@@ -744,6 +744,9 @@ def test_a_client_that_leaves_ends_its_command_in_the_agent(agent_env):
                 [sys.executable, "-m", "hpcui.cli", "logs", job_id, "-f"],
                 env={**env, "PYTHONFAULTHANDLER": "1"}, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                # Ctrl-C as a terminal gives it: a test earlier in this worker may have left
+                # SIGINT ignored (a notebook kernel's library does), which the child inherits
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )  # fmt: skip
             deadline = time.monotonic() + 30
             while status(env)["active"] < 1:
