@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from hpcui.backends import chain
 from hpcui.backends.job_paths import JobPaths, Stream, result_name
@@ -22,6 +22,9 @@ from hpcui.store.registry import JobRecord, Registry
 from hpcui.store.remote import list_results
 from hpcui.store.signing import job_key
 from hpcui.transport import deadline
+
+if TYPE_CHECKING:  # as in hpcui.jobs.job: pydantic only where usage is asked for
+    from hpcui.jobs.usage import UsageReport, UsageSample
 
 
 def chain_position(record: JobRecord) -> int:
@@ -224,6 +227,12 @@ class ChainJob(Job):
         """Ask the running segment to end itself: its call returns before the limit, so
         the chain counts as finished and the later segments are cancelled."""
         self.current.stop()
+
+    def usage(self) -> UsageSample:
+        return self.current.usage()
+
+    def usage_report(self) -> UsageReport:
+        return self.current.usage_report()
 
     def stdout(self, task: int = 0) -> str:
         return self.current.stdout(task)

@@ -7,6 +7,7 @@ lines for the scheduler itself come from backends/.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -107,8 +108,6 @@ def probe_command(
     `python`/`setup` are the effective ones (`Cluster.python`/`Cluster.setup`: the cluster
     config's, else its profile's), so they are passed, not read from `cfg`.
     """
-    setup_line = "; ".join(setup)
-    py = python_command(python, modules)
     return (
         # a new base is private; an existing one (a shared project directory, 2775) keeps
         # the mode its owner gave it, and this user's jobs and runtime bundles go into a
@@ -128,15 +127,33 @@ def probe_command(
         # the site's uv, else the one hpcui uploaded (its name holds its SHA-256)
         "command -v uv >/dev/null 2>&1 && printf 'UV=%s\\n' \"$(command -v uv)\"; "
         'for f in "$b"/runtime/uv-*; do [ -x "$f" ] && printf \'UVBIN=%s\\n\' "${f##*/}"; done; '
-        f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
+        + python_part(python, setup, modules)
     )
 
 
-def modules_command(python: str, setup: Sequence[str], modules: Mapping[str, str]) -> str:
-    """Only the module question, for names a later submit needs (one round trip)."""
+def python_part(python: str, setup: Sequence[str], modules: Mapping[str, str]) -> str:
+    """The probe's question to the cluster's Python (after `setup`), each line of its
+    answer marked PYOUT=: in the probe, or alone for names a later submit needs."""
     setup_line = "; ".join(setup)
     py = python_command(python, modules)
     return f"( {setup_line + '; ' if setup_line else ''}{py} ) 2>&1 | sed 's/^/PYOUT=/'"
+
+
+def ask_modules(
+    transport: Transport, python: str, setup: Sequence[str], modules: Mapping[str, str]
+) -> dict[str, tuple[bool, str]]:
+    """What the cluster's Python says of these modules, in one round trip."""
+    res = transport.run(python_part(python, setup, modules))
+    return parse_modules([line.removeprefix("PYOUT=") for line in res.stdout.splitlines()])
+
+
+def install_file(transport: Transport, path: str, data: bytes, *, mode: int, what: str) -> None:
+    """Put `data` at `path` whole or not at all: written under a name of this process's
+    own (two processes may install the same file at once), then renamed into place."""
+    transport.run(["mkdir", "-p", path.rsplit("/", 1)[0]]).check(f"creating the folder of {what}")
+    tmp = f"{path}.part{uuid.uuid4().hex[:8]}"
+    transport.write_file(tmp, data, mode=mode)
+    transport.run(["mv", "-f", tmp, path]).check(f"installing {what}")
 
 
 def parse_modules(lines: Sequence[str]) -> dict[str, tuple[bool, str]]:

@@ -128,7 +128,11 @@ class EnvStore:
         ]  # fmt: skip
 
     def show(self, key: str) -> EnvInfo:
-        for env in self.list():
+        return self._find(self.list(), key)
+
+    def _find(self, envs: Sequence[EnvInfo], key: str) -> EnvInfo:
+        """The environment of this key, or of this prefix (4 characters at least)."""
+        for env in envs:
             if env.key == key or (env.key.startswith(key) and len(key) >= 4):
                 return env
         raise UsageError(
@@ -138,24 +142,27 @@ class EnvStore:
     def remove(self, keys: Sequence[str]) -> builtins.list[str]:
         """Remove these environments (their folder, requirements, build logs); refused for
         one a waiting or running job of this machine runs. Returns the keys removed."""
-        envs = {e.key: e for e in self.list()}
-        picked = [self.show(k).key if k not in envs else k for k in keys]
-        busy = [f"{k} ({', '.join(envs[k].in_use_by)})" for k in picked if envs[k].in_use_by]
+        envs = self.list()  # one listing: every key and prefix is found in it
+        return self._remove([self._find(envs, k) for k in keys])
+
+    def _remove(self, picked: Sequence[EnvInfo]) -> builtins.list[str]:
+        busy = [f"{e.key} ({', '.join(e.in_use_by)})" for e in picked if e.in_use_by]
         if busy:
             raise UsageError(
                 f"Not removed: {'; '.join(busy)} still run it. Remove it when they end."
             )
+        keys = list(dict.fromkeys(e.key for e in picked))
         folder = quote_bytes(self.folder).decode()
-        for k in picked:  # keys are 16 hex digits: listed by the cluster, not typed here
+        for k in keys:  # keys are 16 hex digits: listed by the cluster, not typed here
             if not k.isalnum():
                 raise UsageError(f"{k!r} is not an environment's key.")
-        targets = " ".join(f"{folder}/{k} {folder}/{k}.*" for k in picked)
+        targets = " ".join(f"{folder}/{k} {folder}/{k}.*" for k in keys)
         self.transport.run(f"rm -rf {targets}").check(f"removing environments on {self.name}")
         info = self._info()
-        for k in picked:
+        for k in keys:
             with contextlib.suppress(KeyError):
                 info.envs.remove(k)
-        return picked
+        return keys
 
     def clean(self, older_than: timedelta, *, dry_run: bool = False) -> builtins.list[EnvInfo]:
         """`hpcui clean --older-than`: every environment neither built nor used (a job's
@@ -169,7 +176,7 @@ class EnvStore:
             < cutoff
         ]  # fmt: skip
         if idle and not dry_run:
-            self.remove([e.key for e in idle])
+            self._remove(idle)
         return idle
 
     def build(self, env: Sequence[str]) -> str:
@@ -188,7 +195,5 @@ class EnvStore:
             raise HpcuiError(f"{self.name}'s Python did not answer: cannot build for it.")
         return environments.ensure(
             self.transport, info, spec, cluster=self.name, python=self.python, setup=self.setup,
-            index_url=self.profile.env_index_url, proxy=self.profile.env_proxy,
-            offline=self.profile.env_offline, cache=environments.wheel_cache(),
-            pack=self.profile.env_pack == "zip",
+            profile=self.profile, cache=environments.wheel_cache(),
         )  # fmt: skip

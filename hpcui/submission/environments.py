@@ -29,7 +29,7 @@ from pathlib import Path
 from hpcui.errors import UsageError
 from hpcui.jobs.upload import upload
 from hpcui.profiles import Profile
-from hpcui.store.remote import RemoteInfo
+from hpcui.store.remote import RemoteInfo, install_file
 from hpcui.submission import containers
 from hpcui.submission.needs import Need, check_needs
 from hpcui.transport.base import Transport
@@ -358,10 +358,7 @@ def remote_uv(
     path = f"{info.base}/runtime/{name}"
     if name not in info.uv_bins:
         say(f"uploading uv {UV_VERSION} ({len(data) / 1e6:.0f} MB) to {path}, once")
-        transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
-        tmp = f"{path}.part{uuid.uuid4().hex[:8]}"
-        transport.write_file(tmp, data, mode=0o755)
-        transport.run(["mv", "-f", tmp, path]).check("installing uv")
+        install_file(transport, path, data, mode=0o755, what="uv")
         info.uv_bins.add(name)
     return path, sha
 
@@ -374,18 +371,17 @@ def ensure(
     cluster: str,
     python: str,
     setup: Sequence[str],
-    index_url: str = "",
-    proxy: str = "",
-    offline: bool = False,
+    profile: Profile,
     cache: Path | None = None,
-    use_uv: bool = True,
-    pack: bool = False,
 ) -> str:
     """The environment's Python on the cluster: built now (its progress said line by line,
     as an image import's: stderr, or the app's status line), or found ready (listed by
-    the probe, or built earlier by this process: no round trip)."""
+    the probe, or built earlier by this process: no round trip). Where it installs from,
+    and how, is the profile's (`env_index_url`, `env_proxy`, `env_offline`, `env_pack`)."""
     if spec.existing:
         return spec.existing
+    index_url, proxy, offline = profile.env_index_url, profile.env_proxy, profile.env_offline
+    pack = profile.env_pack == "zip"
     version = ".".join(map(str, info.python_version or ()))
     key = env_key(spec, version, OFFLINE if offline else index_url, proxy, pack)
     folder = f"{info.base}/envs/{key}"
@@ -398,7 +394,7 @@ def ensure(
             wheels = f"{info.base}/envs/wheels"
             got = upload(transport, local, wheels, into=False, note=say)
             say(f"uploaded {got.copied} wheel(s) to {wheels} ({got.skipped} there already)")
-        uv, uv_sha = remote_uv(transport, info, cache, say) if use_uv else ("", "")
+        uv, uv_sha = remote_uv(transport, info, cache, say)
         log_path = f"{folder}.build-{uuid.uuid4().hex[:8]}.log"
         script = build_script(folder=folder, python=python, setup=setup, spec=spec,
                               index_url=index_url, proxy=proxy, wheels=wheels, uv=uv,
@@ -437,9 +433,7 @@ def use(
             "Python and its packages: leave env out, or build an image that has them."
         )
     got = ensure(transport, info, spec, cluster=cluster, python=python, setup=setup,
-                 index_url=profile.env_index_url, proxy=profile.env_proxy,
-                 offline=profile.env_offline, cache=wheel_cache(),
-                 pack=profile.env_pack == "zip")  # fmt: skip
+                 profile=profile, cache=wheel_cache())  # fmt: skip
     if not spec.auto:  # "auto" holds every need by construction: nothing more to ask
         check_needs(transport, probe(got), needs, got, setup, cluster=cluster)
     return got

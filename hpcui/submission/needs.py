@@ -190,12 +190,15 @@ def problems(
 
 def refusal(refused: list[str], needs: list[Need], python: str) -> str:
     """The whole message: what is missing, and the two ways out."""
-    pins = " ".join(f"{n.dist}=={n.version}" for n in needs if f"`{n.module}`" in "".join(refused))
+    said = "".join(refused)
+    pins = " ".join(
+        f"{n.dist}=={n.version}" for n in needs if f"`{n.module}`" in said or f"`{n.dist}`" in said
+    )
     return (
         "; ".join(refused)
-        + f". Nothing was submitted: the job would fail with ModuleNotFoundError. Install it "
-        f"there (on the login node: `{python} -m pip install --user {pins}`), or give the "
-        "submit a python= (or the cluster a `python`) of an environment that has it."
+        + ". Nothing was submitted: the job would fail there (a module missing, or objects it "
+        f"cannot load). Install it there (on the login node: `{python} -m pip install --user "
+        f"{pins}`), or give the submit a python= (or the cluster a `python`) of an environment that has it."
     )
 
 
@@ -213,9 +216,7 @@ def check_needs(
     warned about. Names the probe already answered cost nothing; others one round trip."""
     new = {n.module: n.dist for n in needs if n.module not in info.modules}
     if new and info.python_version is not None:
-        res = transport.run(remote_side.modules_command(python, setup, new))
-        said = [line.removeprefix("PYOUT=") for line in res.stdout.splitlines()]
-        info.modules.update(remote_side.parse_modules(said))
+        info.modules.update(remote_side.ask_modules(transport, python, setup, new))
     refused, warned = problems(needs, info.modules, cluster=cluster, python=python)
     for line in warned:
         log.warning("%s", line)

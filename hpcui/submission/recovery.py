@@ -156,7 +156,6 @@ def _finish(
         try:  # the answer's lines, joined by commas (a chain's segments)
             got = [scheduler.parse_submit(a) for a in verdict.answer.split(",") if a]
             job_id = got[0] if got else None
-            got = got if chained else got[:1]
         except HpcuiError:
             verdict = remote_side.FolderVerdict("DEAD")  # an answer with no id: ask the token
     if verdict.state == "LIVE":

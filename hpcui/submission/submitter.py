@@ -288,10 +288,9 @@ class Submitter:
         digest, data = build_bundle()
         path = f"{info.base}/runtime/{digest}.zip"
         if digest not in info.bundles:
-            self.transport.run(["mkdir", "-p", f"{info.base}/runtime"]).check("mkdir runtime")
-            tmp = f"{path}.part{uuid.uuid4().hex[:8]}"  # two processes may install it at once
-            self.transport.write_file(tmp, data, mode=0o644)
-            self.transport.run(["mv", "-f", tmp, path]).check("installing the runtime bundle")
+            remote_side.install_file(
+                self.transport, path, data, mode=0o644, what="the runtime bundle"
+            )
             info.bundles.add(digest)
         return path, bundle_sha256()
 
@@ -327,6 +326,7 @@ class Submitter:
             )  # fmt: skip
         elif not in_image:  # what the call imports, there: refused before anything is queued
             check_needs(self.transport, info, needs, python, self.setup, cluster=self.name)
+        in_env = key_of(python)  # an environment env= made: its folder, its key
         self.reconcile_quietly()
         self._check_setup_modules()
         image = self.container_launch(alloc, info)
@@ -337,7 +337,7 @@ class Submitter:
             alloc, folder=folder, token=token, array_size=len(calls) if is_array else None,
             python=python, setup=self.setup, pythonpath=(bundle,),
             verified=((bundle, bundle_sha),), container=image, chain=segments > 1,
-            env_folder=python.rsplit("/bin/", 1)[0] if key_of(python) else "",
+            env_folder=python.rsplit("/bin/", 1)[0] if in_env else "",
         )  # fmt: skip
         script = self.scheduler.render_script(spec)
         key = job_key(token)
@@ -366,7 +366,7 @@ class Submitter:
                     "function": function_name(fn),
                     # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
                     **({"container": f"{image.runtime} {image.asked}"} if image else {}),
-                    **({"env": key_of(python)} if key_of(python) else {}),  # env_store's
+                    **({"env": in_env} if in_env else {}),  # env_store: in use, used at
                     # segment i of a chain of `segments` (hpcui.jobs.chain)
                     **({"chain": [i, segments]} if segments > 1 else {}),
                 },

@@ -126,6 +126,7 @@ class JobsScreen(Screen[None]):
         self._tracked: set[str] = set()
         self._active = False
         self.gpu_pct: dict[str, str] = {}  # row key -> the GPU% cell of a running job
+        self._eta_rows: set[str] = set()  # rows whose "will it finish" cell says something
         self._usage_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -367,11 +368,17 @@ class JobsScreen(Screen[None]):
         """The will-it-finish column from the app's last look (`ctx.finishes`): running
         rows only; the column shows only while one of them has something to say."""
         finishes = self.ctx.finishes
+        if not finishes and not self._eta_rows:
+            return  # nothing to say and nothing said: no pass over the rows
+        said: set[str] = set()
         for row in rows.values():
             finish = finishes.get((row.cluster, row.job_id))
             cell = finish.cell() if finish is not None and row.state is JobState.RUNNING else ""
             if row.cells.get("eta", "") != cell:
                 row.cells["eta"] = cell
+            if cell:
+                said.add(row.key)
+        self._eta_rows = said
 
     def _info(self, total: int) -> None:
         parts = [
