@@ -103,6 +103,33 @@ class AgentConfig(Model):
         return persist_seconds(self.persist, warn=False)  # said once, when the file was read
 
 
+#: what `hpcui mcp` offers an AI agent only when `[mcp] allow` names it (it changes things)
+MCP_ACTIONS = ("submit", "cancel", "hold", "release", "download")
+
+
+class McpConfig(Model):
+    """`[mcp]`: what the MCP server (`hpcui mcp`) may do beyond reading."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: tools that change something, offered to MCP clients: names of MCP_ACTIONS, or "all"
+    allow: list[str] = Field(default_factory=list)
+
+    @field_validator("allow")
+    @classmethod
+    def _known_actions(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if v not in (*MCP_ACTIONS, "all")]
+        if bad:
+            raise ValueError(
+                f"[mcp] allow: unknown {', '.join(map(repr, bad))} (choose from "
+                f'{", ".join(MCP_ACTIONS)}, or "all")'
+            )
+        return value
+
+    def allowed(self) -> set[str]:
+        return set(MCP_ACTIONS) if "all" in self.allow else set(self.allow)
+
+
 class Config(Model):
     model_config = ConfigDict(extra="forbid")
 
@@ -114,6 +141,7 @@ class Config(Model):
     #: the dotted id as a nested table; `load_config` flattens it back to "jobs.cancel")
     keys: dict[str, str] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -161,11 +189,11 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{p} is not valid TOML: {exc}. Fix the file.") from exc
     elif path or os.environ.get("HPCUI_CONFIG"):
         raise ConfigError(f"Config file {p} does not exist: check HPCUI_CONFIG or the path given.")
-    unknown = sorted(set(data) - {"default", "clusters", "profiles", "keys", "agent"})
+    unknown = sorted(set(data) - {"default", "clusters", "profiles", "keys", "agent", "mcp"})
     if unknown:
         raise ConfigError(
             f"{p}: unknown top-level key(s) {', '.join(unknown)}; expected default, "
-            "[clusters.NAME], [profiles.NAME], [keys] and [agent]. Check the spelling."
+            "[clusters.NAME], [profiles.NAME], [keys], [agent] and [mcp]. Check the spelling."
         )
     clusters = data.get("clusters", {})
     if not isinstance(clusters, dict):
@@ -187,6 +215,7 @@ def load_config(path: str | Path | None = None) -> Config:
             profiles=data.get("profiles", {}),
             keys=_flat_keys(data.get("keys", {}), p),
             agent=data.get("agent", {}),
+            mcp=data.get("mcp", {}),
             path=str(p),
         )
     except ValidationError as exc:

@@ -29,7 +29,7 @@ from hpcui.transport.agent.reach import (
 AGENT_COMMANDS = frozenset(
     {"jobs", "show", "logs", "cancel", "stop", "quota", "modules", "partitions", "clusters",
      "exec", "clean", "usage", "hold", "release", "requeue", "update", "free", "budget", "files",
-     "forward", "jupyter", "tensorboard"}
+     "forward", "jupyter", "tensorboard", "ssh-config"}
 )  # fmt: skip
 #: safe to send again to a new agent when the first died before printing anything
 READ_ONLY = frozenset(
@@ -44,6 +44,7 @@ READ_ONLY = frozenset(
         "usage",
         "free",
         "budget",
+        "ssh-config",
     }
 )
 #: options that make a call run here: tracebacks, help and schemas are local matters
@@ -163,9 +164,33 @@ def direct(argv: Sequence[str]) -> int:
     return cli_main(argv)
 
 
+def proxy(argv: list[str]) -> int:
+    """`hpcui proxy CLUSTER JOB` through the agent (ssh's ProxyCommand: it starts for every
+    connection, so it loads nothing beyond the thin client); directly when the agent
+    cannot serve it."""
+    from hpcui.transport.agent import relay
+
+    parsed = relay.parse(argv[1:])
+    if parsed is None:  # the full CLI says what is wrong with it
+        return direct(argv)
+    for _attempt in range(2):
+        try:
+            return relay.run(parsed)
+        except AgentUnavailable as exc:
+            if str(exc) == "replaced" or "went away" in str(exc):
+                continue
+            break
+        except paths.UnsafeDirectory as exc:
+            print(f"hpcui: not using the agent: {exc}", file=sys.stderr)
+            break
+    return direct(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hpcui` script and `python -m hpcui.cli`."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["proxy"] and agent_enabled():
+        return proxy(argv)
     if not wanted(argv):
         if command_of(argv) in AGENT_COMMANDS and not turned_off():
             why = platform_without_agent()

@@ -56,7 +56,7 @@ def peer_uid(conn: socket.socket) -> int | None:
     return None
 
 
-def config_stamp() -> tuple[str, tuple[tuple[str, float | None], ...]]:
+def config_stamp() -> tuple[str, tuple[tuple[str, float | str | None], ...]]:
     """hpcui's config and every file its clusters' logins read (ssh configs, keys): an
     edited Port, a removed key or jump host must not stay in use in a long-lived agent,
     which is replaced when any of them changes (its next caller starts a new one)."""
@@ -74,7 +74,18 @@ def config_stamp() -> tuple[str, tuple[tuple[str, float | None], ...]]:
     except Exception:  # a config that does not load: its own mtime says it changed
         pass
 
-    def mtime(f: Path) -> float | None:
+    user_config = Path.home() / ".ssh" / "config"
+
+    def mtime(f: Path) -> float | str | None:
+        if f == user_config:  # the Include line hpcui adds (to a new file too) changes no login
+            from hpcui.services.node_ssh import (
+                without_own_lines,
+            )
+
+            try:
+                return without_own_lines(f.read_text(errors="replace"))
+            except OSError:
+                return ""
         try:
             return f.stat().st_mtime
         except OSError:
@@ -96,7 +107,7 @@ class Agent:
         self.stopping = threading.Event()
         self._listener: socket.socket | None = None
         self._inode: int | None = None
-        self._stamp: tuple[str, tuple[tuple[str, float | None], ...]] | None = None
+        self._stamp: tuple[str, tuple[tuple[str, float | str | None], ...]] | None = None
         self._handed: list[forwarding.Forward] = []  # offered to the next agent
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -125,6 +136,9 @@ class Agent:
         routing.install()
         common.SHARED_BY_AGENT = True
         self._stamp = config_stamp()
+        from hpcui.agent import ssh_hosts
+
+        ssh_hosts.keep(self.stopping)
 
     def serve(self) -> None:
         assert self._listener is not None
@@ -220,6 +234,12 @@ class Agent:
             wire.send(conn, {"ok": True, "pid": os.getpid()})
         elif op == "cli":
             self._cli(conn, req)
+        elif op == "proxy":
+            from hpcui.agent.proxy import (
+                serve_proxy,
+            )
+
+            serve_proxy(conn, req)
         elif op == "call":
             from hpcui.agent.calls import (
                 serve_call,

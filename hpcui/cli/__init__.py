@@ -67,6 +67,10 @@ _COMMANDS = {
     "jupyter": "hpcui.cli.cmd_services",
     "tensorboard": "hpcui.cli.cmd_services",
     "agent": "hpcui.cli.cmd_agent",
+    "proxy": "hpcui.cli.cmd_nodes",
+    "ssh-config": "hpcui.cli.cmd_nodes",
+    "code": "hpcui.cli.cmd_nodes",
+    "mcp": "hpcui.cli.cmd_mcp",
     "init": "hpcui.cli.cmd_add",
     "add": "hpcui.cli.cmd_add",
 }
@@ -170,4 +174,4 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     module = importlib.import_module(_COMMANDS[args.command])
-    return int(getattr(module, f"cmd_{args.command}")(args))
+    return int(getattr(module, f"cmd_{args.command.replace('-', '_')}")(args))

@@ -172,6 +172,17 @@ class ForwardOutput(Model):
     url: str | None = None  # the service's address here (jupyter: with its token)
 
 
+class SshHostOutput(Model):
+    """One running job's node as an ssh host (`hpcui ssh-config`): `ssh HOST` reaches it."""
+
+    host: str  # hpcui-CLUSTER-JOB
+    cluster: str
+    job_id: str
+    node: str
+    user: str | None = None
+    key_pinned: bool  # False: ssh records the node's key on first use
+
+
 class ScriptOutput(Model):
     cluster: str
     allocation: Allocation
@@ -291,6 +302,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "forward": list[ForwardOutput],
         "jupyter": list[ForwardOutput],
         "tensorboard": list[ForwardOutput],
+        "ssh-config": list[SshHostOutput],
     }[cmd]
 
 

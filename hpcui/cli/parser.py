@@ -47,6 +47,7 @@ JSON_COMMANDS = (
     "clusters",
     "profiles",
     "script",
+    "ssh-config",
 )
 
 
@@ -586,6 +587,53 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("job", nargs="?", metavar="JOB", help="the job whose folder it reads")
     s.add_argument("--logdir", metavar="PATH", help="the folder it reads (instead of JOB)")
     _service(s, "TensorBoard")
+
+    s = add(
+        "proxy",
+        "ssh's ProxyCommand to a running job's node: port 22 there over hpcui's login (one "
+        "2FA for every ssh, scp, rsync, git and VS Code connection; see `hpcui ssh-config`)",
+    )
+    s.add_argument("cluster_or_job", metavar="CLUSTER", help="the cluster (or CLUSTER:JOB)")
+    s.add_argument("job", nargs="?", metavar="JOB")
+    s.add_argument("--port", type=_positive(int), default=22, metavar="N", help="default 22")
+    s.add_argument(
+        "--fdpass", action="store_true", help="hand ssh the connection (ProxyUseFdpass yes)"
+    )
+
+    s = add(
+        "ssh-config",
+        "ssh Host entries for your running jobs' nodes (hpcui-CLUSTER-JOB): ssh, scp, rsync, "
+        "git and VS Code reach them through hpcui's login; --install keeps them current",
+    )
+    s.add_argument(
+        "--install",
+        action="store_true",
+        help="write them to ~/.ssh/hpcui/config, included once from ~/.ssh/config (backed up)",
+    )
+    _json(s)
+
+    s = add(
+        "code",
+        "open VS Code (Remote-SSH) on a running job's node, in its folder; --new first "
+        "submits a job that holds a node until you cancel it or its time limit",
+    )
+    s.add_argument("job", nargs="?", metavar="JOB")
+    s.add_argument("--new", action="store_true", help="a new job with the resources given")
+    s.add_argument("--dry-run", action="store_true", help="print the VS Code command only")
+    s.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=1800.0,
+        metavar="S",
+        help="--new: give up waiting for the start after S seconds (default 1800)",
+    )
+    _resources(s)
+
+    s = add(
+        "mcp",
+        "an MCP server on stdio for AI agents: hpcui's verbs as tools, read-only unless the "
+        "config's [mcp] allow names more (docs/mcp.md)",
+    )
 
     s = add("agent", "the per-user agent that keeps one connection per cluster (docs/cli.md)")
     s.add_argument("action", choices=("status", "stop"), help="show it, or stop it now")

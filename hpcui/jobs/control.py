@@ -158,6 +158,11 @@ class JobControl:
             taking_over=taking_over,
         )  # fmt: skip
 
+    def node(self, job_id: str) -> str:
+        """The first node of the user's running job (what `hpcui proxy` and `hpcui code`
+        reach); UsageError for a job that does not run or is another user's."""
+        return node_of(self.details(job_id), self._user())
+
     def _user(self) -> str:
         """The user on the cluster (`id -un`, asked once)."""
         if self._user_name is None:

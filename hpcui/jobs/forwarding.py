@@ -50,7 +50,7 @@ def node_of(details: JobDetails, user: str | None) -> str:
     if details.state is not JobState.RUNNING or not details.nodelist:
         waits = " (wait for it to start)" if not details.state.is_final else ""
         raise UsageError(
-            f"Job {details.job_id} is {details.state.value}: a forward needs a running job{waits}."
+            f"Job {details.job_id} is {details.state.value}: a connection to its node needs a running job{waits}."
         )
     return expand_nodelist(details.nodelist)[0]
 

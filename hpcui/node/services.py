@@ -58,3 +58,14 @@ def tensorboard(logdir: str) -> int:
     return tensorboard_gate.main(
         ["--logdir", logdir, "--host", node_address(), "--folder", runtime]
     )
+
+
+def hold() -> int:
+    """A job that only holds its allocation (`hpcui code --new`): the user works on the
+    node over ssh (VS Code) until they cancel it or it reaches its time limit."""
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(3600)

@@ -127,7 +127,7 @@ def start(path: str, persist: float) -> socket.socket:
 THIN = frozenset(
     {"hpcui", "hpcui.version", "hpcui.agent", "hpcui.agent.client", "hpcui.transport",
      "hpcui.transport.agent", "hpcui.transport.agent.paths", "hpcui.transport.agent.wire",
-     "hpcui.transport.agent.reach"}
+     "hpcui.transport.agent.reach", "hpcui.transport.agent.relay"}
 )  # fmt: skip
 
 

@@ -1,0 +1,161 @@
+"""The ssh side of a job's node, without a cluster: the Host entries hpcui writes are read
+by OpenSSH itself (`ssh -G`), the Include line is added once with a backup, the proxy's
+arguments and its byte relay (real pipes and sockets)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from hpcui.services import node_ssh
+from hpcui.transport.agent import relay
+
+
+def entry(**kw: object) -> node_ssh.NodeHost:
+    base = dict(alias="hpcui-dev-2fa-42", cluster="dev-2fa", job_id="42", node="node1",
+                user="hpcuser", identity_files=("/keys/id_ed25519",),
+                key_alias="hpcui-dev-2fa.node1", pinned=True)  # fmt: skip
+    return node_ssh.NodeHost(**{**base, **kw})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def ssh_g(config: Path, host: str) -> dict[str, str]:
+    """What OpenSSH makes of `host` in `config` (ssh -G: resolved, nothing connected)."""
+    out = subprocess.run(
+        ["ssh", "-G", "-F", str(config), host], capture_output=True, text=True, check=True
+    ).stdout
+    return {k: v for k, _, v in (line.partition(" ") for line in out.splitlines())}
+
+
+def test_openssh_reads_each_entry_as_complete(home: Path) -> None:
+    text = node_ssh.render([entry(), entry(alias="hpcui-dev-2fa-43", job_id="43", pinned=False)])
+    cfg = home / "cfg"
+    cfg.write_text(text)
+    seen = ssh_g(cfg, "hpcui-dev-2fa-42")
+    assert seen["hostname"] == "node1" and seen["user"] == "hpcuser"
+    assert seen["identityfile"] == "/keys/id_ed25519" and seen["identitiesonly"] == "yes"
+    assert seen["hostkeyalias"] == "hpcui-dev-2fa.node1"
+    assert seen["stricthostkeychecking"] == "true"
+    assert seen["userknownhostsfile"] == str(home / ".ssh" / "hpcui" / "known_hosts")
+    assert seen["proxycommand"].endswith("proxy --fdpass dev-2fa 42")
+    assert seen["proxyusefdpass"] == "yes"
+    assert ssh_g(cfg, "hpcui-dev-2fa-43")["stricthostkeychecking"] == "accept-new"
+
+
+def test_a_job_id_or_node_that_could_inject_is_refused() -> None:
+    with pytest.raises(node_ssh.UsageError, match="cannot name an ssh host"):
+        node_ssh.key_alias("dev", "node1\n    ProxyCommand evil")
+    with pytest.raises(node_ssh.UsageError):
+        node_ssh._check("42; rm -rf ~", "Job id")
+
+
+def test_proxy_command_carries_the_config_and_doubles_percent(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    for var in node_ssh.CARRIED_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HPCUI_CONFIG", "/my 100%/hpcui.toml")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    line = node_ssh.proxy_command("dev", "42")
+    assert line.startswith(
+        "env 'HPCUI_CONFIG=/my 100%%/hpcui.toml' XDG_RUNTIME_DIR=/run/user/1000 "
+    )
+    assert line.endswith("proxy --fdpass dev 42")
+
+
+def test_include_is_added_once_at_the_top_with_a_backup(home: Path) -> None:
+    ssh = home / ".ssh"
+    ssh.mkdir()
+    (ssh / "config").write_text("Host old\n    User me\n")
+    first = node_ssh.install(node_ssh.render([entry()]))
+    assert first.include_added and first.backup is not None
+    assert first.backup.read_text() == "Host old\n    User me\n"
+    text = (ssh / "config").read_text()
+    assert text.index("Include hpcui/config") < text.index("Host old")
+    again = node_ssh.install(node_ssh.render([entry()]))
+    assert not again.include_added and again.backup is None
+    assert (ssh / "config").read_text().count("Include hpcui/config") == 1
+    assert oct((ssh / "hpcui" / "config").stat().st_mode & 0o777) == "0o600"
+    assert ssh_g(ssh / "config", "hpcui-dev-2fa-42")["hostname"] == "node1"  # through Include
+
+
+def test_remember_replaces_one_clusters_entries_and_keeps_the_others(home: Path) -> None:
+    node_ssh.remember("dev-2fa", [entry()], replace=True)
+    node_ssh.remember("dev", [entry(alias="hpcui-dev-7", cluster="dev", job_id="7")], replace=True)
+    node_ssh.remember("dev-2fa", [], replace=True)  # its job ended
+    assert [e.alias for e in node_ssh.remembered()] == ["hpcui-dev-7"]
+
+
+@pytest.mark.parametrize(
+    ("words", "parsed"),
+    [
+        (["dev", "42"], relay.ProxyArgs("dev", "42", 22, False)),
+        (["--fdpass", "dev:42"], relay.ProxyArgs("dev", "42", 22, True)),
+        (["--port", "2200", "dev", "42"], relay.ProxyArgs("dev", "42", 2200, False)),
+        (["dev"], None),
+        (["--port", "x", "dev", "42"], None),
+        (["-c", "dev", "42"], None),
+    ],
+)
+def test_the_thin_proxy_parses_only_its_own_form(words: list[str], parsed: object) -> None:
+    assert relay.parse(words) == parsed
+
+
+def test_relay_carries_both_ways_and_passes_the_end_of_input_on() -> None:
+    """stdin's end reaches the far side as a half-close; its answer still comes back."""
+    near, far = socket.socketpair()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    blob = os.urandom(3 * 1024 * 1024)
+
+    def far_side() -> None:
+        got = bytearray()
+        while chunk := far.recv(65536):
+            got += chunk
+        far.sendall(bytes(reversed(got[-10:])) + b"|" + str(len(got)).encode())
+        far.close()
+
+    def feed() -> None:
+        with os.fdopen(in_w, "wb") as w:
+            w.write(blob)
+
+    threads = [threading.Thread(target=far_side), threading.Thread(target=feed)]
+    for t in threads:
+        t.start()
+    relay.relay(near, in_r, out_w)
+    os.close(out_w)
+    with os.fdopen(out_r, "rb") as r:
+        answer = r.read()
+    for t in threads:
+        t.join(10)
+    assert answer == bytes(reversed(blob[-10:])) + b"|" + str(len(blob)).encode()
+
+
+def test_the_agent_sees_no_change_when_only_the_include_line_was_added(home: Path) -> None:
+    """Adding the Include line must not replace the agent (its 2FA login would be asked
+    again); an edit of the user's own lines must."""
+    config = home / ".ssh" / "config"
+    config.parent.mkdir()
+    config.write_text("Host old\n    User me\n")
+    before = node_ssh.without_own_lines(config.read_text())
+    node_ssh.ensure_include()
+    assert node_ssh.without_own_lines(config.read_text()) == before
+    config.write_text(config.read_text().replace("User me", "User you"))
+    assert node_ssh.without_own_lines(config.read_text()) != before
+
+
+def test_a_new_config_holding_only_the_include_line_is_no_change(home: Path) -> None:
+    from hpcui.agent.server import config_stamp
+
+    before = config_stamp()
+    node_ssh.ensure_include()
+    assert (home / ".ssh" / "config").exists()
+    assert config_stamp() == before
