@@ -191,6 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["proxy"] and agent_enabled():
         return proxy(argv)
+    if argv == ["--version"]:  # scripts ask it to check the install: no argparse, no CLI
+        from hpcui.version import __version__
+
+        print(f"hpcui {__version__}")
+        return 0
     if not wanted(argv):
         if command_of(argv) in AGENT_COMMANDS and not turned_off():
             why = platform_without_agent()

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import time
-import tomllib
 
-from hpcui.common.config_path import config_path
-from hpcui.common.units import persist_seconds
 from hpcui.transport.agent import paths
 
 DEFAULT_PERSIST_S = 600.0
@@ -52,6 +48,13 @@ def agent_enabled(env: dict[str, str] | None = None) -> bool:
 
 def persist_s() -> float:
     """`[agent] persist` of the config (0: no agent), read without pydantic."""
+
+    # read only when no agent answers: a warm call (`hpcui proxy` for every ssh connection
+    # VS Code opens) imports neither TOML nor the units
+    import tomllib
+
+    from hpcui.common.config_path import config_path
+    from hpcui.common.units import persist_seconds
 
     try:
         with open(config_path(), "rb") as fh:
@@ -194,6 +197,7 @@ def spawn(path: str, persist: float, logfile: str, *, keep_out: int) -> str:
 
 
 def _spawn_fresh(path: str, persist: float, out: int, r: int, w: int) -> str:
+    import subprocess  # only to start an agent, not on a warm call
 
     env = dict(os.environ)
     for var in paths.KEY_VARS:  # the agent runs in /: paths resolved as the caller sees them
