@@ -69,10 +69,6 @@ def _row(e: node_ssh.NodeHost) -> SshHostOutput:
     )  # fmt: skip
 
 
-def code_command(host: str, folder: str) -> list[str]:
-    return ["code", "--remote", f"ssh-remote+{host}", folder]
-
-
 def cmd_code(args: argparse.Namespace) -> int:
     resources = resource_kwargs(args)
     if args.new:
@@ -87,17 +83,14 @@ def cmd_code(args: argparse.Namespace) -> int:
             raise UsageError("Resources go with --new (a new job); a running job takes none.")
         name, job_id = split_job_ref(args.job, cluster_name(args))
         cluster = connect(name)
-    entry = node_ssh.hosts(cluster, {job_id: cluster.control.node(job_id)})[0]
-    folder = cluster.files.folder(job_id)
-    command = code_command(entry.alias, folder)
+    entry, command = node_ssh.vscode_command(cluster, job_id)
     shown = shlex.join(command)
     if args.dry_run:
         print(shown)
         if not node_ssh.included():
             out.note("VS Code finds the host once `hpcui ssh-config --install` has run")
         return EXIT_OK
-    node_ssh.remember(cluster.name, [entry], replace=False)
-    done = node_ssh.install(node_ssh.render(node_ssh.remembered()))
+    done = node_ssh.keep_entry(entry)
     if done.include_added:
         out.note(f"~/.ssh/config now includes {done.hosts_file}")
     if shutil.which("code") is None:

@@ -340,3 +340,16 @@ def proxy_here(connect: Callable[[], Any], job_id: str, port: int, *, fdpass: bo
             relay(chan, sys.stdin.fileno(), sys.stdout.fileno())
     finally:
         chan.close()
+
+
+def vscode_command(cluster: Any, job_id: str) -> tuple[NodeHost, list[str]]:
+    """The job's node as a host entry, and VS Code's command to open its folder there."""
+    entry = hosts(cluster, {job_id: cluster.control.node(job_id)})[0]
+    folder = cluster.files.folder(job_id)
+    return entry, ["code", "--remote", f"ssh-remote+{entry.alias}", folder]
+
+
+def keep_entry(entry: NodeHost) -> Installed:
+    """Add one entry to the installed file (VS Code reads ~/.ssh/config, which includes it)."""
+    remember(entry.cluster, [entry], replace=False)
+    return install(render(remembered()))

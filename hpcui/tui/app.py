@@ -76,6 +76,7 @@ JOB_SCREEN_COMMANDS = (
         "forward_port",
     ),
     ("Open the service of job", "Its JupyterLab or TensorBoard in the browser (B)", "open_service"),
+    ("Open job in VS Code", "VS Code on its node, in its folder (V)", "vscode"),
 )
 
 #: mode -> its screen (built with the app's AppContext)

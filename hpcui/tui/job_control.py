@@ -35,6 +35,7 @@ CONTROL_BINDINGS = [
     Binding("E", "edit_resubmit", "Edit+resubmit", show=False, id="job.edit"),
     Binding("P", "forward_port", "Forward a port", show=False, id="job.forward"),
     Binding("B", "open_service", "Open in browser", show=False, id="job.browser"),
+    Binding("V", "vscode", "VS Code", show=False, id="job.vscode"),
 ]
 
 
@@ -231,6 +232,40 @@ class JobControlScreen(Screen[None]):
             )
             return
         self.notify(f"left job {job_id} (exit status {status})")
+
+    def action_vscode(self) -> None:
+        found = self._cluster_or_say()
+        if found is not None:
+            self._open_vscode(*found)
+
+    @work(thread=True, group="job-control", exit_on_error=False)
+    def _open_vscode(self, cluster: Cluster, job_id: str) -> None:
+        """As `hpcui code JOB`: the node's host entry kept (~/.ssh/config includes it),
+        then VS Code started, or its command shown where `code` is not installed."""
+        import shlex
+        import shutil
+        import subprocess
+
+        from hpcui.services import node_ssh
+
+        try:
+            entry, command = node_ssh.vscode_command(cluster, job_id)
+            node_ssh.keep_entry(entry)
+        except HpcuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="VS Code")
+            return
+        line = shlex.join(command)
+        if shutil.which("code") is None:
+            self.app.call_from_thread(self.app.copy_to_clipboard, line)
+            self.app.call_from_thread(
+                self.notify, f"`code` is not on PATH; run (copied): {line}", title="VS Code"
+            )
+            return
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self.app.call_from_thread(
+            self.notify, f"VS Code opens job {job_id} on {entry.node}", title="VS Code"
+        )
 
     def action_files(self) -> None:
         found = self._cluster_or_say()

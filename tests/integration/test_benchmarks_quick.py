@@ -22,6 +22,7 @@ ON_CLUSTER = {
     "end_bench": (r"pushed .* p95 +\d+\.\d\d s", None),
     "env_bench": (r"\n +uv +\d+\.\d\d s .*\n +pip +\d+\.\d\d s", "pbs"),
     "forward_bench": (r"through hpcui's forward +median +\d+\.\d MiB/s", None),
+    "node_ssh_bench": (r"through hpcui proxy +\d+\.\d MiB/s", None),
     "folder_bench": (r"small +down again +\d+\.\d\d +\d+\.\d\d", None),
     "site_bench": (r"\[queue\] held array of 20: .* per refresh", None),
     "stall_bench": (r"stall noticed after \d+\.\d s", None),

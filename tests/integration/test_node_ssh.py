@@ -149,3 +149,35 @@ def test_one_totp_for_ssh_rsync_git_and_vscode_on_a_jobs_node(agent_env, dev, tm
         assert time.monotonic() < deadline, "the ended job's entry is still there"
         hpcui(env, "agent", "status")  # the agent stays warm while its keeper looks
         time.sleep(1)
+
+
+def test_the_job_screens_v_key_keeps_the_host_and_gives_the_vscode_command(
+    dev, tmp_path, monkeypatch
+):
+    """The app's Job screen, `V`: as `hpcui code JOB` (VS Code is not installed here: the
+    command is shown and copied), the node's host entry kept and included."""
+    from hpcui.tui.app import HpcuiApp
+    from tests.integration.test_any_job import sbatch_script, wait_state
+    from tests.integration.test_tui_dev import SIZE, open_foreign_job, run_closing, wait_for
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    job_id = sbatch_script(dev, "#!/bin/bash\nsleep 120\n", "--time=3")
+    try:
+        wait_state(dev, job_id, {JobState.RUNNING})
+        folder = dev.files.folder(job_id)
+
+        async def go() -> list[str]:
+            app = HpcuiApp("dev", connect=["dev"])
+            async with app.run_test(size=SIZE) as pilot:
+                await open_foreign_job(pilot, app, job_id)
+                await pilot.press("V")
+                said = lambda: [n.message for n in app._notifications if "code" in n.message]  # noqa: E731
+                await wait_for(pilot, lambda: bool(said()), 60, "the VS Code notice")
+                return said()
+
+        (told,) = run_closing(go)
+        assert f"code --remote ssh-remote+hpcui-dev-{job_id} {folder}" in told
+        assert f"Host hpcui-dev-{job_id}\n" in (tmp_path / ".ssh" / "hpcui" / "config").read_text()
+        assert "Include hpcui/config" in (tmp_path / ".ssh" / "config").read_text()
+    finally:
+        dev.control.cancel([job_id])
