@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from hpcui.cli.routing import Client, serving
-from hpcui.errors import HpcuiError
+from hpcui.errors import HpcuiError, PromptNeededError
 from hpcui.jobs.forwarding import pump
 
 #: a job's node is asked of the scheduler at most this often per job (VS Code opens
@@ -59,7 +59,13 @@ def serve_proxy(conn: Any, req: dict[str, Any]) -> None:
             node = node_of_job(cluster, job)
             chan = cluster.transport.open_tunnel(node, port)
         except HpcuiError as exc:
-            client.send({"fail": str(exc), "exit": exc.exit_code})
+            said = str(exc)
+            if isinstance(exc, PromptNeededError):
+                said += (  # VS Code started from a desktop: nobody to type the code
+                    f" No terminal here to answer it: log in once in a terminal (`hpcui "
+                    f"jobs -c {name}`); the agent keeps that login for every later ssh."
+                )
+            client.send({"fail": said, "exit": exc.exit_code})
             return
         client.send({"raw": node})
     try:

@@ -40,8 +40,11 @@ def _clusters(args: argparse.Namespace) -> list[str | None]:
 
 def cmd_ssh_config(args: argparse.Namespace) -> int:
     entries: list[node_ssh.NodeHost] = []
-    for name in _clusters(args):
+    names = _clusters(args)
+    for name in names:
         cluster = connect(name)
+        if cluster.config.host is None and len(names) > 1:
+            continue  # `-c all`: this machine's jobs need no ssh
         found = node_ssh.hosts(cluster, node_ssh.running_nodes(cluster))
         entries += found
         if args.install:

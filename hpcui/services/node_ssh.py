@@ -131,6 +131,11 @@ def running_nodes(cluster: Any, job_ids: Iterable[str] | None = None) -> dict[st
 def hosts(cluster: Any, nodes: dict[str, str]) -> list[NodeHost]:
     """The entries for `nodes` (job id -> node), each node's key pinned once."""
     name = _check(cluster.name, "Cluster name")
+    if cluster.config.host is None:
+        raise UsageError(
+            f"{name} is this machine (no `host` in its config): its jobs run here, and "
+            "reaching them needs no ssh."
+        )
     user, files = login_settings(cluster)
     pinned = {n: pin_key(cluster, n) for n in sorted(set(nodes.values()))}
     return [

@@ -58,6 +58,15 @@ def test_one_totp_for_ssh_rsync_git_and_vscode_on_a_jobs_node(agent_env, dev, tm
             return totp()
         return None
 
+    # before any login, a proxy without a terminal (VS Code from a desktop) says what to do
+    lost = subprocess.run(
+        [sys.executable, "-m", "hpcui.cli", "proxy", "dev-2fa", "1"], env=env,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        start_new_session=True,  # no controlling terminal: no /dev/tty to ask on
+    )  # fmt: skip
+    assert lost.returncode != 0
+    assert "log in once in a terminal (`hpcui jobs -c dev-2fa`)" in lost.stderr, lost.stderr
+
     # `hpcui code --new`: the first call, so the one that asks the code
     argv = [sys.executable, "-m", "hpcui.cli", "-c", "dev-2fa", "code", "--new", "--time", "10m"]
     code, text = run_on_pty(argv, env, answer, timeout=180)

@@ -159,3 +159,11 @@ def test_a_new_config_holding_only_the_include_line_is_no_change(home: Path) -> 
     node_ssh.ensure_include()
     assert (home / ".ssh" / "config").exists()
     assert config_stamp() == before
+
+
+def test_this_machine_needs_no_ssh_entry() -> None:
+    from hpcui.clusters.cluster import Cluster
+    from hpcui.config import ClusterConfig
+
+    with pytest.raises(node_ssh.UsageError, match="is this machine"):
+        node_ssh.hosts(Cluster(ClusterConfig(name="local")), {"1": "here"})
