@@ -347,17 +347,38 @@ class HangupWatch:
             with self._lock:
                 if self._done:
                     return
-            if not hung_up(self.conn, 0.5):
-                continue
-            with self._lock:
-                if self._done:
-                    return
-                self._done = self.interrupted = True
-                log.info("client hung up: interrupting its command")
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self.thread_id), ctypes.py_object(KeyboardInterrupt)
-                )
-            return
+            if hung_up(self.conn, 0.5):
+                break
+        # not inside the connection's code: an exception raised between a lock's acquire
+        # and its `try` there (paramiko has many) would leave the lock held, and the next
+        # command on that connection would wait forever
+        deadline = time.monotonic() + DEFER_S
+        while in_connection_code(self.thread_id) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with self._lock:
+            if self._done:
+                return
+            self._done = self.interrupted = True
+            log.info("client hung up: interrupting its command")
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self.thread_id), ctypes.py_object(KeyboardInterrupt)
+            )
+
+
+#: how long an interrupt waits for the command to leave the connection's code
+DEFER_S = 5.0
+#: modules whose locks an asynchronous exception must not interrupt
+CONNECTION_CODE = ("paramiko", "hpcui.transport")
+
+
+def in_connection_code(thread_id: int) -> bool:
+    """The thread is running (or blocked) somewhere inside the SSH connection's code."""
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(CONNECTION_CODE):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def hung_up(conn: socket.socket, wait_s: float) -> bool:

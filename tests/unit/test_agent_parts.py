@@ -278,3 +278,25 @@ def test_file_lock_without_flock_or_msvcrt(monkeypatch, tmp_path):
         with file_lock.locked(two, path, wait=False):  # released: free again
             pass
     assert not (tmp_path / "spool.lockdir").exists()
+
+
+def test_a_hang_up_waits_while_the_command_is_inside_the_connections_code():
+    """The interrupt of a command whose client left must not land in paramiko, where a
+    lock taken before its `try` would stay held: a thread blocked in paramiko's own
+    buffered pipe is inside it, one asleep in hpcui's command code is not."""
+    import threading
+    import time
+
+    from paramiko.buffered_pipe import BufferedPipe
+
+    from hpcui.agent.server import in_connection_code
+
+    pipe = BufferedPipe()
+    inside = threading.Thread(target=lambda: pipe.read(10, timeout=2), daemon=True)
+    outside = threading.Thread(target=lambda: time.sleep(2), daemon=True)
+    inside.start()
+    outside.start()
+    time.sleep(0.2)
+    assert in_connection_code(inside.ident)
+    assert not in_connection_code(outside.ident)
+    pipe.close()
