@@ -68,6 +68,9 @@ def serve_proxy(conn: Any, req: dict[str, Any]) -> None:
             client.send({"fail": said, "exit": exc.exit_code})
             return
         client.send({"raw": node})
+        from hpcui.agent import mux  # the fast path for the next connections
+
+        mux.ensure(cluster)
     try:
         pump(conn, chan, stop)
     finally:

@@ -136,8 +136,9 @@ class Agent:
         routing.install()
         common.SHARED_BY_AGENT = True
         self._stamp = config_stamp()
-        from hpcui.agent import ssh_hosts
+        from hpcui.agent import mux, ssh_hosts
 
+        mux.AGENT_SOCKET = self.path
         ssh_hosts.keep(self.stopping)
 
     def serve(self) -> None:
@@ -163,6 +164,9 @@ class Agent:
     def withdraw(self) -> None:
         """Stop taking requests: the socket path goes (a new agent may bind it at once)."""
         self.stopping.set()
+        from hpcui.agent import mux
+
+        mux.close_all()
         try:
             if self._inode is not None and os.stat(self.path).st_ino == self._inode:
                 os.unlink(self.path)

@@ -1,4 +1,5 @@
-"""The agent keeps `hpcui ssh-config --install`'s file current as jobs start and end.
+"""The agent keeps `hpcui ssh-config --install`'s file current as jobs start and end, and
+a ControlMaster socket (hpcui.agent.mux) for each cluster it is logged in to.
 
 It asks only clusters it is already logged in to (it never logs in by itself: a 2FA site
 would ask nobody), one queue listing per cluster every REFRESH_S, and only while the
@@ -25,15 +26,18 @@ def keep(stopping: threading.Event) -> threading.Thread:
 
 
 def _loop(stopping: threading.Event) -> None:
+    from hpcui.agent import mux
     from hpcui.clusters import api
     from hpcui.services import node_ssh
 
     while not stopping.wait(REFRESH_S):
-        if not node_ssh.hosts_file().exists():
-            continue
+        installed = node_ssh.hosts_file().exists()
         for cluster in list(api._clusters.values()):
             if getattr(cluster._transport, "_conn", None) is None:
                 continue  # not logged in: not ours to start
+            mux.ensure(cluster)  # the entries' fast path, for clusters logged in to
+            if not installed:
+                continue
             try:
                 if node_ssh.refresh(cluster):
                     log.info("ssh hosts of %s rewritten", cluster.name)

@@ -34,6 +34,7 @@ from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
 from hpcui.jobs.forwarding import pump
+from hpcui.transport.agent import paths
 from hpcui.transport.agent.paths import KEY_VARS
 from hpcui.transport.agent.relay import relay
 from hpcui.transport.ssh.config import resolve
@@ -45,8 +46,8 @@ SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 #: so the same login, as the shell that wrote the entry
 CARRIED_VARS = (*KEY_VARS, "XDG_RUNTIME_DIR")
 INCLUDE_LINE = "Include hpcui/config"
-#: ssh's ProxyUseFdpass: the proxy hands ssh the agent's socket and leaves (POSIX ssh only)
-FDPASS = sys.platform != "win32"
+#: OpenSSH's client as the proxy when the agent's mux socket is there (POSIX: unix sockets)
+FAST_PATH = sys.platform != "win32"
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,29 @@ def launcher() -> list[str]:
 
 
 def proxy_command(cluster: str, job_id: str) -> str:
-    """The ProxyCommand line (ssh expands `%` tokens in it: doubled here)."""
+    """The ProxyCommand line (ssh expands `%` tokens in it: doubled here, then %h:%p).
+
+    On POSIX, OpenSSH's own client first (`ssh -W` to the agent's mux socket for the
+    cluster: a C program starts in milliseconds, hpcui.agent.mux), `hpcui proxy` when that
+    socket is not there (no agent yet, or not logged in: it can start one and ask)."""
     env = [f"{k}={os.environ[k]}" for k in CARRIED_VARS if os.environ.get(k)]
-    words = (["env", *env] if env else []) + launcher()
-    words += ["proxy", *(["--fdpass"] if FDPASS else []), cluster, job_id]
-    return " ".join(shlex.quote(w) for w in words).replace("%", "%%")
+    words = (["env", *env] if env else []) + launcher() + ["proxy", cluster, job_id]
+    slow = " ".join(shlex.quote(w) for w in words)
+    if not FAST_PATH:
+        return slow.replace("%", "%%")
+    mux = [
+        "ssh", "-F", "/dev/null", "-o", "ControlMaster=no",
+        "-o", f"ControlPath={mux_socket(cluster)}", "-o", "ProxyCommand=false",
+        "-o", "LogLevel=QUIET", "-W", "HOSTPORT", "hpcui-agent",
+    ]  # fmt: skip
+    fast = " ".join(shlex.quote(w) for w in mux)
+    inner = f"{fast} 2>/dev/null || exec {slow}".replace("%", "%%")
+    return "sh -c " + shlex.quote(inner).replace("HOSTPORT", "%h:%p")
+
+
+def mux_socket(cluster: str) -> str:
+    """Where this environment's agent listens as a ControlMaster for `cluster`."""
+    return paths.mux_socket_path(paths.socket_path(), cluster)
 
 
 def login_settings(cluster: Any) -> tuple[str | None, tuple[str, ...]]:
@@ -193,8 +212,6 @@ def render(entries: list[NodeHost], *, stamp: str | None = None) -> str:
             f"    StrictHostKeyChecking {'yes' if e.pinned else 'accept-new'}",
             f"    ProxyCommand {proxy_command(e.cluster, e.job_id)}",
         ]
-        if FDPASS:
-            out.append("    ProxyUseFdpass yes")
     return "\n".join(out) + "\n"
 
 

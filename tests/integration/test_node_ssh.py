@@ -143,6 +143,20 @@ def test_one_totp_for_ssh_rsync_git_and_vscode_on_a_jobs_node(agent_env, dev, tm
         )  # fmt: skip
         assert gone.returncode != 0 and "hpcui proxy:" in gone.stderr, gone.stderr
 
+        # the agent, logged in, is a ControlMaster for OpenSSH's own `ssh -W` (the
+        # entries' fast path): the node's banner comes through it
+        (mux,) = Path(env["XDG_RUNTIME_DIR"]).glob("hpcui/agent-*.mux-*.sock")
+        fast = subprocess.Popen(
+            ["ssh", "-F", "/dev/null", "-o", "ControlMaster=no", "-o", f"ControlPath={mux}",
+             "-o", "ProxyCommand=false", "-W", f"{node}:22", "hpcui-agent"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert fast.stdout is not None
+        banner = fast.stdout.read(7)
+        fast.kill()
+        fast.communicate()
+        assert banner == b"SSH-2.0", banner
+
         assert asked == 1  # one TOTP answer for all of it
         assert logins(env, "dev-2fa") == 1
 

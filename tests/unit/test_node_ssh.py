@@ -47,8 +47,9 @@ def test_openssh_reads_each_entry_as_complete(home: Path) -> None:
     assert seen["hostkeyalias"] == "hpcui-dev-2fa.node1"
     assert seen["stricthostkeychecking"] == "true"
     assert seen["userknownhostsfile"] == str(home / ".ssh" / "hpcui" / "known_hosts")
-    assert seen["proxycommand"].endswith("proxy --fdpass dev-2fa 42")
-    assert seen["proxyusefdpass"] == "yes"
+    # OpenSSH's own client to the agent's mux socket first, `hpcui proxy` when it fails
+    assert " -W %h:%p hpcui-agent 2>/dev/null || exec " in seen["proxycommand"]
+    assert seen["proxycommand"].endswith("proxy dev-2fa 42'")
     assert ssh_g(cfg, "hpcui-dev-2fa-43")["stricthostkeychecking"] == "accept-new"
 
 
@@ -59,16 +60,16 @@ def test_a_job_id_or_node_that_could_inject_is_refused() -> None:
         node_ssh._check("42; rm -rf ~", "Job id")
 
 
-def test_proxy_command_carries_the_config_and_doubles_percent(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_proxy_command_carries_the_config_and_doubles_percent(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     for var in node_ssh.CARRIED_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HPCUI_CONFIG", "/my 100%/hpcui.toml")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     line = node_ssh.proxy_command("dev", "42")
-    assert line.startswith(
-        "env 'HPCUI_CONFIG=/my 100%%/hpcui.toml' XDG_RUNTIME_DIR=/run/user/1000 "
-    )
-    assert line.endswith("proxy --fdpass dev 42")
+    assert "HPCUI_CONFIG=/my 100%%/hpcui.toml" in line  # quoted, its % doubled for ssh
+    assert f"XDG_RUNTIME_DIR={tmp_path} " in line
+    assert f"ControlPath={tmp_path}/hpcui/agent-" in line  # that environment's agent
+    assert line.endswith("proxy dev 42'")
 
 
 def test_include_is_added_once_at_the_top_with_a_backup(home: Path) -> None:
@@ -167,3 +168,65 @@ def test_this_machine_needs_no_ssh_entry() -> None:
 
     with pytest.raises(node_ssh.UsageError, match="is this machine"):
         node_ssh.hosts(Cluster(ClusterConfig(name="local")), {"1": "here"})
+
+
+def echo_server() -> tuple[socket.socket, int]:
+    """A TCP server on 127.0.0.1 that sends back what it gets, upper-cased."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data.upper())
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def mux_ssh(path: Path, target: str, data: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ssh", "-F", "/dev/null", "-o", "ControlMaster=no", "-o", f"ControlPath={path}",
+         "-o", "ProxyCommand=false", "-W", target, "hpcui-agent"],
+        input=data, capture_output=True, timeout=30,
+    )  # fmt: skip
+
+
+def test_openssh_forwards_its_stdio_through_the_agents_mux_socket(tmp_path: Path) -> None:
+    """The real OpenSSH client (`ssh -S ... -W`) speaks to hpcui.agent.mux: hello, alive
+    check, its stdin/stdout handed over, bytes both ways, exit 0 at the end."""
+    from hpcui.agent.mux import MuxListener
+
+    server, port = echo_server()
+    asked: list[tuple[str, int]] = []
+
+    def open_tunnel(host: str, to: int) -> socket.socket:
+        asked.append((host, to))
+        return socket.create_connection(("127.0.0.1", port))
+
+    listener = MuxListener(str(tmp_path / "m.sock"), open_tunnel)
+    try:
+        blob = os.urandom(1024 * 1024).hex().encode()
+        res = mux_ssh(tmp_path / "m.sock", "node7:22", blob)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == blob.upper()
+        assert asked == [("node7", 22)]
+    finally:
+        listener.close()
+        server.close()
+    assert not (tmp_path / "m.sock").exists()
+
+
+def test_a_tunnel_the_agent_cannot_open_fails_the_client_with_the_reason(tmp_path: Path) -> None:
+    from hpcui.agent.mux import MuxListener
+
+    def refuse(host: str, port: int) -> socket.socket:
+        raise node_ssh.UsageError(f"{host}:{port} is not reachable")
+
+    listener = MuxListener(str(tmp_path / "m.sock"), refuse)
+    try:
+        res = mux_ssh(tmp_path / "m.sock", "node7:22", b"")
+    finally:
+        listener.close()
+    assert res.returncode == 255  # the fallback (`|| exec hpcui proxy`) then runs
+    assert b"hpcui: node7:22 is not reachable" in res.stderr

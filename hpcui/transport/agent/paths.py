@@ -80,3 +80,12 @@ def private_dir(path: str, *, create: bool) -> bool:
             f"run `chmod 700 {path}`"
         )
     return True
+
+
+def mux_socket_path(agent_socket: str, cluster: str) -> str:
+    """The agent's OpenSSH-mux socket for `cluster` (hpcui.agent.mux), beside its own
+    socket: one short name per cluster (AF_UNIX paths are short)."""
+    import hashlib  # a host entry is being written, not a warm call
+
+    digest = hashlib.sha256(cluster.encode()).hexdigest()[:12]
+    return f"{agent_socket.removesuffix('.sock')}.mux-{digest}.sock"
