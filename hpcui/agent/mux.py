@@ -20,6 +20,7 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from hpcui.jobs.forwarding import pump
@@ -158,7 +159,9 @@ def serve_client(conn: socket.socket, open_tunnel: Any) -> None:
                 return
             write_message(conn, S_SESSION_OPENED, rid, 1)
             try:
-                pump(ends, chan, threading.Event())  # type: ignore[arg-type]
+                # the node's end is the end: the mux client holds its own copy of the pipes,
+                # so the outer ssh sees EOF only once the control socket closes (below)
+                pump(ends, chan, threading.Event(), until_chan_ends=True)  # type: ignore[arg-type]  # pipes, not a socket: pump uses fileno/recv/sendall/shutdown_write only
             finally:
                 chan.close()
         finally:
@@ -186,14 +189,12 @@ class MuxListener:
         threading.Thread(target=self._accept, name="hpcui-mux", daemon=True).start()
 
     def _accept(self) -> None:
-        from hpcui.agent.server import peer_uid  # the agent's own check of who connects
-
         while not self._closed.is_set():
             try:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            uid = peer_uid(conn)
+            uid = PEER_UID(conn) if PEER_UID is not None else None
             if uid is not None and uid != os.getuid():
                 conn.close()
                 continue
@@ -221,6 +222,8 @@ class MuxListener:
 
 #: the agent's own socket (set when it starts): the mux sockets are named after it
 AGENT_SOCKET: str | None = None
+#: the agent's check of who connects (hpcui.agent.server.peer_uid, set when it starts)
+PEER_UID: Callable[[socket.socket], int | None] | None = None
 _listeners: dict[str, MuxListener] = {}
 _lock = threading.Lock()
 

@@ -139,6 +139,7 @@ class Agent:
         from hpcui.agent import mux, ssh_hosts
 
         mux.AGENT_SOCKET = self.path
+        mux.PEER_UID = peer_uid  # the same check of who connects as on the agent's socket
         ssh_hosts.keep(self.stopping)
 
     def serve(self) -> None:

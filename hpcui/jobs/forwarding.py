@@ -226,10 +226,13 @@ class Forward:
                     end.close()
 
 
-def pump(conn: socket.socket, chan: ByteChannel, stop: threading.Event) -> None:
+def pump(
+    conn: socket.socket, chan: ByteChannel, stop: threading.Event, *, until_chan_ends: bool = False
+) -> None:
     """Bytes both ways (one thread, select on both) until both sides ended; a side that
     stops sending (a half-close: a request sent in full) is passed on as such, and the
-    answer still comes back."""
+    answer still comes back. `until_chan_ends`: the far side's end is the end (an ssh
+    session the node closed: the near side may never close by itself)."""
     ends = {conn.fileno(): (conn, chan), chan.fileno(): (chan, conn)}
     reading = set(ends)
     while reading and not stop.is_set():
@@ -248,6 +251,8 @@ def pump(conn: socket.socket, chan: ByteChannel, stop: threading.Event) -> None:
                 return
             reading.discard(fd)  # this side is done sending: tell the other
             _shut_write(sink)
+            if until_chan_ends and source is chan:
+                return
 
 
 def _shut_write(end: object) -> None:

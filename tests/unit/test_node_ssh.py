@@ -230,3 +230,36 @@ def test_a_tunnel_the_agent_cannot_open_fails_the_client_with_the_reason(tmp_pat
         listener.close()
     assert res.returncode == 255  # the fallback (`|| exec hpcui proxy`) then runs
     assert b"hpcui: node7:22 is not reachable" in res.stderr
+
+
+def test_the_far_side_closing_ends_the_client_though_its_stdin_stays_open(tmp_path: Path) -> None:
+    """A node that refuses a user closes the connection at once, while ssh keeps its end
+    open: the agent must end the session then, or the user's ssh would hang."""
+    from hpcui.agent.mux import MuxListener
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def refuse() -> None:
+        conn, _ = server.accept()
+        conn.sendall(b"refused\n")
+        conn.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
+    port = server.getsockname()[1]
+    listener = MuxListener(
+        str(tmp_path / "m.sock"), lambda host, to: socket.create_connection(("127.0.0.1", port))
+    )
+    proc = subprocess.Popen(
+        ["ssh", "-F", "/dev/null", "-o", "ControlMaster=no", "-o",
+         f"ControlPath={tmp_path / 'm.sock'}", "-o", "ProxyCommand=false", "-W", "n:22", "x"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.read() == b"refused\n"  # EOF came: the session ended
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.communicate()
+        listener.close()
+        server.close()
