@@ -41,7 +41,8 @@ from hpcui.transport.quoting import quote_bytes
 WAIT_S = 0.25
 MAX_RESTARTS = 5
 #: tail's notices (its stderr) after which its byte count no longer matches the file's
-_RESYNC = (b"file truncated", b"following new file")
+_SHRANK = "file truncated"
+_RESYNC = (_SHRANK.encode(), b"following new file")
 
 
 def resync_notice(err: bytes) -> bool:
@@ -50,9 +51,17 @@ def resync_notice(err: bytes) -> bool:
 
 
 def push_command(path: str, offset: int) -> bytes:
-    """tail from `offset`, following truncation and rotation; it ends with its channel."""
+    """tail from `offset`, following truncation and rotation; it ends with its channel.
+
+    A file already shorter than `offset` (truncated between the last read and this start)
+    is said like tail says it, and no tail starts: tail would say it too, but with the new
+    file's bytes right behind, and sshd sends a command's stdout before its stderr when
+    both are waiting, so those bytes could arrive before the notice that they restart."""
+    quoted = shlex.quote(path)
     inner = (
-        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {shlex.quote(path)} & t=$!; "
+        f'[ "$(wc -c 2>/dev/null < {quoted})" -ge {offset} ] 2>/dev/null || '
+        f"{{ echo 'hpcui: {_SHRANK}' >&2; exit 0; }}; "
+        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {quoted} & t=$!; "
         "cat >/dev/null; kill $t 2>/dev/null"
     )
     return b"sh -c " + quote_bytes(inner)

@@ -110,6 +110,41 @@ def test_truncation_and_rotation_are_followed(link):
     assert follow.stop()[0] == "a\nb\nc\nd\ne\n"
 
 
+def test_a_file_truncated_before_its_reader_starts_is_read_once(link):
+    """Cut and rewritten between the last poll and the reader's start: tail would push the
+    new bytes with its notice behind them (sshd sends stdout first), and they came twice."""
+    reader, writer, path = link
+    writer.run(f"printf 'a\\nb\\n' > {path}").check()
+    f = LogFollower(reader, path)
+    assert f.read() == "a\nb\n"
+    pushed: list[list[bytes]] = []  # per reader, what it pushed
+    original = reader.open_stream
+
+    def open_after_the_cut(cmd):
+        if not pushed:  # the first reader only
+            writer.run(f": > {path}; printf 'c\\n' >> {path}").check()
+        stream, got = original(cmd), []
+        pushed.append(got)
+        read = stream.read
+
+        def recorded():
+            data, err = read()
+            got.append(data)
+            return data, err
+
+        stream.read = recorded
+        return stream
+
+    reader.open_stream = open_after_the_cut  # type: ignore[method-assign]
+    follow = Follow({0: f})
+    follow.wait_for(0, "c\n")
+    writer.run(f"printf 'd\\n' >> {path}").check()
+    follow.wait_for(0, "d\n")
+    assert follow.stop()[0] == "c\nd\n"
+    assert f.restarts == 1 and f.offset == 4
+    assert len(pushed) == 2 and b"".join(pushed[0]) == b""  # no tail on the shorter file
+
+
 def test_a_dropped_link_loses_and_doubles_nothing(link):
     reader, writer, path = link
     writer.run(f"printf 'before\\n' > {path}").check()
