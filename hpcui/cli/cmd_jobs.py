@@ -16,10 +16,10 @@ from hpcui.cli import EXIT_JOB_FAILED, EXIT_OK, EXIT_TIMEOUT, exit_code_for
 from hpcui.cli import output as out
 from hpcui.cli.cmd_control import report_fan_out
 from hpcui.cli.common import (
+    cluster_list,
     cluster_name,
     connect,
     get_job,
-    several_clusters,
     split_job_ref,
 )
 from hpcui.cli.notify import tell
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def cmd_jobs(args: argparse.Namespace) -> int:
     if args.registry:
         return _registry_jobs(args)
-    names = _cluster_list(cluster_name(args))
+    names = cluster_list(cluster_name(args))
     if names is not None:
         return _jobs_of_clusters(args, names)
     cluster = connect(cluster_name(args))
@@ -52,26 +52,6 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def _where(args: argparse.Namespace) -> str:
     return "in the history" if args.history else "in the queue"
-
-
-def _cluster_list(value: str | None) -> list[str] | None:
-    """`-c a,b` or `-c all` (every configured cluster, as squeue -M all): the names, or None
-    for one cluster. Unknown names fail here, before any connection."""
-    from hpcui.config import load_config
-
-    if value is None or not several_clusters(value):
-        return None
-    known = list(load_config().clusters)
-    if value in known:  # a cluster really named "all"
-        return None
-    names = known if value == "all" else [n.strip() for n in value.split(",") if n.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise UsageError(
-            f"No cluster named {', '.join(map(repr, unknown)) or repr(value)} in the config "
-            f"(configured: {', '.join(known) or 'none'}). Use -c NAME[,NAME...] or -c all."
-        )
-    return list(dict.fromkeys(names))
 
 
 def _job_rows(args: argparse.Namespace, cluster: Any, *, notes: bool) -> list[Any]:

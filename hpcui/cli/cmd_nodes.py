@@ -14,7 +14,13 @@ from typing import Any
 from hpcui.backends.states import JobState
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
-from hpcui.cli.common import cluster_name, connect, resource_kwargs, split_job_ref
+from hpcui.cli.common import (
+    cluster_list,
+    cluster_name,
+    connect,
+    resource_kwargs,
+    split_job_ref,
+)
 from hpcui.cli.models import SshHostOutput
 from hpcui.errors import UsageError, WaitTimeout
 from hpcui.services import node_ssh
@@ -32,9 +38,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
 
 
 def _clusters(args: argparse.Namespace) -> list[str | None]:
-    from hpcui.cli.cmd_jobs import _cluster_list
-
-    names = _cluster_list(cluster_name(args))
+    names = cluster_list(cluster_name(args))
     return list(names) if names is not None else [cluster_name(args)]
 
 

@@ -133,6 +133,27 @@ def several_clusters(value: str | None) -> bool:
     return value is not None and ("," in value or value == "all")
 
 
+def cluster_list(value: str | None) -> list[str] | None:
+    """`-c a,b` or `-c all` (every configured cluster, as squeue -M all): the names, or None
+    for one cluster. Unknown names fail here, before any connection."""
+    from hpcui.config import load_config
+    from hpcui.errors import UsageError
+
+    if value is None or not several_clusters(value):
+        return None
+    known = list(load_config().clusters)
+    if value in known:  # a cluster really named "all"
+        return None
+    names = known if value == "all" else [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UsageError(
+            f"No cluster named {', '.join(map(repr, unknown)) or repr(value)} in the config "
+            f"(configured: {', '.join(known) or 'none'}). Use -c NAME[,NAME...] or -c all."
+        )
+    return list(dict.fromkeys(names))
+
+
 def split_job_ref(ref: str, cluster: str | None) -> tuple[str | None, str]:
     """`JOB` or `CLUSTER:JOB` (what `hpcui jobs` prints with several clusters)."""
     if ":" in ref:
