@@ -52,10 +52,9 @@ def cmd_ssh_config(args: argparse.Namespace) -> int:
         found = node_ssh.hosts(cluster, node_ssh.running_nodes(cluster))
         entries += found
         if args.install:
-            node_ssh.remember(cluster.name, found, replace=True)
-            node_ssh.add_installed([cluster.name])
+            node_ssh.remember(cluster.name, found, replace=True, track=True)
     if args.install:
-        done = node_ssh.install(node_ssh.render(node_ssh.remembered()))
+        done = node_ssh.install()
         if not args.json:
             print(f"wrote {len(entries)} host(s) to {done.hosts_file}")
             if done.include_added:

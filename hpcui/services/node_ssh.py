@@ -16,6 +16,7 @@ once (the line is added at its top, after a backup).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,13 +26,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from hpcui.backends.nodelist import expand_nodelist
 from hpcui.backends.states import JobState
+from hpcui.common.file_lock import locked
 from hpcui.errors import UsageError
 from hpcui.jobs.forwarding import pump
 from hpcui.transport.agent import paths
@@ -216,28 +218,56 @@ def render(entries: list[NodeHost], *, stamp: str | None = None) -> str:
 
 
 def state_file() -> Path:
-    """The entries the installed file holds, as data (what a refresh starts from)."""
-    return own_dir() / "hosts.json"
+    """What the installed file holds, as data (what a refresh starts from), and the
+    clusters `--install` was run for (kept while they have no running job)."""
+    return own_dir() / "state.json"
+
+
+def _read_state() -> tuple[set[str], list[NodeHost]]:
+    try:
+        data = json.loads(state_file().read_text())
+        rows = [
+            NodeHost(**{**r, "identity_files": tuple(r["identity_files"])}) for r in data["hosts"]
+        ]
+        return set(data["clusters"]), rows
+    except (OSError, ValueError, TypeError, KeyError):
+        return set(), []
 
 
 def remembered() -> list[NodeHost]:
-    try:
-        rows = json.loads(state_file().read_text())
-        return [NodeHost(**{**r, "identity_files": tuple(r["identity_files"])}) for r in rows]
-    except (OSError, ValueError, TypeError, KeyError):
-        return []
+    return _read_state()[1]
 
 
-def remember(cluster: str, entries: list[NodeHost], *, replace: bool) -> list[NodeHost]:
-    """Merge `entries` into the state: with `replace`, they are all of `cluster`'s (jobs
-    that ended go); else they are added (or updated by alias)."""
+def installed_clusters() -> set[str]:
+    return _read_state()[0]
+
+
+@contextlib.contextmanager
+def _state_locked() -> Iterator[None]:
+    """The agent's keeper and a command (`--install`, the Job screen's V) may both write."""
+    own_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = own_dir() / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "r+b") as fh, locked(fh, path):
+        yield
+
+
+def remember(
+    cluster: str, entries: list[NodeHost], *, replace: bool, track: bool = False
+) -> list[NodeHost]:
+    """Merge `entries` into the state and rewrite the installed file from it, in one
+    step: with `replace`, they are all of `cluster`'s (jobs that ended go), else they are
+    added (or updated by alias); `track` keeps `cluster` in the file while it has no job."""
     new = {e.alias for e in entries}
-    kept = [
-        e for e in remembered()
-        if e.alias not in new and not (replace and e.cluster == cluster)
-    ]  # fmt: skip
-    rows = sorted([*kept, *entries], key=lambda e: (e.cluster, e.alias))
-    _write_private(state_file(), json.dumps([asdict(e) for e in rows], indent=1))
+    with _state_locked():
+        clusters, old = _read_state()
+        kept = [e for e in old if e.alias not in new and not (replace and e.cluster == cluster)]
+        rows = sorted([*kept, *entries], key=lambda e: (e.cluster, e.alias))
+        if track:
+            clusters.add(cluster)
+        state = {"clusters": sorted(clusters), "hosts": [asdict(e) for e in rows]}
+        _write_private(state_file(), json.dumps(state, indent=1))
+        _write_private(hosts_file(), render(rows))
     return rows
 
 
@@ -246,29 +276,15 @@ def refresh(cluster: Any) -> bool:
     Only for a file the user installed, and a cluster it already lists."""
     if not hosts_file().exists():
         return False
-    before = [e for e in remembered() if e.cluster == cluster.name]
-    if not before and cluster.name not in installed_clusters():
+    clusters, rows = _read_state()
+    before = [e for e in rows if e.cluster == cluster.name]
+    if not before and cluster.name not in clusters:
         return False
     nodes = running_nodes(cluster)
     if {(e.job_id, e.node) for e in before} == set(nodes.items()):
         return False
     remember(cluster.name, hosts(cluster, nodes), replace=True)
-    _write_private(hosts_file(), render(remembered()))
     return True
-
-
-def installed_clusters() -> set[str]:
-    """The clusters `--install` was run for (kept even while they have no running job)."""
-    try:
-        return set(json.loads((own_dir() / "clusters.json").read_text()))
-    except (OSError, ValueError, TypeError):
-        return set()
-
-
-def add_installed(names: Iterable[str]) -> None:
-    _write_private(
-        own_dir() / "clusters.json", json.dumps(sorted(installed_clusters() | set(names)))
-    )
 
 
 @dataclass(frozen=True)
@@ -278,11 +294,8 @@ class Installed:
     backup: Path | None
 
 
-def install(text: str, *, include: bool = True) -> Installed:
-    """Write hpcui's own file; with `include`, make ~/.ssh/config include it once."""
-    _write_private(hosts_file(), text)
-    if not include:
-        return Installed(hosts_file(), False, None)
+def install() -> Installed:
+    """Make ~/.ssh/config include hpcui's own file (written by `remember`) once."""
     added, backup = ensure_include()
     return Installed(hosts_file(), added, backup)
 
@@ -374,4 +387,4 @@ def vscode_command(cluster: Any, job_id: str) -> tuple[NodeHost, list[str]]:
 def keep_entry(entry: NodeHost) -> Installed:
     """Add one entry to the installed file (VS Code reads ~/.ssh/config, which includes it)."""
     remember(entry.cluster, [entry], replace=False)
-    return install(render(remembered()))
+    return install()

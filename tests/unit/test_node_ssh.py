@@ -76,12 +76,13 @@ def test_include_is_added_once_at_the_top_with_a_backup(home: Path) -> None:
     ssh = home / ".ssh"
     ssh.mkdir()
     (ssh / "config").write_text("Host old\n    User me\n")
-    first = node_ssh.install(node_ssh.render([entry()]))
+    node_ssh.remember("dev-2fa", [entry()], replace=True)
+    first = node_ssh.install()
     assert first.include_added and first.backup is not None
     assert first.backup.read_text() == "Host old\n    User me\n"
     text = (ssh / "config").read_text()
     assert text.index("Include hpcui/config") < text.index("Host old")
-    again = node_ssh.install(node_ssh.render([entry()]))
+    again = node_ssh.install()
     assert not again.include_added and again.backup is None
     assert (ssh / "config").read_text().count("Include hpcui/config") == 1
     assert oct((ssh / "hpcui" / "config").stat().st_mode & 0o777) == "0o600"
@@ -91,8 +92,35 @@ def test_include_is_added_once_at_the_top_with_a_backup(home: Path) -> None:
 def test_remember_replaces_one_clusters_entries_and_keeps_the_others(home: Path) -> None:
     node_ssh.remember("dev-2fa", [entry()], replace=True)
     node_ssh.remember("dev", [entry(alias="hpcui-dev-7", cluster="dev", job_id="7")], replace=True)
-    node_ssh.remember("dev-2fa", [], replace=True)  # its job ended
+    node_ssh.remember("dev-2fa", [], replace=True, track=True)  # its job ended
     assert [e.alias for e in node_ssh.remembered()] == ["hpcui-dev-7"]
+    assert node_ssh.installed_clusters() == {"dev-2fa"}  # kept while it has no job
+    assert "Host hpcui-dev-7\n" in node_ssh.hosts_file().read_text()
+    assert "hpcui-dev-2fa-42" not in node_ssh.hosts_file().read_text()
+
+
+def test_writers_at_once_lose_no_entry(home: Path) -> None:
+    """The agent's keeper and a command write the state at the same time: each entry that
+    one of them added is still there after both."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    aliases = [f"hpcui-dev-{n}" for n in range(16)]
+    workers = [
+        ctx.Process(
+            target=node_ssh.remember,
+            args=("dev", [entry(alias=a, cluster="dev", job_id=a.rsplit("-", 1)[1])]),
+            kwargs={"replace": False},
+        )
+        for a in aliases
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+    assert sorted(e.alias for e in node_ssh.remembered()) == sorted(aliases)
+    text = node_ssh.hosts_file().read_text()
+    assert all(f"Host {a}\n" in text for a in aliases)
 
 
 @pytest.mark.parametrize(
