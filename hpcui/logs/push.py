@@ -9,12 +9,18 @@ nothing. What tail sends is taken exactly like a polled read (`LogFollower.take`
 offset, spool, decoder), so both paths can hand over to each other at any byte:
 
 - a file that does not exist yet (pending job) is polled until it does;
-- the data stream holds only the file's bytes: tail's notices go to its stderr, so a job
-  that prints "tail: " (or "detail: ... file truncated") is shown as it printed it. A
-  notice of a truncated or replaced file (rotation) ends that reader; what it pushed in
-  the same read may already be the new file's, so it is not taken: the file is read
-  again from 0 by polls (a size check alone misses a new file as long as the old one),
-  and a new reader starts where they stopped;
+- tail's notices share its data stream (`2>&1`): only one pipe keeps their order, and the
+  order is the point (sshd sends a command's stdout before its stderr when both wait, so
+  on two pipes a new file's bytes could arrive before the notice that they are a new
+  file's, and were taken twice). A notice names the file as tail was given it, and each
+  reader gives it the path spelled with a random run of no-op `./` and `.//` components,
+  so a notice is known by that mark and a job that prints "tail: " (or "detail: ... file
+  truncated") is shown as it printed it (`NoticeCutter`). At a notice the reader ends:
+  the bytes before it are taken, nothing after it; after a truncated or replaced file
+  (rotation) polls read it again from 0 (a size check alone misses a new file as long as
+  the old one), and a new reader starts where they stopped. tail's few notices that name
+  no file (inotify ran out) end the reader too, and polls read on from the offset: what
+  looked like one but was the job's output is in the file, and is read from there;
 - a reader that ends (dropped link, killed tail) is restarted from the offset; after
   MAX_RESTARTS that follower is polled for good, as it is where no reader can start;
 - once `done()`, readers are closed and every file is drained by polls: nothing is lost.
@@ -26,10 +32,12 @@ the link drops, and kills tail — no orphan on the login node.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import select
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from hpcui.errors import HpcuiError
 from hpcui.logs.follow import LogChunk, LogFollower, LogTimeout, Stream, drain_chunks, follow_many
@@ -40,38 +48,89 @@ from hpcui.transport.quoting import quote_bytes
 #: how long a wait for pushed bytes lasts before done() is asked again
 WAIT_S = 0.25
 MAX_RESTARTS = 5
-#: tail's notices (its stderr) after which its byte count no longer matches the file's
-_SHRANK = "file truncated"
-_RESYNC = (_SHRANK.encode(), b"following new file")
+#: notices after which the bytes tail sends are a new file's, from its first byte
+_RESYNC = (b"file truncated", b"following new file", b"has become accessible")
+#: tail's notices that name no file (LC_ALL=C): inotify ran out, and tail polls on
+_UNNAMED = (b"tail: inotify ", b"tail: directory containing watched file was removed")
+TOKEN_BITS = 40
 
 
-def resync_notice(err: bytes) -> bool:
-    """tail said, on its stderr, that its byte count no longer matches the file's."""
-    return any(word in line for line in err.splitlines() for word in _RESYNC)
+def new_token() -> str:
+    """A mark no job prints: no-op path components, one of two spellings per bit."""
+    bits = secrets.randbits(TOKEN_BITS)
+    return "".join(".//" if bits >> i & 1 else "./" for i in range(TOKEN_BITS))
 
 
-def push_command(path: str, offset: int) -> bytes:
-    """tail from `offset`, following truncation and rotation; it ends with its channel.
+def spelled(path: str, token: str) -> str:
+    """`path` with `token` right after its first slash: the same file, named by tail's
+    notices with the token in them (quoted or not, the name starts the same way)."""
+    if path.startswith("/"):
+        return "/" + token + path.lstrip("/")
+    return "./" + token + path
 
-    A file already shorter than `offset` (truncated between the last read and this start)
-    is said like tail says it, and no tail starts: tail would say it too, but with the new
-    file's bytes right behind, and sshd sends a command's stdout before its stderr when
-    both are waiting, so those bytes could arrive before the notice that they restart."""
-    quoted = shlex.quote(path)
+
+def push_command(path: str, offset: int, token: str) -> bytes:
+    """tail from `offset`, following truncation and rotation, its notices in its data
+    stream; it ends with its channel."""
     inner = (
-        f'[ "$(wc -c 2>/dev/null < {quoted})" -ge {offset} ] 2>/dev/null || '
-        f"{{ echo 'hpcui: {_SHRANK}' >&2; exit 0; }}; "
-        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {quoted} & t=$!; "
-        "cat >/dev/null; kill $t 2>/dev/null"
+        f"LC_ALL=C tail -s 0.2 -c +{offset + 1} -F -- {shlex.quote(spelled(path, token))} "
+        "2>&1 & t=$!; cat >/dev/null; kill $t 2>/dev/null"
     )
     return b"sh -c " + quote_bytes(inner)
 
 
-def _open(f: LogFollower) -> RemoteStream | None:
+class Notice(NamedTuple):
+    """One of tail's notices: `named` when it names the followed file (its mark in it)."""
+
+    text: bytes
+    named: bool
+
+    @property
+    def resync(self) -> bool:
+        """The bytes tail sends next are a new file's, from its first byte."""
+        return self.named and any(word in self.text for word in _RESYNC)
+
+
+class NoticeCutter:
+    """Splits what one reader sends into the file's bytes and tail's notices.
+
+    `feed` returns the file's bytes up to the first notice, and that notice (or None);
+    what follows a notice waits for the next call (`feed(b"")` gives it). It holds back a
+    last few bytes that may begin a notice until the rest arrives (a reader that ends
+    with them held leaves them to polls, which read them from the file)."""
+
+    def __init__(self, path: str, token: str) -> None:
+        lead = (("/" if path.startswith("/") else "./") + token).encode()
+        self.named = (b"tail: " + lead, b"tail: '" + lead)
+        self.marks = (*self.named, *_UNNAMED)
+        self._held = b""
+
+    def feed(self, data: bytes) -> tuple[bytes, Notice | None]:
+        buf, self._held = self._held + data, b""
+        found = [(i, m) for m in self.marks if (i := buf.find(m)) >= 0]
+        if found:
+            start, mark = min(found)
+            end = buf.find(b"\n", start)
+            if end < 0:
+                self._held = buf[start:]
+                return buf[:start], None
+            self._held = buf[end + 1 :]
+            return buf[:start], Notice(buf[start : end + 1], mark in self.named)
+        keep = max(
+            (n for m in self.marks for n in range(1, len(m)) if buf.endswith(m[:n])), default=0
+        )
+        if keep:
+            buf, self._held = buf[:-keep], buf[-keep:]
+        return buf, None
+
+
+def _open(f: LogFollower) -> tuple[RemoteStream, NoticeCutter] | None:
+    token = new_token()
     try:
-        return f.transport.open_stream(push_command(f.path, f.offset))
+        stream = f.transport.open_stream(push_command(f.path, f.offset, token))
     except HpcuiError:
         return None  # polled this round; the next round tries again
+    return None if stream is None else (stream, NoticeCutter(f.path, token))
 
 
 def read_or_follow(
@@ -100,9 +159,9 @@ def follow_pushed(
     """Like `hpcui.logs.follow.follow_many`, with the bytes pushed (see the module's doc)."""
     ends = _deadline.ends_after(timeout)
     readers: dict[int, RemoteStream] = {}
+    cutters: dict[int, NoticeCutter] = {}
     restarts = dict.fromkeys(followers, 0)
     polled_only: set[int] = set()
-    notices: dict[int, bytes] = {}  # a reader's stderr, whole lines looked at
     wait = WAIT_S
     try:
         while True:
@@ -117,13 +176,13 @@ def follow_pushed(
                     yield chunk
                 if finished or task in polled_only or not f.exists:
                     continue
-                reader = _open(f)
-                if reader is None:
+                opened = _open(f)
+                if opened is None:
                     restarts[task] += 1
                     if restarts[task] > MAX_RESTARTS:
                         polled_only.add(task)
                 else:
-                    readers[task] = reader
+                    readers[task], cutters[task] = opened
             if finished:
                 for reader in readers.values():
                     reader.close()
@@ -141,28 +200,29 @@ def follow_pushed(
                 time.sleep(wait)
             for task, reader in list(readers.items()):
                 f = followers[task]
-                data, err = reader.read()
-                err = notices.pop(task, b"") + err
-                lines, _, rest = err.rpartition(b"\n")
-                if rest:
-                    notices[task] = rest  # a notice cut by the read: the next read ends it
-                if resync_notice(lines):  # a new file, or the old one emptied: polls read
-                    notices.pop(task, None)  # it from 0, then a new reader starts
-                    f.start_over()
+                data, _ = reader.read()  # its stderr: the shell's own words, if any
+                stop: Notice | None = None
+                while True:
+                    data, notice = cutters[task].feed(data)
+                    if data:
+                        start = f.offset
+                        if text := f.take(data):
+                            yield LogChunk(task=task, stream=stream, text=text, offset=start)
+                    if notice is None:
+                        break
+                    if notice.resync or not notice.named:
+                        stop = notice  # polls read on from the offset (from 0: a resync)
+                        break
+                    data = b""  # the file went away, or cannot be read: tail goes on
+                if stop is not None or reader.ended:
                     reader.close()
-                    del readers[task]
-                    continue
-                if data:
-                    start = f.offset
-                    if text := f.take(data):
-                        yield LogChunk(task=task, stream=stream, text=text, offset=start)
-                if reader.ended:  # polls read on from its offset
-                    notices.pop(task, None)
-                    reader.close()
-                    del readers[task]
-                    restarts[task] += 1
-                    if restarts[task] > MAX_RESTARTS:
-                        polled_only.add(task)
+                    del readers[task], cutters[task]
+                    if stop is not None and stop.resync:
+                        f.start_over()  # a new file, or the old one emptied
+                    else:  # the link dropped, tail ended, or its words named no file
+                        restarts[task] += 1
+                        if restarts[task] > MAX_RESTARTS:
+                            polled_only.add(task)
     finally:
         for reader in readers.values():
             with contextlib.suppress(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -201,14 +202,38 @@ def test_progress_bars_collapse_to_their_last_state() -> None:
     assert p.current == ""
 
 
-def test_tails_notices_are_read_from_its_stderr_only():
-    from hpcui.logs.push import push_command, resync_notice
+def test_tails_notices_are_known_by_the_mark_in_the_name_it_was_given():
+    from hpcui.logs.push import NoticeCutter, new_token, push_command, spelled
 
-    assert b"2>&1" not in push_command("/x/log", 0)  # the data stream is the file's bytes
-    assert resync_notice(b"tail: /x/log: file truncated")
-    assert resync_notice(b"tail: '/x/log' has appeared;  following new file\n")
-    assert not resync_notice(b"tail: '/x/log' has become inaccessible: No such file")
-    assert not resync_notice(b"")
+    token = new_token()
+    assert len({new_token() for _ in range(20)}) == 20
+    assert os.path.normpath(spelled("/x/y/1_0_log.out", token)) == "/x/y/1_0_log.out"
+    assert os.path.normpath(spelled("jobs/1_0_log.out", token)) == "jobs/1_0_log.out"
+    cmd = push_command("/x/my log", 41, token)
+    assert b"-c +42 -F" in cmd and token.encode() in cmd and b"2>&1" in cmd
+
+    cut = NoticeCutter("/x/log", token)
+    name = spelled("/x/log", token).encode()
+    # the job's own lines that look like tail's are the file's bytes
+    job = b"detail: tail: the list\ntail: /x/log: file truncated\n"
+    assert cut.feed(job) == (job, None)
+    # a notice mid-line, cut across reads: the bytes before it, then the notice alone
+    assert cut.feed(b"partial tail: " + name[:9]) == (b"partial ", None)
+    data, notice = cut.feed(name[9:] + b": file truncated\nnew file\n")
+    assert data == b"" and notice is not None and notice.resync
+    assert notice.text == b"tail: " + name + b": file truncated\n"
+    assert cut.feed(b"") == (b"new file\n", None)  # what follows a notice: the next call
+    quoted = NoticeCutter("/x/log", token)
+    got = quoted.feed(b"a\ntail: '" + name + b"' has been replaced;  following new file\nb")
+    assert got[0] == b"a\n" and got[1] is not None and got[1].resync
+    gone = NoticeCutter("/x/log", token).feed(b"tail: '" + name + b"' has become inaccessible\n")
+    assert gone[1] is not None and gone[1].named and not gone[1].resync  # tail goes on
+    # tail's words that name no file end the reader too (polls read on from the file)
+    data, notice = NoticeCutter("/x/log", token).feed(b"x\ntail: inotify resources exhausted\n")
+    assert data == b"x\n" and notice is not None and not notice.named
+    held = NoticeCutter("/x/log", token)
+    assert held.feed(b"ends with ta") == (b"ends with ", None)  # may begin a notice
+    assert held.feed(b"ble\n") == (b"table\n", None)
 
 
 def _read_all(transport, path: Path, spool: Path) -> bytes:
