@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import time
 from collections.abc import Callable
 
@@ -42,5 +43,21 @@ def run_on_pty(
             if line is not None:
                 os.write(fd, line + b"\n")
     finally:
-        _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+        code = _reap(pid, max(1.0, deadline - time.monotonic()))
+        os.close(fd)  # after: its closing would hang up the child's terminal
+    return code, seen.decode(errors="replace")
+
+
+def _reap(pid: int, grace: float) -> int:
+    """The child's exit code; one still running `grace` seconds on (the deadline passed,
+    or the caller failed mid-way) is killed, so a failing test never leaves it waiting."""
+    ends = time.monotonic() + grace
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= ends:
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
