@@ -298,7 +298,9 @@ def ensure_site() -> None:
         "set queue ai resources_max.ngpus = 8",
         "set server default_queue = normal",
         "set server job_history_enable = true",
-        "set server job_history_duration = 24:00:00",
+        # long enough for any test (minutes); a day's history of several suite runs (1,100
+        # jobs, arrays of 100) made every scheduler cycle and `qstat -x` of them slow
+        "set server job_history_duration = 02:00:00",
         "set server scheduling = true",
         "set server scheduler_iteration = 2",
         "set server flatuid = true",
