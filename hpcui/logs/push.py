@@ -15,11 +15,12 @@ offset, spool, decoder), so both paths can hand over to each other at any byte:
   file's, and were taken twice). A notice names the file as tail was given it, and each
   reader gives it the path spelled with a random run of no-op `./` and `.//` components,
   so a notice is known by that mark and a job that prints "tail: " (or "detail: ... file
-  truncated") is shown as it printed it (`NoticeCutter`). At a notice the reader ends:
-  the bytes before it are taken, nothing after it; after a truncated or replaced file
-  (rotation) polls read it again from 0 (a size check alone misses a new file as long as
-  the old one), and a new reader starts where they stopped. tail's few notices that name
-  no file (inotify ran out) end the reader too, and polls read on from the offset: what
+  truncated") is shown as it printed it (`NoticeCutter`). At a notice of a truncated or
+  replaced file (rotation) the reader ends: the bytes before it are taken, nothing after
+  it, polls read the file again from 0 (a size check alone misses a new file as long as
+  the old one), and a new reader starts where they stopped. A notice that the file went
+  away or cannot be read is dropped, and tail goes on. tail's few notices that name no
+  file (inotify ran out) end the reader too, and polls read on from the offset: what
   looked like one but was the job's output is in the file, and is read from there;
 - a reader that ends (dropped link, killed tail) is restarted from the offset; after
   MAX_RESTARTS that follower is polled for good, as it is where no reader can start;
@@ -61,12 +62,15 @@ def new_token() -> str:
     return "".join(".//" if bits >> i & 1 else "./" for i in range(TOKEN_BITS))
 
 
+def _lead(path: str, token: str) -> str:
+    """How `spelled(path, token)` starts: tail's notices name the file starting so."""
+    return ("/" if path.startswith("/") else "./") + token
+
+
 def spelled(path: str, token: str) -> str:
     """`path` with `token` right after its first slash: the same file, named by tail's
     notices with the token in them (quoted or not, the name starts the same way)."""
-    if path.startswith("/"):
-        return "/" + token + path.lstrip("/")
-    return "./" + token + path
+    return _lead(path, token) + path.lstrip("/")
 
 
 def push_command(path: str, offset: int, token: str) -> bytes:
@@ -100,7 +104,7 @@ class NoticeCutter:
     with them held leaves them to polls, which read them from the file)."""
 
     def __init__(self, path: str, token: str) -> None:
-        lead = (("/" if path.startswith("/") else "./") + token).encode()
+        lead = _lead(path, token).encode()
         self.named = (b"tail: " + lead, b"tail: '" + lead)
         self.marks = (*self.named, *_UNNAMED)
         self._held = b""
