@@ -66,6 +66,7 @@ Over 500 lines: a public module users import inside a job as one namespace (setu
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import os
@@ -92,6 +93,7 @@ __all__ = [
     "checkpoint_path",
     "cleanup",
     "latest_checkpoint",
+    "lightning_callback",
     "load_sharded",
     "print0",
     "rank_info",
@@ -118,6 +120,8 @@ class RankInfo:
     master_port: int
     job_id: str
     source: str  # torchrun | slurm | pbs | local | single
+    #: this node's index among the job's nodes (Lightning's NODE_RANK, torchrun's GROUP_RANK)
+    node_rank: int = 0
 
 
 def resolve_master(host: str, suffix: str) -> str:
@@ -193,7 +197,9 @@ def rank_info(
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(env, "MASTER_PORT"),
             job_id=job_id,
-            source="torchrun",
+            # the variables hpcui's own runner exported (export_rank_env) say where from
+            source=env.get(RANK_SOURCE_ENV) or "torchrun",
+            node_rank=_int(env, "GROUP_RANK", "NODE_RANK", default=0),
         )
 
     if env.get("SLURM_PROCID") and env.get("SLURM_JOB_ID"):
@@ -212,6 +218,7 @@ def rank_info(
             master_port=_port(env, env["SLURM_JOB_ID"]),
             job_id=job_id,
             source="slurm",
+            node_rank=node,
         )
 
     if env.get("PBS_JOBID"):
@@ -235,6 +242,7 @@ def rank_info(
             master_port=_port(env, env["PBS_JOBID"]),
             job_id=job_id,
             source="pbs",
+            node_rank=_int(env, "HPCUI_NODE_RANK", default=0),
         )
 
     if env.get("SUBMITIT_EXECUTOR") == "local" and env.get("SUBMITIT_LOCAL_GLOBALID"):
@@ -251,6 +259,55 @@ def rank_info(
         )
 
     return RankInfo(0, 0, 1, 1, "127.0.0.1", _port(env, ""), job_id, "single")
+
+
+#: set beside the rank variables hpcui's runner exports, so rank_info() still says where
+#: the ranks came from (slurm, pbs) rather than "torchrun"
+RANK_SOURCE_ENV = "HPCUI_RANK_SOURCE"
+
+
+def rank_env(info: RankInfo) -> dict[str, str]:
+    """The variables torch's `env://` rendezvous, Lightning, Accelerate (and the HF
+    Trainer on it) and DeepSpeed's `init_distributed` read to find their rank and rank 0."""
+    return {
+        "RANK": str(info.rank),
+        "LOCAL_RANK": str(info.local_rank),
+        "WORLD_SIZE": str(info.world_size),
+        "LOCAL_WORLD_SIZE": str(info.local_world_size),
+        "NODE_RANK": str(info.node_rank),
+        "GROUP_RANK": str(info.node_rank),
+        "MASTER_ADDR": info.master_addr,
+        "MASTER_PORT": str(info.master_port),
+        RANK_SOURCE_ENV: info.source,
+    }
+
+
+def export_rank_env(env: dict[str, str] | None = None) -> RankInfo:
+    """Every task of a job, before the call runs: the frameworks find their ranks.
+
+    Lightning reads Slurm's own variables but not PBS's; Accelerate and DeepSpeed read
+    only torch's. A launcher that set them already (torchrun, accelerate launch) is
+    left alone. On a node without CUDA, Accelerate is told to use the CPU
+    (ACCELERATE_USE_CPU), or each rank would train alone ("DistributedType.NO").
+    """
+    target = os.environ if env is None else env
+    info = rank_info(target)
+    if info.source not in ("torchrun", "single"):
+        target.update(rank_env(info))
+    if info.world_size > 1 and "ACCELERATE_USE_CPU" not in target and not _has_cuda():
+        target["ACCELERATE_USE_CPU"] = "true"
+    return info
+
+
+def _has_cuda() -> bool:
+    """Whether torch sees a GPU here; False without torch (nothing to distribute then)."""
+    if importlib.util.find_spec("accelerate") is None:
+        return True  # nobody reads ACCELERATE_USE_CPU: do not pay for importing torch
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 # -- process group -----------------------------------------------------------------------
@@ -480,6 +537,35 @@ def stop_requested() -> bool:
         flag = bool(t.item())
     _State.stop = flag
     return flag
+
+
+def lightning_callback(checkpoint: str | None = None, every_n_steps: int = 10) -> Any:
+    """A Lightning Callback that ends `trainer.fit` cleanly at `job.stop()` or the time
+    limit's early signal: every N steps it asks stop_requested() (every rank at the same
+    step), sets `trainer.should_stop`, and with `checkpoint=` saves Lightning's own
+    checkpoint there (all ranks take part) for `trainer.fit(..., ckpt_path=...)` to resume.
+
+        ckpt = f"{cfg.out}/last.ckpt"
+        trainer = L.Trainer(..., callbacks=[hd.lightning_callback(ckpt)])
+        trainer.fit(model, data, ckpt_path=ckpt if os.path.exists(ckpt) else None)
+    """
+    try:
+        from lightning.pytorch.callbacks import Callback  # the job's own: only its Lightning
+    except ImportError:  # the older package name
+        from pytorch_lightning.callbacks import Callback  # the job's own: only its Lightning
+
+    def on_train_batch_end(self: Any, trainer: Any, *args: Any) -> None:
+        if trainer.global_step % max(every_n_steps, 1) or not stop_requested():
+            return
+        trainer.should_stop = True
+        if checkpoint:
+            trainer.save_checkpoint(checkpoint)  # a collective in Lightning: every rank
+        if trainer.global_rank == 0:
+            print(f"hpcui: stopping at step {trainer.global_step}", flush=True)
+
+    # made with type(): Lightning is not installed (nor typed) where hpcui is checked
+    stop = type("HpcuiStop", (Callback,), {"on_train_batch_end": on_train_batch_end})
+    return stop()
 
 
 # -- sharded checkpoints -----------------------------------------------------------------

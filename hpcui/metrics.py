@@ -46,10 +46,12 @@ NOT_METRICS = frozenset(
 MAX_POINTS = 20_000
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
-# key=value / key: value / 'key': value (a Python dict, as Hugging Face's Trainer prints);
-# the number must end there (no 10:00:00, 2026-11-26, v1.2.3)
+# key=value / key: value / 'key': value (a Python dict, as Hugging Face's Trainer prints;
+# since transformers 5 its values are quoted too: {'loss': '7.475'}; DeepSpeed's step line
+# gives `lr=[0.01]`, one number in brackets); the number must end
+# there (no 10:00:00, 2026-11-26, v1.2.3)
 _PAIR = re.compile(
-    rf"(?<![\w./-])['\"]?([A-Za-z_][\w./-]*)['\"]?\s*[:=]\s*({_NUMBER})(%?)(?![\w.:/-])",
+    rf"(?<![\w./-])['\"]?([A-Za-z_][\w./-]*)['\"]?\s*[:=]\s*(['\"\[])?({_NUMBER})(%?)(?(2)['\"\]])(?![\w.:/-])",
     re.IGNORECASE,
 )
 # ``loss 0.53`` without a sign, only for the words that are metrics in any log
@@ -112,7 +114,7 @@ def parse_line(line: str) -> dict[str, float]:
         name = m.group(1).lower().rstrip("./-")
         if not name or name in NOT_METRICS or name.endswith("_id"):
             continue
-        found[name] = float(m.group(2))
+        found[name] = float(m.group(3))
     return found
 
 

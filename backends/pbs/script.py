@@ -25,6 +25,7 @@ from hpcui.backends import chain, containers
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.getopt_names import options_set
 from hpcui.backends.job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
+from hpcui.backends.launch import LAUNCHERS, PER_NODE, per_node_lines, per_task_lines
 from hpcui.backends.pbs.dialect import PbsDialect
 from hpcui.backends.pbs.ids import parse_pbs_id
 from hpcui.backends.shell import quote, verify_lines
@@ -109,7 +110,7 @@ def _check_spec(spec: BatchSpec, dialect: PbsDialect) -> None:
         )
     if spec.image is not None and spec.image.runtime == "pyxis":
         raise ValueError("pyxis is a Slurm plugin: on PBS use the enroot or apptainer runtime")
-    if spec.launcher not in ("submitit", "torchrun"):
+    if spec.launcher not in LAUNCHERS or spec.launcher == "auto":
         raise ValueError(f"launcher={spec.launcher!r} is not available on PBS")
 
 
@@ -422,10 +423,11 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
     runner, log_rank = RUNNER, "${r}"
-    if spec.launcher == "torchrun":  # hpcui/node/torchrun.py: the node's one task becomes torchrun
+    if spec.launcher in PER_NODE:  # hpcui/node/torchrun.py: the node's one task is the agent
         runner, log_rank = "hpcui.node.torchrun agent", "0"  # its workers log per rank themselves
-        nproc = max(spec.gpus_per_node, 1)
-        lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
+        lines += per_node_lines(spec)
+    else:
+        lines += per_task_lines(spec)
     lines += [
         'cd "$HPCUI_JOB_FOLDER" || exit 1',
         *verify_lines(spec.verified),

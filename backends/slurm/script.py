@@ -17,6 +17,7 @@ from hpcui.backends import chain, containers
 from hpcui.backends.batch import BatchSpec, format_duration, format_mem
 from hpcui.backends.getopt_names import options_set
 from hpcui.backends.job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
+from hpcui.backends.launch import PER_NODE, per_node_lines, per_task_lines
 from hpcui.backends.shell import UMASK_BACK, quote, verify_lines
 
 TOKEN_PREFIX = "hpcui:"
@@ -133,11 +134,12 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
             pkl = chain.call_pickle(folder, pickle_name())
     out = log_stem(pattern, "%t")
     entry, srun_extra = "hpcui.node.signed", ""  # submitit's process_job + signature
-    if spec.launcher == "torchrun":  # hpcui/node/torchrun.py; each rank writes <id>_<rank>_log.*
+    if spec.launcher in PER_NODE:  # hpcui/node/torchrun.py; each rank writes <id>_<rank>_log.*
         entry, srun_extra = "hpcui.node.torchrun agent", "--open-mode=append "
         out = log_stem(pattern, "0")  # the per-node agents log with rank 0
-        nproc = max(spec.gpus_per_node, 1)
-        lines.append(f"export HPCUI_NPROC_PER_NODE={nproc} HPCUI_MAX_RESTARTS={spec.max_restarts}")
+        lines += per_node_lines(spec)
+    else:
+        lines += per_task_lines(spec)
     if reshape:
         tasks = spec.nodes * spec.tasks_per_node
         srun_extra += (

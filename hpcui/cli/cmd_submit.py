@@ -60,6 +60,12 @@ def _submit(
     from hpcui.cli.models import SubmitOutput
     from hpcui.request.plan import explain
 
+    if res.get("launcher") == "auto":  # chosen from the code's imports, and said
+        from hpcui.submission.frameworks import choose_launcher, code_text
+
+        res["launcher"], why = choose_launcher(code_text(fn, call_args))
+        if not args.json and not args.quiet:
+            out.note(why)
     alloc = cluster.plan(
         **res
     )  # validated before the network; advice is shown, not printed by core

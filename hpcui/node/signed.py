@@ -146,6 +146,12 @@ def run(folder: str) -> None:
     time_limit.arm_from_env()  # PBS sends none: USR2 at walltime - delay (else no-op)
     os.environ["SUBMITIT_FOLDER"] = str(folder)  # as process_job sets it: the job's paths
     write_call(folder)
+    from hpcui import distributed
+
+    try:
+        distributed.export_rank_env()  # Lightning, Accelerate, DeepSpeed find their ranks
+    except RuntimeError as exc:  # the call may not be distributed at all: it still runs
+        print(f"hpcui: no rank variables exported: {exc}", file=sys.stderr, flush=True)
     try:
         process_job(folder)
     finally:

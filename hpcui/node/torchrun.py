@@ -1,4 +1,5 @@
-"""`launcher="torchrun"` on the compute node: one torchrun per node, submitit workers under it.
+"""`launcher="torchrun"|"accelerate"` on the compute node: one agent per node, submitit
+workers under it.
 
 The batch script runs `python -m hpcui.node.torchrun agent FOLDER` as one srun task per
 node (on PBS: as the one task hpcui's per-node launcher starts there). The agent finds
@@ -8,6 +9,10 @@ the first node and the job's port the same way `hpcui.distributed` does, then be
     python -m torch.distributed.run --nnodes=N --nproc-per-node=G --rdzv-backend=c10d
         --rdzv-endpoint=FIRST_NODE:PORT --rdzv-id=JOBID --max-restarts=R
         --module hpcui.node.torchrun worker FOLDER
+
+`launcher="accelerate"` execs `accelerate launch` instead (backends/launch.py's
+`accelerate_argv`: the CSC guide's command, this node's `--machine_rank` computed here,
+the job's uploaded config file if it has one), which starts torchrun's workers the same way.
 
 Each worker maps torchrun's RANK/LOCAL_RANK/WORLD_SIZE onto the SLURM_* variables
 submitit reads, points its stdout/stderr at `<jobid>_<rank>_log.{out,err}`, and runs
@@ -21,7 +26,12 @@ import os
 import signal
 import sys
 
-from hpcui.backends.launch import torchrun_argv
+from hpcui.backends.launch import (
+    LAUNCHER_CONFIG,
+    LAUNCHER_ENV,
+    accelerate_argv,
+    torchrun_argv,
+)
 from hpcui.distributed import job_id_from_env, rank_info
 
 
@@ -35,18 +45,34 @@ def agent(folder: str) -> None:
         or env.get("HPCUI_NUM_NODES")  # PBS
         or info.world_size
     )
-    argv = torchrun_argv(
-        sys.executable,
-        nnodes=nnodes,
-        nproc_per_node=int(env.get("HPCUI_NPROC_PER_NODE", "1")),
-        endpoint=f"{info.master_addr}:{info.master_port}",
-        run_id=info.job_id or "hpcui",
-        max_restarts=int(env.get("HPCUI_MAX_RESTARTS", "0")),
-        module="hpcui.node.torchrun",
-        args=["worker", folder],
-    )
+    nproc = int(env.get("HPCUI_NPROC_PER_NODE", "1"))
+    if env.get(LAUNCHER_ENV) == "accelerate":
+        config = os.path.join(folder, LAUNCHER_CONFIG)
+        argv = accelerate_argv(
+            sys.executable,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            node_rank=info.node_rank,
+            main_ip=info.master_addr,
+            main_port=info.master_port,
+            config_file=config if os.path.exists(config) else None,
+            module="hpcui.node.torchrun",
+            args=["worker", folder],
+        )
+        print("hpcui: node", info.node_rank, "runs:", " ".join(argv), flush=True)
+    else:
+        argv = torchrun_argv(
+            sys.executable,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            endpoint=f"{info.master_addr}:{info.master_port}",
+            run_id=info.job_id or "hpcui",
+            max_restarts=int(env.get("HPCUI_MAX_RESTARTS", "0")),
+            module="hpcui.node.torchrun",
+            args=["worker", folder],
+        )
     # torchrun must not mistake the agent's Slurm rank for a worker's
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
         os.environ.pop(key, None)
     sys.stdout.flush()
     # The early time-limit signal reaches every process of the step: torchrun has no

@@ -201,6 +201,9 @@ class Profile(Model):
     env_pack: Literal["", "zip"] = ""
     #: the site's torchrun (JSC: `torchrun_jsc`)
     torchrun: str = "torchrun"
+    #: the module that provides a training framework where the site's guide says so
+    #: (CSC: `module load pytorch` carries lightning, accelerate, transformers, deepspeed)
+    framework_modules: dict[str, str] = Field(default_factory=dict)
     #: exported in every batch script (LUMI: NCCL/RCCL over Slingshot)
     env: dict[str, str] = Field(default_factory=dict)
 

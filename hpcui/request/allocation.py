@@ -3,11 +3,12 @@ needs) and the advice that comes with a valid but costly one."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from hpcui.backends.batch import format_mem
+from hpcui.backends.launch import PER_NODE, Launcher
 from hpcui.backends.model import Model
 
 #: a memory request below this is almost surely a unit slip (`mem="10m"` for 10 GB)
@@ -54,7 +55,7 @@ class Allocation(Model):
     gpu_type: str | None
     profile: str = ""
     scheduler: str = "slurm"
-    launcher: Literal["submitit", "torchrun"] = "submitit"
+    launcher: Launcher = "submitit"
     max_restarts: int = 0
     #: USR2 this long before the time limit (request, else profile; 90 s by default)
     signal_delay_s: int = 90
@@ -70,8 +71,9 @@ class Allocation(Model):
 
     @property
     def num_tasks(self) -> int:
-        """Processes that each leave a result (ranks): torchrun starts one per GPU per task."""
-        per_task = max(self.gpus_per_node, 1) if self.launcher == "torchrun" else 1
+        """Processes that each leave a result (ranks): a per-node agent (torchrun,
+        accelerate) starts one per GPU, or one where the node has none."""
+        per_task = max(self.gpus_per_node, 1) if self.launcher in PER_NODE else 1
         return self.nodes * self.tasks_per_node * per_task
 
     @property

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hpcui.backends.launch import LAUNCHERS
+
 
 @dataclass(frozen=True)
 class RequestField:
@@ -49,10 +51,17 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "launcher",
         str,
-        "{submitit,torchrun}",
-        "how ranks start",
+        "{" + ",".join(LAUNCHERS) + "}",
+        "how ranks start (auto: from what the code imports)",
         "launcher",
-        choices=("submitit", "torchrun"),
+        choices=LAUNCHERS,
+    ),
+    RequestField(
+        "launcher_config",
+        str,
+        "FILE",
+        "the launcher's config file, uploaded with the job (Accelerate's YAML)",
+        "launcher config",
     ),
     RequestField("max_restarts", int, "N", "torchrun --max-restarts", "torchrun restarts"),
     RequestField(

@@ -13,6 +13,7 @@ from typing import Any
 
 from hpcui.backends.batch import BatchSpec, format_mem
 from hpcui.backends.containers import ContainerLaunch, check_image
+from hpcui.backends.launch import PER_NODE
 from hpcui.common.formatting import short_duration
 from hpcui.errors import UsageError
 from hpcui.profiles import Profile
@@ -115,7 +116,13 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
             "defaults.account in the cluster config."
         )
 
-    if req.launcher == "torchrun":  # one torchrun per node starts the GPU workers itself
+    if req.launcher == "auto":
+        raise UsageError(
+            'launcher="auto" is chosen from the code that runs: plan it through submit() or '
+            "`hpcui run`, or name the launcher (submitit, torchrun, lightning, accelerate, "
+            "deepspeed)."
+        )
+    if req.launcher in PER_NODE:  # one agent per node starts the GPU workers itself
         tasks = req.tasks_per_node or 1
     else:
         tasks = req.tasks_per_node or max(gpn, 1)
@@ -337,8 +344,10 @@ def explain(alloc: Allocation) -> str:
     line = ", ".join(parts)
     if where:
         line += " on " + ", ".join(where)
-    if alloc.launcher == "torchrun":
-        line += " (torchrun: one launcher per node)"
+    if alloc.launcher in PER_NODE:
+        line += f" ({alloc.launcher}: one launcher per node)"
+    elif alloc.launcher in ("lightning", "deepspeed"):
+        line += f" ({alloc.launcher}: one task per rank)"
     if alloc.container:
         line += f" in {alloc.container_runtime} image {alloc.container}"
     lines = [line]

@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from hpcui.backends.chain import MAX_SEGMENTS
 from hpcui.backends.containers import ENV_NAME, IMAGE, parse_bind
+from hpcui.backends.launch import Launcher
 from hpcui.backends.model import Model
 from hpcui.common.units import parse_mem_mb, parse_signal_delay, parse_time
 from hpcui.errors import UsageError
@@ -44,7 +45,9 @@ class Resources(Model):
     exclusive: bool = False
     name: str | None = None
     array_parallelism: int | None = Field(None, ge=1)
-    launcher: Literal["submitit", "torchrun"] = "submitit"
+    launcher: Launcher = "submitit"
+    #: a local file the launcher reads (Accelerate's config YAML): uploaded with the job
+    launcher_config: str | None = None
     max_restarts: int = Field(0, ge=0, description="torchrun --max-restarts (launcher='torchrun')")
     #: seconds before the time limit the job is told it is near (None: the profile's)
     signal_delay_s: int | None = Field(

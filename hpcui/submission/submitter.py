@@ -42,7 +42,7 @@ from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
-from hpcui.submission import containers, environments
+from hpcui.submission import containers, environments, frameworks
 from hpcui.submission import recovery as submit_recovery
 from hpcui.submission.env_store import key_of
 from hpcui.submission.needs import Need, check_needs
@@ -79,7 +79,8 @@ class Submitted:
 
 def plan(config: ClusterConfig, profile: Profile, req: Resources, default_name: str) -> Allocation:
     """Validate a request against the profile (the config's defaults under it), no network."""
-    return resolve(req.merged(config.defaults), profile, default_name=default_name)
+    alloc = resolve(merged := req.merged(config.defaults), profile, default_name=default_name)
+    return frameworks.with_module_advice(alloc, profile, config, merged.python)
 
 
 def preview_script(
@@ -306,7 +307,9 @@ class Submitter:
         """`fn` once per call: one job, or one job array (one sbatch either way)."""
         if not callable(fn):
             raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
+        req, code = frameworks.resolve_launcher(req, self.config.defaults, fn, calls)
         alloc = plan(self.config, self.profile, req, getattr(fn, "__name__", "hpcui"))
+        launcher_files = frameworks.launcher_files(req, alloc, code)  # refused before any network
         segments = (merged := req.merged(self.config.defaults)).chain
         if segments > 1 and is_array:
             raise UsageError("chain= runs one long call in segments; map() runs many calls "
@@ -343,6 +346,7 @@ class Submitter:
         key = job_key(token)
         # the key in a file of the upload (0700 folder), never in a command's text
         files = {SCRIPT: script.encode(), RESULT_KEY: key.hex().encode() + b"\n"}
+        files.update(launcher_files)
         if is_array:
             files[CALLS_PACK] = pack_calls(pickles)
         else:
