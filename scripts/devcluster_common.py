@@ -18,6 +18,16 @@ from pathlib import Path
 JUPYTERLAB = "jupyterlab==4.6.6"
 #: and TensorBoard, for `hpcui tensorboard`
 TENSORBOARD = "tensorboard==2.21.0"
+#: the training frameworks a site's PyTorch module carries (CSC's `module load pytorch` has
+#: all four), so jobs of tests/integration/test_frameworks.py train with them for real.
+#: transformers 5.24: 5.25 needs `kernels>=0.19.1`, which PyPI's mirror here lacks.
+FRAMEWORKS = ("lightning==2.6.6", "accelerate==1.16.0", "transformers==5.24.0")
+#: DeepSpeed comes as an sdist that builds against the torch beside it (no build isolation),
+#: with its CPU communication op compiled at install, as sites pre-build DeepSpeed's ops in
+#: their modules: otherwise every user's first job compiles it (JIT, ~80 s on 2 cores)
+DEEPSPEED = "deepspeed==0.19.8"
+DEEPSPEED_DEPS = ("einops", "hjson", "msgpack", "ninja", "psutil", "py-cpuinfo", "tqdm")
+DEEPSPEED_BUILD_ENV = {"DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0", "DS_BUILD_SHM_COMM": "1"}
 REPO = Path(__file__).resolve().parent.parent
 MARKER_ENV = "HPCUI_DEVCLUSTER_ROOT"  # set in every daemon's environment: proves who started it
 TIMEOUT = 60.0
