@@ -21,6 +21,15 @@ Launcher = Literal["submitit", "torchrun", "lightning", "accelerate", "deepspeed
 LAUNCHERS: tuple[str, ...] = get_args(Launcher)
 #: launchers that run one agent per node, which starts a rank per GPU (or per CPU slot)
 PER_NODE: frozenset[str] = frozenset({"torchrun", "accelerate"})
+
+
+def agent_per_node(launcher: str, nodes: int) -> bool:
+    """One agent per node starts the node's ranks: torchrun and accelerate always, and
+    DeepSpeed on one node, where its own `deepspeed` launcher is the guide's way (over
+    several nodes the guide's form is one srun task per rank: no pdsh, no hostfile)."""
+    return launcher in PER_NODE or (launcher == "deepspeed" and nodes == 1)
+
+
 #: the environment variable that tells the per-node agent which launcher it is
 LAUNCHER_ENV = "HPCUI_LAUNCHER"
 #: the job folder's copy of the launcher's config file (Accelerate's YAML), uploaded with
@@ -110,6 +119,18 @@ def accelerate_argv(
     ]
 
 
+def deepspeed_argv(
+    python: str, *, nproc_per_node: int, main_ip: str, main_port: int, module: str, args: list[str]
+) -> list[str]:
+    """DeepSpeed's own launcher on one node (`deepspeed --num_gpus G`), its workers told
+    their rank by the environment rather than a `--local_rank` argument."""
+    return [
+        python, "-u", "-m", "deepspeed.launcher.runner", f"--num_gpus={nproc_per_node}",
+        f"--master_addr={main_ip}", f"--master_port={main_port}", "--no_local_rank",
+        "--module", module, *args,
+    ]  # fmt: skip
+
+
 def per_node_lines(spec: BatchSpec) -> list[str]:
     """The batch script's lines for a per-node agent: how many ranks it starts, and (as
     a comment, since the node computes its own rank) the command each node runs."""
@@ -118,6 +139,13 @@ def per_node_lines(spec: BatchSpec) -> list[str]:
         f"export {LAUNCHER_ENV}={spec.launcher} HPCUI_NPROC_PER_NODE={nproc} "
         f"HPCUI_MAX_RESTARTS={spec.max_restarts}"
     ]
+    if spec.launcher == "deepspeed":
+        shown = deepspeed_argv(
+            "python", nproc_per_node=nproc, main_ip="FIRST_NODE", main_port=0,
+            module="hpcui.node.torchrun", args=["worker", spec.folder],
+        )  # fmt: skip
+        words = " ".join(w.replace("=0", "=$PORT") if "port" in w else w for w in shown)
+        lines.append(f"# the node's agent runs: {words}")
     if spec.launcher == "accelerate":
         shown = accelerate_argv(
             "python", nnodes=spec.nodes, nproc_per_node=nproc, node_rank=0,
@@ -148,5 +176,5 @@ _PER_TASK_NOTE = {
 
 def per_task_lines(spec: BatchSpec) -> list[str]:
     """A comment for the per-task framework launchers: their script is submitit's."""
-    note = _PER_TASK_NOTE.get(spec.launcher)
+    note = None if agent_per_node(spec.launcher, spec.nodes) else _PER_TASK_NOTE.get(spec.launcher)
     return [f"# launcher {spec.launcher}: one task per rank; {note}"] if note else []

@@ -25,7 +25,7 @@ from hpcui.backends import chain, containers
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.getopt_names import options_set
 from hpcui.backends.job_paths import CALL_INDEX_ENV, log_name, pickle_name, submitted_name
-from hpcui.backends.launch import LAUNCHERS, PER_NODE, per_node_lines, per_task_lines
+from hpcui.backends.launch import LAUNCHERS, agent_per_node, per_node_lines, per_task_lines
 from hpcui.backends.pbs.dialect import PbsDialect
 from hpcui.backends.pbs.ids import parse_pbs_id
 from hpcui.backends.shell import quote, verify_lines
@@ -423,7 +423,9 @@ def render_script(spec: BatchSpec, dialect: PbsDialect = "pbspro") -> str:
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
     runner, log_rank = RUNNER, "${r}"
-    if spec.launcher in PER_NODE:  # hpcui/node/torchrun.py: the node's one task is the agent
+    if agent_per_node(
+        spec.launcher, spec.nodes
+    ):  # hpcui/node/torchrun.py: the node's one task is the agent
         runner, log_rank = "hpcui.node.torchrun agent", "0"  # its workers log per rank themselves
         lines += per_node_lines(spec)
     else:

@@ -17,7 +17,7 @@ from hpcui.backends import chain, containers
 from hpcui.backends.batch import BatchSpec, format_duration, format_mem
 from hpcui.backends.getopt_names import options_set
 from hpcui.backends.job_paths import CALL_INDEX_ENV, log_stem, pickle_name, submitted_name
-from hpcui.backends.launch import PER_NODE, per_node_lines, per_task_lines
+from hpcui.backends.launch import agent_per_node, per_node_lines, per_task_lines
 from hpcui.backends.shell import UMASK_BACK, quote, verify_lines
 
 TOKEN_PREFIX = "hpcui:"
@@ -134,7 +134,9 @@ def body(spec: BatchSpec, *, reshape: bool = False) -> list[str]:
             pkl = chain.call_pickle(folder, pickle_name())
     out = log_stem(pattern, "%t")
     entry, srun_extra = "hpcui.node.signed", ""  # submitit's process_job + signature
-    if spec.launcher in PER_NODE:  # hpcui/node/torchrun.py; each rank writes <id>_<rank>_log.*
+    if agent_per_node(
+        spec.launcher, spec.nodes
+    ):  # hpcui/node/torchrun.py; each rank writes <id>_<rank>_log.*
         entry, srun_extra = "hpcui.node.torchrun agent", "--open-mode=append "
         out = log_stem(pattern, "0")  # the per-node agents log with rank 0
         lines += per_node_lines(spec)

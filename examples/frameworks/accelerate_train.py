@@ -19,7 +19,10 @@ import time
 import torch
 from accelerate import Accelerator
 
-from hpcui import distributed as hd
+try:
+    from hpcui import distributed as hd
+except ImportError:  # run by a hand-written batch script, without hpcui: no job.stop()
+    hd = None
 
 
 def main() -> None:
@@ -59,7 +62,7 @@ def main() -> None:
         acc.print(f"step={step} loss={loss.item():.5f}", flush=True)
         if args.sleep:
             time.sleep(args.sleep)
-        if step % 5 == 4 and hd.stop_requested():  # `job.stop()` on the laptop
+        if hd is not None and step % 5 == 4 and hd.stop_requested():  # `job.stop()`
             acc.print(f"stop requested at step {step}", flush=True)
             step += 1
             break

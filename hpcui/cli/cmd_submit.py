@@ -64,7 +64,7 @@ def _submit(
         from hpcui.submission.frameworks import choose_launcher, code_text
 
         res["launcher"], why = choose_launcher(code_text(fn, call_args))
-        if not args.json and not args.quiet:
+        if not args.quiet:  # to stderr: a --json document on stdout stays whole
             out.note(why)
     alloc = cluster.plan(
         **res

@@ -150,7 +150,8 @@ def run(folder: str) -> None:
 
     try:
         distributed.export_rank_env()  # Lightning, Accelerate, DeepSpeed find their ranks
-    except RuntimeError as exc:  # the call may not be distributed at all: it still runs
+    except Exception as exc:  # a call that is not distributed still runs
+        # (in an image on PBS, $PBS_NODEFILE is not inside: hd.setup() would say so itself)
         print(f"hpcui: no rank variables exported: {exc}", file=sys.stderr, flush=True)
     try:
         process_job(folder)

@@ -10,7 +10,8 @@ the first node and the job's port the same way `hpcui.distributed` does, then be
         --rdzv-endpoint=FIRST_NODE:PORT --rdzv-id=JOBID --max-restarts=R
         --module hpcui.node.torchrun worker FOLDER
 
-`launcher="accelerate"` execs `accelerate launch` instead (backends/launch.py's
+`launcher="deepspeed"` on one node execs DeepSpeed's own launcher (`deepspeed --num_gpus G
+--no_local_rank`); `launcher="accelerate"` execs `accelerate launch` instead (backends/launch.py's
 `accelerate_argv`: the CSC guide's command, this node's `--machine_rank` computed here,
 the job's uploaded config file if it has one), which starts torchrun's workers the same way.
 
@@ -30,6 +31,7 @@ from hpcui.backends.launch import (
     LAUNCHER_CONFIG,
     LAUNCHER_ENV,
     accelerate_argv,
+    deepspeed_argv,
     torchrun_argv,
 )
 from hpcui.distributed import job_id_from_env, rank_info
@@ -60,6 +62,16 @@ def agent(folder: str) -> None:
             args=["worker", folder],
         )
         print("hpcui: node", info.node_rank, "runs:", " ".join(argv), flush=True)
+    elif env.get(LAUNCHER_ENV) == "deepspeed":  # one node: DeepSpeed's own launcher
+        argv = deepspeed_argv(
+            sys.executable,
+            nproc_per_node=nproc,
+            main_ip=info.master_addr,
+            main_port=info.master_port,
+            module="hpcui.node.torchrun",
+            args=["worker", folder],
+        )
+        print("hpcui: runs:", " ".join(argv), flush=True)
     else:
         argv = torchrun_argv(
             sys.executable,

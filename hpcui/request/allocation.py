@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from hpcui.backends.batch import format_mem
-from hpcui.backends.launch import PER_NODE, Launcher
+from hpcui.backends.launch import Launcher, agent_per_node
 from hpcui.backends.model import Model
 
 #: a memory request below this is almost surely a unit slip (`mem="10m"` for 10 GB)
@@ -73,7 +73,8 @@ class Allocation(Model):
     def num_tasks(self) -> int:
         """Processes that each leave a result (ranks): a per-node agent (torchrun,
         accelerate) starts one per GPU, or one where the node has none."""
-        per_task = max(self.gpus_per_node, 1) if self.launcher in PER_NODE else 1
+        per_node = agent_per_node(self.launcher, self.nodes)
+        per_task = max(self.gpus_per_node, 1) if per_node else 1
         return self.nodes * self.tasks_per_node * per_task
 
     @property

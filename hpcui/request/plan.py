@@ -13,7 +13,7 @@ from typing import Any
 
 from hpcui.backends.batch import BatchSpec, format_mem
 from hpcui.backends.containers import ContainerLaunch, check_image
-from hpcui.backends.launch import PER_NODE
+from hpcui.backends.launch import agent_per_node
 from hpcui.common.formatting import short_duration
 from hpcui.errors import UsageError
 from hpcui.profiles import Profile
@@ -122,7 +122,7 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
             "`hpcui run`, or name the launcher (submitit, torchrun, lightning, accelerate, "
             "deepspeed)."
         )
-    if req.launcher in PER_NODE:  # one agent per node starts the GPU workers itself
+    if agent_per_node(req.launcher, nodes):  # one agent per node starts the GPU workers
         tasks = req.tasks_per_node or 1
     else:
         tasks = req.tasks_per_node or max(gpn, 1)
@@ -344,7 +344,7 @@ def explain(alloc: Allocation) -> str:
     line = ", ".join(parts)
     if where:
         line += " on " + ", ".join(where)
-    if alloc.launcher in PER_NODE:
+    if agent_per_node(alloc.launcher, alloc.nodes):
         line += f" ({alloc.launcher}: one launcher per node)"
     elif alloc.launcher in ("lightning", "deepspeed"):
         line += f" ({alloc.launcher}: one task per rank)"

@@ -64,8 +64,9 @@ class CodeText:
 
     where: str  # `train.py`, or `module.function`
     source: str
-    #: the function's own body (None for a script: the whole file runs)
-    body: str | None = None
+    #: the function's own source and its helpers', each with its first line in the file
+    #: (None for a script: the whole file runs)
+    bodies: tuple[tuple[str, int], ...] | None = None
 
 
 def code_text(fn: Callable[..., Any], args: Sequence[Any] = ()) -> CodeText | None:
@@ -75,31 +76,31 @@ def code_text(fn: Callable[..., Any], args: Sequence[Any] = ()) -> CodeText | No
     if fn is run_script and len(args) >= 2 and isinstance(args[0], str):
         return CodeText(str(args[1]), args[0])
     # a function, or an instance of a callable class (submitit's Checkpointable): its __call__
-    target = fn if inspect.isroutine(fn) else vars(type(fn)).get("__call__")
+    target = fn if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
     if not inspect.isroutine(target):
         return None
     try:
         module = inspect.getmodule(target)
         module_source = inspect.getsource(module) if module else ""
-        body = inspect.getsource(target)
+        bodies = [_lines(target)]
     except (OSError, TypeError):
         return None
-    helpers = []
     code = getattr(target, "__code__", None)
     if module is not None and code is not None:
         for name in code.co_names:
             helper = getattr(module, name, None)
             if inspect.isfunction(helper) and helper is not target:
                 try:
-                    helpers.append(inspect.getsource(helper))
+                    bodies.append(_lines(helper))
                 except (OSError, TypeError):
                     continue
     where = f"{getattr(module, '__name__', '?')}.{getattr(target, '__qualname__', '?')}"
-    return CodeText(where, module_source, "\n".join([_dedent(body), *map(_dedent, helpers)]))
+    return CodeText(where, module_source, tuple(bodies))
 
 
-def _dedent(text: str) -> str:
-    return textwrap.dedent(text)
+def _lines(fn: Any) -> tuple[str, int]:
+    lines, first = inspect.getsourcelines(fn)
+    return textwrap.dedent("".join(lines)), first
 
 
 def _parse(text: str) -> ast.Module | None:
@@ -125,8 +126,8 @@ def choose_launcher(code: CodeText | None) -> tuple[str, str]:
     Trainer, which runs on it) as `accelerate launch` per node; anything else: submitit."""
     tree = _parse(code.source) if code else None
     imports = _imported(tree) if tree else set()
-    if code and code.body:
-        body_tree = _parse(code.body)
+    for text, _ in (code.bodies or ()) if code else ():
+        body_tree = _parse(text)
         imports |= _imported(body_tree) if body_tree else set()
     if "transformers" in imports:
         imports.add("accelerate")
@@ -206,19 +207,21 @@ def lightning_trainers(code: CodeText) -> list[LightningTrainer]:
     if tree is None:
         return []
     modules, trainers = _lightning_names(tree)
-    body = _parse(code.body) if code.body is not None else tree
-    if body is None or not (modules or trainers):
+    if not (modules or trainers):
         return []
+    parts = [(tree, 1)] if code.bodies is None else [(_parse(t), n) for t, n in code.bodies]
     found = []
-    for node in ast.walk(body):
-        if not isinstance(node, ast.Call) or not _is_lightning_trainer(
-            node.func, modules, trainers
-        ):
-            continue
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
-        splat = any(k.arg is None for k in node.keywords)
-        nodes = _count(kw.get("num_nodes")) if "num_nodes" in kw else (None if splat else 1)
-        found.append(LightningTrainer(node.lineno, _count(kw.get("devices")), nodes))
+    for body, first in parts:
+        for node in ast.walk(body) if body is not None else ():
+            if not isinstance(node, ast.Call) or not _is_lightning_trainer(
+                node.func, modules, trainers
+            ):
+                continue
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            splat = any(k.arg is None for k in node.keywords)
+            nodes = _count(kw.get("num_nodes")) if "num_nodes" in kw else (None if splat else 1)
+            line = node.lineno + first - 1  # the line in the file
+            found.append(LightningTrainer(line, _count(kw.get("devices")), nodes))
     return found
 
 

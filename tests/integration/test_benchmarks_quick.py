@@ -28,6 +28,7 @@ ON_CLUSTER = {
     "stall_bench": (r"stall noticed after \d+\.\d s", None),
     "usage_bench": (r"one look, 2-node job .* median +\d+\.\d ms", "distributed"),
     "scaling_bench": (r"\n +2 +\d +DDP +\d+\.\d{3}", "distributed"),
+    "framework_start_bench": (r"lightning +\d+\.\d\ds +\d+\.\d\ds", "frameworks"),
 }
 
 

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from hpcui.backends.batch import BatchSpec
-from hpcui.backends.launch import LAUNCHER_CONFIG, LAUNCHERS, PER_NODE, accelerate_argv
+from hpcui.backends.launch import (
+    LAUNCHER_CONFIG,
+    LAUNCHERS,
+    PER_NODE,
+    accelerate_argv,
+    deepspeed_argv,
+)
 from hpcui.backends.pbs.script import render_script as render_pbs
 from hpcui.backends.slurm.script import render_script as render_slurm
 from hpcui.distributed import export_rank_env, rank_info
@@ -91,7 +97,9 @@ def build(L):  # a helper the callable calls: its Trainer is read too
 def test_a_callables_own_body_and_its_helpers_are_read():
     code = fw.code_text(train_in_a_callable)
     assert code is not None and code.where.endswith("train_in_a_callable")
-    assert [t.devices for t in fw.lightning_trainers(code)] == [3]
+    (trainer,) = fw.lightning_trainers(code)
+    assert trainer.devices == 3
+    assert trainer.line == build.__code__.co_firstlineno + 1  # the file's line, not the body's
 
 
 @pytest.mark.parametrize(
@@ -231,3 +239,44 @@ def test_every_task_exports_torchs_rank_variables_once():
     assert {k: torchrun[k] for k in before} == before and "NODE_RANK" not in torchrun
     single: dict[str, str] = {}
     assert export_rank_env(single).source == "single" and single == {}
+
+
+def test_deepspeed_uses_its_own_launcher_on_one_node_and_srun_tasks_on_several():
+    one = resolve(Resources.from_kwargs(gpus=2, nodes=1, launcher="deepspeed"), load_profile("dev"))
+    assert (one.tasks_per_node, one.num_tasks) == (1, 2)
+    assert "(deepspeed: one launcher per node)" in explain(one)
+    script = render_slurm(batch_spec(one, folder="/j", token="t"))
+    assert "export HPCUI_LAUNCHER=deepspeed HPCUI_NPROC_PER_NODE=2" in script
+    assert "deepspeed.launcher.runner --num_gpus=2" in script and "--no_local_rank" in script
+    assert "-m hpcui.node.torchrun agent /j" in script
+    two = resolve(Resources.from_kwargs(gpus=8, launcher="deepspeed"), load_profile("dev"))
+    assert (two.nodes, two.tasks_per_node, two.num_tasks) == (2, 4, 8)
+    script = render_slurm(batch_spec(two, folder="/j", token="t"))
+    assert "# launcher deepspeed: one task per rank" in script and "HPCUI_LAUNCHER" not in script
+    argv = deepspeed_argv("py", nproc_per_node=4, main_ip="n1", main_port=21000, module="m",
+                          args=["worker", "/j"])  # fmt: skip
+    assert argv == ["py", "-u", "-m", "deepspeed.launcher.runner", "--num_gpus=4",
+                    "--master_addr=n1", "--master_port=21000", "--no_local_rank", "--module",
+                    "m", "worker", "/j"]  # fmt: skip
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
+
+
+def test_the_frameworks_real_logs_are_read_as_metrics_and_progress():
+    from hpcui.logs.progress import read_progress
+    from hpcui.metrics import MetricReader
+
+    ds = MetricReader()
+    ds.feed_text((FIXTURES / "deepspeed-0.19.8-zero2-rank0.out").read_text())
+    metrics = ds.metrics()
+    lr = metrics.get("lr")
+    assert metrics.x_name == "step" and lr is not None
+    assert [x for x in lr.x if x > 0] == [2.0, 4.0, 6.0, 8.0, 10.0] and set(lr.y) == {0.01}
+    hf = MetricReader()
+    hf.feed_text((FIXTURES / "transformers-5.24.0-trainer-rank0.out").read_text())
+    loss = hf.metrics().get("loss")
+    assert loss is not None and loss.x == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
+    assert loss.y == [7.475, 6.488, 3.567, 3.11, 2.231, 1.658]
+    bar = read_progress((FIXTURES / "transformers-5.24.0-trainer-rank0.err").read_text())
+    assert bar is not None and (bar.done, bar.total, bar.source) == (24, 24, "tqdm")
