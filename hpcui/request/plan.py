@@ -122,6 +122,13 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
             "`hpcui run`, or name the launcher (submitit, torchrun, lightning, accelerate, "
             "deepspeed)."
         )
+    if profile.scheduler == "local" and agent_per_node(req.launcher, nodes):
+        raise UsageError(
+            f"launcher={req.launcher!r} starts one launcher per node, which the local cluster "
+            "(plain processes) does not run. Ask for tasks_per_node=N with "
+            "launcher='submitit': Lightning, Accelerate and DeepSpeed find their ranks in "
+            "every task."
+        )
     if agent_per_node(req.launcher, nodes):  # one agent per node starts the GPU workers
         tasks = req.tasks_per_node or 1
     else:

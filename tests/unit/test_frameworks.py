@@ -280,3 +280,27 @@ def test_the_frameworks_real_logs_are_read_as_metrics_and_progress():
     assert loss.y == [7.475, 6.488, 3.567, 3.11, 2.231, 1.658]
     bar = read_progress((FIXTURES / "transformers-5.24.0-trainer-rank0.err").read_text())
     assert bar is not None and (bar.done, bar.total, bar.source) == (24, 24, "tqdm")
+
+
+def test_the_submit_forms_preview_shows_the_launcher_auto_chooses(tmp_path: Path, monkeypatch):
+    from hpcui.clusters.api import connect
+    from hpcui.tui.screens.submit import SubmitForm, preview_plan
+
+    cfg = tmp_path / "c.toml"  # a Slurm site by its profile: the preview needs no network
+    cfg.write_text('[clusters.site]\nhost = "127.0.0.1"\nprofile = "dev"\n')
+    monkeypatch.setenv("HPCUI_CONFIG", str(cfg))
+    train = tmp_path / "train.py"
+    train.write_text("from accelerate import Accelerator\nAccelerator()\n")
+    form = SubmitForm("site", str(train), resources={"launcher": "auto", "gpus": "8"})
+    summary, script, alloc = preview_plan(connect("site"), form)
+    assert alloc.launcher == "accelerate" and "(accelerate: one launcher per node)" in summary
+    assert "HPCUI_LAUNCHER=accelerate HPCUI_NPROC_PER_NODE=4" in script
+
+
+def test_the_local_cluster_refuses_a_launcher_per_node(local_box):
+    from hpcui.clusters.api import connect
+
+    for launcher in ("torchrun", "accelerate"):
+        with pytest.raises(UsageError, match=r"local cluster .* does not run"):
+            connect("local").plan(launcher=launcher, gpus=0)
+    assert connect("local").plan(launcher="lightning", tasks_per_node=2).num_tasks == 2

@@ -171,6 +171,11 @@ def preview_plan(cluster: Cluster, form: SubmitForm) -> tuple[str, str, Allocati
     defaults as placeholders) — no network."""
     kwargs = form.resource_kwargs()
     kwargs.setdefault("name", form.default_name())
+    if kwargs.get("launcher") == "auto":  # shown as submit will choose it, from the code
+        from hpcui.submission.frameworks import choose_launcher, code_text
+
+        call = form.call()
+        kwargs["launcher"] = choose_launcher(code_text(call.fn, call.args))[0]
     calls = form.array_calls()
     shown = cluster.preview_script(array_size=len(calls) if calls else None, **kwargs)
     return shown.summary, shown.script, shown.allocation
