@@ -175,6 +175,7 @@ _PER_TASK_NOTE = {
 
 
 def per_task_lines(spec: BatchSpec) -> list[str]:
-    """A comment for the per-task framework launchers: their script is submitit's."""
-    note = None if agent_per_node(spec.launcher, spec.nodes) else _PER_TASK_NOTE.get(spec.launcher)
+    """A comment for the per-task framework launchers (the renderers call it where no
+    agent runs per node): their script is submitit's."""
+    note = _PER_TASK_NOTE.get(spec.launcher)
     return [f"# launcher {spec.launcher}: one task per rank; {note}"] if note else []
