@@ -307,6 +307,16 @@ async def _cluster(pilot) -> None:
     screen = app.screen
     await until(pilot, lambda: screen.query_one("#modules").row_count > 0)
     await until(pilot, lambda: screen.query_one("#partitions").row_count == 2)
+    # every section shown and the loader done: a CI run's picture once caught one still
+    # loading (a second load had begun after the first's modules arrived)
+    await until(pilot, lambda: not _loading(app))
+    for section in ("quota", "free", "standing", "loaded"):
+        await until(pilot, lambda s=section: str(screen.query_one(f"#{s}").render()).strip())
+    await until(pilot, lambda: "loading" not in str(screen.query_one("#quota").render()))
+
+
+def _loading(app) -> bool:
+    return any(w.group == "cluster-load" and not w.is_finished for w in app.workers)
 
 
 async def settled(pilot, timeout: float = 10.0) -> None:

@@ -128,8 +128,11 @@ class ClusterScreen(Screen[None]):
 
     @on(Select.Changed, "#cluster-pick")
     def _picked(self, _event: Select.Changed) -> None:
+        # the Select also announces the value it was built with: loading twice raced
+        # two workers over one screen (and cost five more round trips)
         self._show_conn()
-        self.action_reload()
+        if self.loaded_for != self.name_shown:
+            self.action_reload()
 
     @on(Button.Pressed, "#connect")
     def action_connect(self) -> None:
