@@ -1,7 +1,7 @@
 """hpcui: drive Slurm and PBS supercomputers from your laptop.
 
 The public API is ``__all__`` below (``connect``, ``submit``, ``get_job``, ``Cluster``, ``Job``,
-``JobState``, ``Resources`` and the errors to catch), plus the modules users import by name:
+``JobState``, ``Resources``, ``sweep``, ``get_sweep``, ``Sweep`` and the errors to catch), plus the modules users import by name:
 ``hpcui.distributed`` (inside a job), ``hpcui.metrics`` and ``hpcui.live``. Every other module
 is internal: its names may change between releases (docs/architecture.md, "Public and
 internal").
@@ -50,6 +50,9 @@ _LAZY = {
     "connect": "hpcui.clusters.api",
     "submit": "hpcui.clusters.api",
     "get_job": "hpcui.clusters.api",
+    "sweep": "hpcui.sweeps.api",
+    "get_sweep": "hpcui.sweeps.api",
+    "Sweep": "hpcui.sweeps.sweep",
     "Cluster": "hpcui.clusters.cluster",
     "Job": "hpcui.jobs.job",
     "JobState": "hpcui.backends.states",
@@ -85,12 +88,15 @@ __all__ = [
     "SchedulerError",
     "SubmitOutcomeUnknown",
     "SubmitRejected",
+    "Sweep",
     "UsageError",
     "WaitTimeout",
     "__version__",
     "connect",
     "get_job",
+    "get_sweep",
     "submit",
+    "sweep",
 ]
 
 if TYPE_CHECKING:
@@ -99,6 +105,8 @@ if TYPE_CHECKING:
     from hpcui.clusters.cluster import Cluster
     from hpcui.jobs.job import Job
     from hpcui.request.resources import Resources
+    from hpcui.sweeps.api import get_sweep, sweep
+    from hpcui.sweeps.sweep import Sweep
 
 
 def __getattr__(name: str) -> Any:

@@ -73,6 +73,7 @@ _COMMANDS = {
     "mcp": "hpcui.cli.cmd_mcp",
     "init": "hpcui.cli.cmd_add",
     "add": "hpcui.cli.cmd_add",
+    "sweep": "hpcui.cli.cmd_sweep",
 }
 
 

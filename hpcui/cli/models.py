@@ -238,6 +238,34 @@ class AgentStatus(Model):
     forwards: list[str] = Field(default_factory=list, description="ports it forwards")
 
 
+class SweepOutput(Model):
+    """`sweep` (start), `sweep resume`: what is kept and what this call submitted."""
+
+    cluster: str
+    name: str
+    elements: int = Field(description="configurations the sweep holds")
+    submitted: list[str] = Field(description="job ids this call submitted (none: nothing new)")
+    counts: dict[str, int] = Field(description="elements per state; NOT_SUBMITTED: never run")
+
+
+class SweepTable(Model):
+    """`sweep show`: one row per element (docs/sweeps.md names the columns)."""
+
+    cluster: str
+    name: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+
+
+class SweepRow(Model):
+    """`sweep list`: one sweep kept on this machine."""
+
+    cluster: str
+    name: str
+    function: str
+    elements: int
+
+
 def cluster_row_type(args: argparse.Namespace) -> type[ClusterQueueJob | ClusterHistoryJob]:
     """One row of `hpcui jobs --json` over several clusters."""
     return ClusterHistoryJob if getattr(args, "history", None) else ClusterQueueJob
@@ -262,6 +290,9 @@ def output_type(args: argparse.Namespace) -> Any:
         return UsageReport
     if cmd in ("submit", "run") and getattr(args, "estimate", False):
         return EstimateOutput
+    if cmd == "sweep":
+        action = getattr(args, "target", "")
+        return {"show": SweepTable, "list": list[SweepRow]}.get(action, SweepOutput)
     if cmd in ("init", "add"):
         from hpcui.clusters.onboarding import Proposal
 

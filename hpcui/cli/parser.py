@@ -48,6 +48,7 @@ JSON_COMMANDS = (
     "profiles",
     "script",
     "ssh-config",
+    "sweep",
 )
 
 
@@ -206,7 +207,7 @@ def _new_cluster(p: argparse.ArgumentParser, *, named: bool) -> None:
 
 #: options whose value is itself a directive that starts with a dash (`--extra
 #: --begin=now+600`): argparse would take the value for an option of its own
-DASHED_VALUES = frozenset({"--extra"})
+DASHED_VALUES = frozenset({"--extra", "--sort"})  # `--sort -loss`: descending
 
 
 def attach_dashed_values(argv: list[str]) -> list[str]:
@@ -273,6 +274,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="sys.argv[1:]")
     _outcome(s)
+    _json(s)
+    _resources(s)
+
+    s = add(
+        "sweep",
+        "one call over many configurations, named and resumable: `sweep MODULE:FN|SCRIPT.py "
+        "--grid lr=1e-3,1e-4 --name NAME` (the name is its jobs' too), then `sweep "
+        "show|resume|cancel NAME`, `sweep list`",
+    )
+    s.add_argument(
+        "target", metavar="MODULE:FN|SCRIPT.py|show|resume|cancel|list",
+        help="what to run (a function gets each configuration as keywords, a script as "
+        "--name=value options), or what to do with the sweep NAME",
+    )  # fmt: skip
+    s.add_argument("sweep_name", nargs="?", metavar="NAME", help="the sweep (show/resume/cancel)")
+    s.add_argument(
+        "--grid", action="append", metavar="NAME=V1,V2", default=[],
+        help="a parameter's values (repeat: every combination); values read as JSON",
+    )  # fmt: skip
+    s.add_argument(
+        "--configs", metavar="JSON|@FILE", help="the configurations as a JSON list of objects"
+    )
+    s.add_argument("--csv", action="store_true", help="show: the table as CSV")
+    s.add_argument("--sort", metavar="[-]COLUMN", help="show: by this column (-: descending)")
+    s.add_argument(
+        "--no-metrics", action="store_true", help="show: skip reading each log for metrics"
+    )
+    s.add_argument(
+        "--for-state", metavar="STATE", type=str.upper,
+        help="resume: the resource options apply only to elements that ended so "
+        "(e.g. --for-state OUT_OF_MEMORY --mem 16G); the others run as before",
+    )  # fmt: skip
     _json(s)
     _resources(s)
 

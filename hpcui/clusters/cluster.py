@@ -47,11 +47,8 @@ from hpcui.transport.base import Command, CommandResult, Transport
 log = logging.getLogger(__name__)
 
 
-def _silence_submitit() -> None:
-    """submitit logs to stderr by default; that would corrupt the TUI. Route it to our logs."""
-    logger = logging.getLogger("submitit")
-    logger.handlers.clear()
-    logger.propagate = True
+#: one call of an array: (args, kwargs)
+Call = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 class Cluster:
@@ -77,7 +74,7 @@ class Cluster:
         self._on_unknown_host = on_unknown_host
         self._auto_clean_thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        _silence_submitit()
+        cluster_setup.silence_submitit()
 
     def __repr__(self) -> str:
         return f"Cluster({self.name!r}, {self.transport.description})"
@@ -193,10 +190,11 @@ class Cluster:
         return self.transport.run(cmd, timeout=timeout)
 
     def close(self) -> None:
+        """Stop its threads and links; a later use makes new ones (connect() caches it)."""
         if "status" in self.__dict__:
-            self.status.close()
+            self.__dict__.pop("status").close()
         if "site" in self.__dict__:
-            self.site.close()
+            self.__dict__.pop("site").close()
         if self._transport is not None:
             self._transport.close()
 
@@ -252,13 +250,15 @@ class Cluster:
         **resource_kwargs: Any,
     ) -> JobList:
         """`fn` over the zipped iterables as ONE job array (one sbatch call)."""
-        calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
-            (tuple(items), {}) for items in zip(*iterables)
-        ]
-        if not calls:
-            return JobList()
-        req = resources or Resources.from_kwargs(**resource_kwargs)
-        return JobList(self._jobs(self.submitter.submit(fn, calls, req, True)))
+        calls: list[Call] = [(tuple(items), {}) for items in zip(*iterables)]
+        return self.map_calls(fn, calls, resources or Resources.from_kwargs(**resource_kwargs))
+
+    def map_calls(self, fn: Callable[..., Any], calls: list[Call], resources: Resources,
+                  call_meta: list[dict[str, Any]] | None = None) -> JobList:  # fmt: skip
+        """`fn(*args, **kwargs)` per call as ONE job array; call i's record carries
+        `call_meta[i]` from before sbatch (how hpcui.sweeps knows its elements)."""
+        done = self.submitter.submit(fn, calls, resources, True, call_meta) if calls else None
+        return JobList(self._jobs(done) if done else [])
 
     def _jobs(self, done: Submitted) -> list[Job]:
         jobs = [

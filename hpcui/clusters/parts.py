@@ -5,6 +5,7 @@ the local transport, the CLI's start-up stays light); `Cluster` calls them once 
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 
@@ -161,3 +162,10 @@ def status_service(
     service = StatusService(scheduler, on_update=states_changed, resolve_vanished=resolve_vanished)
     service.end_push = EndPush(transport, folder, service.nudge)
     return service
+
+
+def silence_submitit() -> None:
+    """submitit logs to stderr by default; that would corrupt the TUI. Route it to our logs."""
+    logger = logging.getLogger("submitit")
+    logger.handlers.clear()
+    logger.propagate = True

@@ -296,6 +296,13 @@ class Registry:
     def by_token(self, cluster: str, token: str) -> list[JobRecord]:
         return self._query("WHERE cluster=? AND token=? ORDER BY array_index", (cluster, token))
 
+    def tagged(self, cluster: str, key: str, value: str) -> builtins.list[JobRecord]:
+        """The records whose meta holds `key` = `value` (a sweep's elements), oldest first."""
+        return self._query(
+            "WHERE cluster=? AND json_extract(meta, '$.' || ?) = ? ORDER BY submitted_at",
+            (cluster, key, value),
+        )
+
     def list(self, cluster: str | None = None, limit: int = 1000) -> builtins.list[JobRecord]:
         if cluster is None:
             return self._query("ORDER BY submitted_at DESC LIMIT ?", (limit,))

@@ -297,14 +297,10 @@ class Submitter:
 
     # -- submit ----------------------------------------------------------------------------
 
-    def submit(
-        self,
-        fn: Callable[..., Any],
-        calls: list[tuple[tuple, dict]],
-        req: Resources,
-        is_array: bool,
-    ) -> Submitted:
-        """`fn` once per call: one job, or one job array (one sbatch either way)."""
+    def submit(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], req: Resources,
+               is_array: bool, call_meta: list[dict[str, Any]] | None = None) -> Submitted:  # fmt: skip
+        """`fn` once per call: one job, or one job array (one sbatch either way); call i's
+        record holds `call_meta[i]` from before sbatch (a sweep's key, found after a crash)."""
         if not callable(fn):
             raise UsageError(f"submit() needs a callable, got {type(fn).__name__}.")
         req, code = frameworks.resolve_launcher(req, self.config.defaults, fn, calls)
@@ -373,6 +369,7 @@ class Submitter:
                     **({"env": in_env} if in_env else {}),  # env_store: in use, used at
                     # segment i of a chain of `segments` (hpcui.jobs.chain)
                     **({"chain": [i, segments]} if segments > 1 else {}),
+                    **(call_meta[i] if call_meta and segments == 1 else {}),
                 },
             )
             for i in range(segments if segments > 1 else len(calls))

@@ -168,6 +168,7 @@ def _minimal(command: str) -> list[str]:
         "download": ["1", "x"],
         "upload": ["dev", "x", "y"],
         "sync": ["x", "dev:y"],
+        "sweep": ["m:f"],
     }
     return [command, *positional.get(command, [])]
 

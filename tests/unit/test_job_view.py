@@ -107,7 +107,8 @@ def test_the_protocol_check_sees_a_handle_that_is_not_one() -> None:
 #: Cluster's own names: the user's API and the parts a caller may hand in (transport,
 #: scheduler, registry); the faces' plumbing is behind `faces` (hpcui.clusters.face_support)
 CLUSTER_API = {
-    "submit", "map", "plan", "preview_script", "estimate_start", "job", "get_job", "view",
+    "submit", "map", "map_calls", "plan", "preview_script", "estimate_start", "job", "get_job",
+    "view",
     "will_finish", "running_finishes", "logs", "records",
     "site", "control", "files", "usage", "clean", "environments", "run", "close", "capabilities",
     "profile",
