@@ -186,7 +186,7 @@ def test_a_name_taken_by_another_function_is_refused(local):
     import hpcui
 
     hpcui.sweep(train, configs=[{"lr": 0.1, "bs": 1}], name="taken", cluster=local)
-    with pytest.raises(UsageError, match="runs tests.unit.test_sweeps.train"):
+    with pytest.raises(UsageError, match=r"runs tests\.unit\.test_sweeps\.train"):
         hpcui.sweep(print, configs=[{"x": 1}], name="taken", cluster=local)
     with pytest.raises(UsageError, match="No sweep 'nope'"):
         hpcui.get_sweep(local, "nope")
