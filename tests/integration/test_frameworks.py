@@ -135,7 +135,9 @@ def lightning_stoppable(ckpt: str, steps: int, sleep: float) -> dict[str, Any]:
 
 def lightning_chained(root: str, steps: int, sleep: float) -> dict[str, Any]:
     """A run longer than one segment: Lightning's ModelCheckpoint every few steps, each
-    segment resuming from its `last.ckpt`; the segment's time limit ends it."""
+    segment resuming from its `last.ckpt`; the segment's time limit ends it. The limit's
+    kill can cut a checkpoint being written: `save_last="link"` keeps `last.ckpt` a link
+    to the last one written whole (a copied `last.ckpt` would be the cut one)."""
     import os
     import time
 
@@ -157,7 +159,7 @@ def lightning_chained(root: str, steps: int, sleep: float) -> dict[str, Any]:
     trainer = L.Trainer(
         accelerator="cpu", devices=2, num_nodes=1, strategy="ddp", max_steps=steps,
         max_epochs=-1, logger=False, enable_model_summary=False, enable_progress_bar=False,
-        callbacks=[Slow(), ModelCheckpoint(dirpath=root, save_last=True, every_n_train_steps=5)],
+        callbacks=[Slow(), ModelCheckpoint(dirpath=root, save_last="link", every_n_train_steps=5)],
     )  # fmt: skip
     trainer.fit(model, _lit_data(), ckpt_path=last if resumed_from is not None else None)
     out = _lit_result(trainer, model)

@@ -48,7 +48,9 @@ def visible_gpus() -> str | None:
     return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
-def hold_gpu(gate: str) -> str | None:
+def hold_gpu(gate: str, up: str | None = None) -> str | None:
+    if up:  # the python rank runs (RUNNING comes with the launcher, before it)
+        Path(up).touch()
     wait_for(gate)
     return os.environ.get("CUDA_VISIBLE_DEVICES")
 
@@ -237,10 +239,11 @@ def test_clusters_works_on_a_fresh_home(tmp_path):
 def test_usage_of_a_local_gpu_job(h100_box, tmp_path, monkeypatch):
     monkeypatch.setenv("HPCUI_STANDIN_GPU_STATE", "busy")  # the stand-in replays the busy capture
     gate = str(tmp_path / "gate")
-    job = h100_box.submit(hold_gpu, gate, gpus=1)
-    plain = h100_box.submit(hold_gpu, gate)
+    ups = [str(tmp_path / "up-gpu"), str(tmp_path / "up-plain")]
+    job = h100_box.submit(hold_gpu, gate, ups[0], gpus=1)
+    plain = h100_box.submit(hold_gpu, gate, ups[1])
     try:
-        until(lambda: job.state is JobState.RUNNING and plain.state is JobState.RUNNING, what="run")
+        until(lambda: all(os.path.exists(u) for u in ups), what="both ranks run")
         s = job.usage()
         assert [(g.index, g.util_pct, g.mem_used_mib) for g in s.gpus] == [(0, 100, 6735)]
         [ranks] = s.tasks

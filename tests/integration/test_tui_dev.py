@@ -126,7 +126,9 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
             form.query_one("#target").value = "tests.integration.test_tui_dev:chatty"
             form.query_one("#args").value = f'[15, "{gate}"]'
             form.query_one("#res-time").value = "5m"
-            form.query_one("#res-extra").value = "--begin=now+4"  # PENDING (BeginTime) first
+            # PENDING (held) until the table has shown it: a `--begin=now+4` ran before
+            # the first look once under CI's load
+            form.query_one("#res-extra").value = "--hold"
             await wait_for(
                 pilot,
                 lambda: "--time=" in form.preview_text and "chatty" in form.preview_text,
@@ -146,6 +148,10 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
                 state = cell(table, key, "state")
                 if state and (not seen or seen[-1] != state):
                     seen.append(state)
+                    if state == "PENDING":  # seen: let it start
+                        await asyncio.to_thread(
+                            app.hub.conns[site_name].cluster.control.release, [job_id]
+                        )
                     if state == "RUNNING":  # seen: let the job finish
                         await asyncio.to_thread(
                             app.hub.conns[site_name].cluster.run, ["rm", "-f", gate]
@@ -192,7 +198,7 @@ def test_submit_from_the_form_then_watch_table_log_and_result(dev_env, site_name
     # followed in place; COMPLETING (Slurm's epilog moment) shows when a refresh lands in it
     followed = [state for state in seen if state != "COMPLETING"]
     assert followed[:3] == ["PENDING", "RUNNING", "COMPLETED"], seen
-    assert "--begin=now+4" in preview
+    assert "--hold" in preview
     assert metric[:3] == [1.0, 0.5, 0.3333]
     assert "returned" in result and "30" in result
     assert "#SBATCH" in script

@@ -23,8 +23,10 @@ def fields(text: str) -> dict[str, str]:
 
 
 def test_show_of_held_and_dependent_jobs_and_a_lowered_limit(site, tmp_path):
-    first = site.submit(sum, [1, 2], time="5m", cpus_per_task=1, mem="100M", name="held")
-    site.control.hold([first.job_id])
+    # held from its submit: a hold after it would race the job's start on an idle cluster
+    first = site.submit(
+        sum, [1, 2], time="5m", cpus_per_task=1, mem="100M", name="held", extra=["--hold"]
+    )
     second = site.submit(
         sum, [3], time="4m", cpus_per_task=1, mem="100M", name="after", after_ok=[first.job_id]
     )

@@ -28,6 +28,15 @@ def test_the_app_says_each_end_once_and_not_the_one_on_screen(local_box):
         app = HpcuiApp()
         bells: list[float] = []
         app.bell = lambda: bells.append(time.monotonic())  # type: ignore[method-assign]
+        said: list[tuple[str, str]] = []  # every notice said: a shown one expires (10 s)
+        notify = app.notify
+
+        def heard(message, *, title="", severity="information", **kw):
+            if title == "job ended":
+                said.append((message, severity))
+            return notify(message, title=title, severity=severity, **kw)
+
+        app.notify = heard  # type: ignore[method-assign]
         async with app.run_test(size=(140, 40)) as pilot:
             await wait_for(pilot, lambda: app.hub.conns["local"].status == "connected")
             cluster = app.hub.cluster("local")
@@ -39,7 +48,6 @@ def test_the_app_says_each_end_once_and_not_the_one_on_screen(local_box):
             for job in (ok, bad, watched):
                 await wait_for(pilot, lambda job=job: job.state.is_final, 60)
             await pilot.pause(2 * 3.0 + 1)  # two more looks: nothing is said twice
-            said = [(n.message, n.severity) for n in app._notifications if n.title == "job ended"]
             return said, bells, (ok.job_id, bad.job_id, watched.job_id)
 
     said, bells, (ok, bad, watched) = asyncio.run(go())

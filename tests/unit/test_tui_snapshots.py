@@ -12,6 +12,9 @@ Regenerate after an intended UI change: `pytest tests/unit/test_tui_snapshots.py
 from __future__ import annotations
 
 import asyncio
+import difflib
+import html
+import re
 import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -36,6 +39,8 @@ from tests.canned import CannedTransport, scripted
 from tests.conftest import ROOT, fixture_text
 
 SIZE = (140, 36)
+CELL_PX = 12.2  # a character's width in Rich's exported SVG
+SNAPSHOTS = ROOT / "tests/unit/__snapshots__/test_tui_snapshots"
 NOW = datetime(2026, 11, 22, 13, 31, tzinfo=UTC)  # just after the capture
 SUBMITTED = NOW.timestamp() - 3723
 LOG = (
@@ -354,12 +359,42 @@ async def _help(pilot) -> None:
     [_jobs, _history, _job, _submit, _cluster, _help],
     ids=["jobs", "history", "job", "submit", "cluster", "help"],
 )
-def test_screen_snapshot(replay, snap_compare, run_before):
+def test_screen_snapshot(replay, snap_compare, run_before, request):
+    taken: list[str] = []
+
     async def then_settled(pilot) -> None:  # every screen: the last redraws done (CI load)
         await run_before(pilot)
         await settled(pilot)
+        taken.append(pilot.app.export_screenshot())
 
-    assert snap_compare(HpcuiApp(), terminal_size=SIZE, run_before=then_settled)
+    same = snap_compare(HpcuiApp(), terminal_size=SIZE, run_before=then_settled)
+    # CI keeps no snapshot report: say in the failure which lines differ, as text
+    stored = SNAPSHOTS / f"test_screen_snapshot[{request.node.callspec.id}].svg"
+    assert same, "\n".join(
+        difflib.unified_diff(
+            svg_lines(stored.read_text()) if stored.exists() else [],
+            svg_lines(taken[-1]) if taken else [],
+            "stored",
+            "taken",
+            lineterm="",
+        )
+    )
+
+
+def svg_lines(svg: str) -> list[str]:
+    """The text a screenshot shows, a line per row, each piece at its column (no styles)."""
+    rows: dict[float, dict[int, str]] = {}
+    for m in re.finditer(r'<text [^>]*x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        text = html.unescape(m[3]).replace("\xa0", " ")
+        rows.setdefault(float(m[2]), {})[round(float(m[1]) / CELL_PX)] = text
+    lines = []
+    for _, row in sorted(rows.items()):
+        cells: list[str] = []
+        for col, text in sorted(row.items()):
+            cells += [" "] * (col - len(cells))
+            cells[col:] = list(text)
+        lines.append("".join(cells).rstrip())
+    return lines
 
 
 def test_an_ended_jobs_details_say_each_thing_once(replay):

@@ -9,6 +9,7 @@ Over 500 lines: one Textual Screen (the form, its validation on each key, the pr
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from rich.syntax import Syntax
@@ -247,6 +248,7 @@ class SubmitScreen(Screen[None]):
         self.preview_text = ""  # the batch script shown (tests read it)
         self.plan_text = ""
         self.problems: dict[str, str] = {}  # field id -> what is wrong with it
+        self._previewed: tuple[str, bool] | None = None  # the form (and link) last shown
 
     def compose(self) -> ComposeResult:
         names = list(self.ctx.hub.conns)
@@ -386,6 +388,12 @@ class SubmitScreen(Screen[None]):
     def update_preview(self) -> None:
         form = self.form()
         cluster = self.ctx.hub.cluster(form.cluster)
+        # the Select and the boxes also announce the values they were built with, and under
+        # load past the debounce: a form already shown is not planned (nor estimated) again
+        seen = (json.dumps(form.as_dict(), sort_keys=True), cluster is not None)
+        if seen == self._previewed:
+            return
+        self._previewed = seen
         plan = self.query_one("#plan", Static)
         script = self.query_one("#script-preview", Static)
         offline = ""
@@ -437,6 +445,7 @@ class SubmitScreen(Screen[None]):
             self.estimate_text = ""
             box.update("")
             return
+        self.estimate_text = ""  # until this form's own answer comes
         box.update("[dim]start estimate: asking the scheduler…[/]")
         self._estimate_timer = self.set_timer(ESTIMATE_AFTER_S, lambda: self._estimate(form))
 
