@@ -15,6 +15,7 @@ from pydantic import Field
 
 from hpcui.backends.model import Model
 from hpcui.backends.pbs.dialect import PbsDialect, decode_exit_status, pbs_state
+from hpcui.backends.records import JobDetails
 from hpcui.backends.required_fields import require
 from hpcui.backends.scheduler_text import duration_s
 from hpcui.backends.states import JobState
@@ -182,3 +183,39 @@ def _variable(value: Any, name: str) -> str | None:
         return _str(value.get(name))
     match = re.search(rf"(?:^|,){name}=([^,]*)", _str(value) or "")
     return match.group(1) if match else None
+
+
+def details(job_id: str, job: PbsJob) -> JobDetails:
+    """`scontrol show job`'s record for a PBS job (`hpcui show`)."""
+    return JobDetails(
+        job_id=job_id,
+        name=job.name or "",
+        user=job.owner or "",
+        state=job.state,
+        state_raw=job.state_raw,
+        reason=job.comment or "",
+        exit_code="" if job.exit_status is None else str(job.exit_status),
+        partition=job.queue or "",
+        work_dir=job.work_dir or "",
+        stdout=job.output_path or "",
+        stderr=job.error_path or "",
+        batch_host=job.nodes[0] if job.nodes else "",
+        nodelist=",".join(job.nodes),
+        time_limit_s=job.walltime_limit_s,
+        submit_time=job.ctime,
+        start_time=job.stime,
+        log_note=_spooled_note(job),
+    )
+
+
+def _spooled_note(job: PbsJob) -> str:
+    """PBS keeps a job's stdout/stderr in the execution host's spool and copies them to
+    Output_Path/Error_Path when it ends, unless Keep_Files has `d` (direct write)."""
+    keep = job.keep_files
+    if keep is None or "d" in keep or job.state.is_final:
+        return ""
+    return (
+        f"PBS keeps this job's output on its execution host until it ends (Keep_Files={keep}): "
+        "its log appears when the job ends. Submit with `qsub -k oed` to have it written "
+        "in place as it runs."
+    )

@@ -13,6 +13,7 @@ from typing import Any, Unpack
 
 from hpcui.backends.records import StartEstimate
 from hpcui.backends.states import JobState
+from hpcui.clusters import mapping
 from hpcui.clusters import parts as cluster_setup
 from hpcui.clusters.face_support import FaceSupport
 from hpcui.clusters.job_view import JobView, assemble
@@ -27,6 +28,7 @@ from hpcui.jobs.finish import FinishWatch
 from hpcui.jobs.handle import JobHandle
 from hpcui.jobs.job import Job, JobList
 from hpcui.jobs.other import OtherJob
+from hpcui.jobs.packed import CallList
 from hpcui.jobs.status import StatusService
 from hpcui.logs import follow as _logs  # site state (queue, quota, modules, logs): block at the end
 from hpcui.logs.progress import Finish
@@ -242,23 +244,23 @@ class Cluster:
         req = resources or Resources.from_kwargs(**resource_kwargs)
         return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
 
-    def map(
-        self,
-        fn: Callable[..., Any],
-        *iterables: Iterable[Any],
-        resources: Resources | None = None,
-        **resource_kwargs: Any,
-    ) -> JobList:
-        """`fn` over the zipped iterables as ONE job array (one sbatch call)."""
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],
+            resources: Resources | None = None, calls_per_task: int | None = None,
+            call_s: float | None = None, **resource_kwargs: Any) -> JobList | CallList:  # fmt: skip
+        """`fn` over the zipped iterables as job arrays; `calls_per_task=K` or `call_s=`
+        packs calls into tasks: a CallList (hpcui.clusters.mapping)."""
         calls: list[Call] = [(tuple(items), {}) for items in zip(*iterables)]
-        return self.map_calls(fn, calls, resources or Resources.from_kwargs(**resource_kwargs))
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        return mapping.submit_map(self._to_map, fn, calls, req, calls_per_task, call_s)
 
     def map_calls(self, fn: Callable[..., Any], calls: list[Call], resources: Resources,
                   call_meta: list[dict[str, Any]] | None = None) -> JobList:  # fmt: skip
-        """`fn(*args, **kwargs)` per call as ONE job array; call i's record carries
-        `call_meta[i]` from before sbatch (how hpcui.sweeps knows its elements)."""
-        done = self.submitter.submit(fn, calls, resources, True, call_meta) if calls else None
-        return JobList(self._jobs(done) if done else [])
+        """A task per call; call i's record carries `call_meta[i]` (hpcui.sweeps' keys)."""
+        return mapping.submit_calls(self._to_map, fn, calls, resources, call_meta)
+
+    @property
+    def _to_map(self) -> mapping.MapTarget:
+        return mapping.MapTarget(self.submitter, self.config.defaults, self._jobs)
 
     def _jobs(self, done: Submitted) -> list[Job]:
         jobs = [
@@ -290,14 +292,9 @@ class Cluster:
     ) -> ScriptPreview:
         """The batch script a submit with these resources would send (no network)."""
         return submitter_preview(
-            self.config,
-            self.profile,
-            self.scheduler,
-            python=self.python,
-            setup=self.setup,
-            array_size=array_size,
-            **resource_kwargs,
-        )
+            self.config, self.profile, self.scheduler, python=self.python, setup=self.setup,
+            array_size=array_size, **resource_kwargs,
+        )  # fmt: skip
 
     def estimate_start(
         self, *, array_size: int | None = None, **resource_kwargs: Any

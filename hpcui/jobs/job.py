@@ -402,6 +402,11 @@ class JobList(list[Job]):
     """What `map` returns: a plain list of its jobs that a notebook shows live as one panel
     (states counted, the first errors at the end)."""
 
+    @property
+    def jobs(self) -> list[Job]:
+        """Its array tasks, as a packed map's CallList names them (one call each here)."""
+        return list(self)
+
     def _ipython_display_(self) -> None:
         from hpcui.live import show  # only where a notebook shows a job
 

@@ -158,6 +158,9 @@ class Profile(Model):
     #: `hpcui script` renders offline); None: probed once on the first connection
     pbs_dialect: Literal["pbspro", "torque", "slurm-torque-wrapper"] | None = None
     login_hosts: list[str] = Field(default_factory=list)
+    #: tasks one job array may have (Slurm MaxArraySize, PBS max_array_size); None: asked
+    #: of the scheduler the first time a map sends more than 100 tasks
+    max_array_size: int | None = Field(None, ge=0)
     #: data-transfer nodes: fast copies, but they cannot submit jobs
     transfer_hosts: list[str] = Field(default_factory=list)
 

@@ -107,6 +107,11 @@ class Scheduler(abc.ABC):
     @abc.abstractmethod
     def cancel(self, job_ids: Sequence[str]) -> None: ...
 
+    def max_array_size(self) -> int | None:
+        """Tasks one job array may have, as the scheduler's configuration says (one round
+        trip); None: no limit this scheduler knows of."""
+        return None
+
     # -- when a request would start ---------------------------------------------------------
 
     def estimate_start(self, scripts: Mapping[str, str]) -> list[StartEstimate]:

@@ -17,8 +17,9 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TypeVar
 
-from hpcui.backends import usage
+from hpcui.backends import array_limits, usage
 from hpcui.backends.batch import BatchSpec
+from hpcui.backends.pbs import job as pbs_job
 from hpcui.backends.pbs import nodes as pbs_nodes
 from hpcui.backends.pbs import queues as pbs_queues
 from hpcui.backends.pbs import script as pbs_script
@@ -231,7 +232,7 @@ class PbsScheduler(Scheduler):
                 f"PBS does not know job {job_id} (wrong id, or its history is gone). "
                 "`hpcui jobs --all` lists your jobs."
             )
-        return _details(job_id, jobs[0])
+        return pbs_job.details(job_id, jobs[0])
 
     def shell_script(self, job_id: str, node: str | None = None) -> str:
         if self.dialect == WRAPPER:
@@ -315,6 +316,15 @@ class PbsScheduler(Scheduler):
         else:
             jobs = self._user_jobs(history=True)
         return [into.from_values(_values(into, _accounting_entry(j), j)) for j in jobs]
+
+    def max_array_size(self) -> int | None:
+        """PBS Pro's server attribute; Slurm's on its wrapper; Torque's is not read (None)."""
+        dialect = self.dialect
+        if dialect == WRAPPER:
+            return self._slurm.max_array_size()
+        if dialect != "pbspro":
+            return None
+        return self._read(list(array_limits.PBS_COMMAND), "qstat -Bf", array_limits.parse_pbs)
 
     def partitions(self) -> list[PartitionInfo]:
         """The server's queues from ``qstat -Q`` (PBS has no node counts per queue there)."""
@@ -462,39 +472,4 @@ def _control_checked(res: CommandResult, tool: str, job_ids: Sequence[str]) -> N
         f"PBS refused `{tool}` for job {', '.join(job_ids)}: {said}. Check the job's state "
         "with `hpcui show` (hold/release need a queued job, qrerun a running one; a "
         "walltime may only be lowered, or only by administrators, at some sites)."
-    )
-
-
-def _details(job_id: str, job: PbsJob) -> JobDetails:
-    return JobDetails(
-        job_id=job_id,
-        name=job.name or "",
-        user=job.owner or "",
-        state=job.state,
-        state_raw=job.state_raw,
-        reason=job.comment or "",
-        exit_code="" if job.exit_status is None else str(job.exit_status),
-        partition=job.queue or "",
-        work_dir=job.work_dir or "",
-        stdout=job.output_path or "",
-        stderr=job.error_path or "",
-        batch_host=job.nodes[0] if job.nodes else "",
-        nodelist=",".join(job.nodes),
-        time_limit_s=job.walltime_limit_s,
-        submit_time=job.ctime,
-        start_time=job.stime,
-        log_note=_spooled_note(job),
-    )
-
-
-def _spooled_note(job: PbsJob) -> str:
-    """PBS keeps a job's stdout/stderr in the execution host's spool and copies them to
-    Output_Path/Error_Path when it ends, unless Keep_Files has `d` (direct write)."""
-    keep = job.keep_files
-    if keep is None or "d" in keep or job.state.is_final:
-        return ""
-    return (
-        f"PBS keeps this job's output on its execution host until it ends (Keep_Files={keep}): "
-        "its log appears when the job ends. Submit with `qsub -k oed` to have it written "
-        "in place as it runs."
     )

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hpcui.backends import usage
+from hpcui.backends import array_limits, usage
 from hpcui.backends.batch import BatchSpec, format_duration
 from hpcui.backends.records import (
     AccountingEntry,
@@ -161,6 +161,16 @@ class SlurmScheduler(Scheduler):
             slurm_queue.as_accounting(e, into)
             for e in slurm_queue.parse_squeue(_checked(res, "squeue").stdout, into=QueueEntry)
         ]
+
+    def max_array_size(self) -> int | None:
+        self.calls += 1
+        res = self.transport.run(list(array_limits.SLURM_COMMAND))
+        try:
+            return array_limits.parse_slurm(_checked(res, "scontrol show config").stdout)
+        except ValueError as exc:
+            raise SchedulerError(
+                f"scontrol show config printed something hpcui cannot read: {exc}"
+            ) from exc
 
     def partitions(self) -> list[PartitionInfo]:
         self.calls += 1

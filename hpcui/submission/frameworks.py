@@ -75,6 +75,7 @@ def code_text(fn: Callable[..., Any], args: Sequence[Any] = ()) -> CodeText | No
     (a built-in, a lambda typed at a prompt): nothing to check."""
     if fn is run_script and len(args) >= 2 and isinstance(args[0], str):
         return CodeText(str(args[1]), args[0])
+    fn = inspect.unwrap(fn)  # a decorated function, or a packed map's (node/packed.py)
     # a function, or an instance of a callable class (submitit's Checkpointable): its __call__
     target = fn if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
     if not inspect.isroutine(target):

@@ -42,7 +42,7 @@ from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
-from hpcui.submission import containers, environments, frameworks
+from hpcui.submission import arrays, containers, environments, frameworks
 from hpcui.submission import recovery as submit_recovery
 from hpcui.submission.env_store import key_of
 from hpcui.submission.needs import Need, check_needs
@@ -161,6 +161,8 @@ class Submitter:
         self._reconciled_at: float | None = None
         self._lock = threading.Lock()
         self._images: dict[tuple[str, str], containers.Prepared] = {}
+        #: tasks one array may have here (hpcui.submission.arrays.ArrayLimit)
+        self.array_limit = arrays.ArrayLimit(lambda: self.profile.max_array_size, scheduler)
 
     # -- remote environment ----------------------------------------------------------------
 

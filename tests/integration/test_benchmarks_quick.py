@@ -29,6 +29,7 @@ ON_CLUSTER = {
     "usage_bench": (r"one look, 2-node job .* median +\d+\.\d ms", "distributed"),
     "scaling_bench": (r"\n +2 +\d +DDP +\d+\.\d{3}", "distributed"),
     "framework_start_bench": (r"lightning +\d+\.\d\ds +\d+\.\d\ds", "frameworks"),
+    "map_bench": (r"hpcui map, packed \(call_s=\) +\d+ +\d+\.\d +\d+\.\d", None),
 }
 
 

@@ -9,13 +9,13 @@ from hpcui.backends import allocations
 from hpcui.backends.batch import BatchSpec
 from hpcui.backends.pbs import script as pbs_script
 from hpcui.backends.pbs import status as pbs
+from hpcui.backends.pbs.job import details as _details
 from hpcui.backends.slurm import control as slurm_control
 from hpcui.backends.slurm import free as slurm_free
 from hpcui.backends.slurm import script as slurm_script
 from hpcui.backends.states import JobState
 from hpcui.errors import UsageError
 from hpcui.request.resources import Resources
-from hpcui.schedulers.pbs import _details
 from hpcui.schedulers.slurm import SlurmScheduler
 from hpcui.transport.base import CommandResult
 from tests.canned import CannedTransport, ok

@@ -525,7 +525,7 @@ class SubmitScreen(Screen[None]):
             resources.setdefault("name", call.name)
             calls = form.array_calls()
             if calls:  # ONE job array; the table folds it into one row
-                job = cluster.map(call.fn, *zip(*calls, strict=True), **resources)[0]
+                job = cluster.map(call.fn, *zip(*calls, strict=True), **resources).jobs[0]
             else:
                 job = cluster.submit(call.fn, *call.args, kwargs=call.kwargs, **resources)
             # the registry record keeps the form: "resubmit" refills it, in any process

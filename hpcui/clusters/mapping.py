@@ -1,0 +1,108 @@
+"""A map's calls as job arrays: packed per task when asked (hpcui.submission.arrays says
+how many per task and how many arrays), one sbatch per array, one handle per call back.
+
+Many arrays are sent one after the other; when a later one is refused, the ones already
+queued stay queued (they are in the registry and `hpcui jobs` lists them) and the error
+says which they are, so nothing is lost or sent twice by a retry of the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hpcui.errors import HpcuiError
+from hpcui.jobs.job import Job, JobList
+from hpcui.jobs.packed import CallList
+from hpcui.node.packed import Packed
+from hpcui.request.resources import Resources
+from hpcui.submission.arrays import ArrayPlan, packed_calls, plan_arrays
+from hpcui.submission.submitter import Submitted, Submitter
+
+log = logging.getLogger(__name__)
+
+Call = tuple[tuple, dict]
+
+
+@dataclass(frozen=True)
+class MapTarget:
+    """What a map needs of its Cluster (which imports this module, not the reverse)."""
+
+    submitter: Submitter
+    defaults: dict[str, Any]
+    to_jobs: Callable[[Submitted], list[Job]]
+
+
+def submit_map(
+    cluster: MapTarget,
+    fn: Callable[..., Any],
+    calls: list[Call],
+    resources: Resources,
+    calls_per_task: int | None = None,
+    call_s: float | None = None,
+) -> JobList | CallList:
+    """A JobList (one job per call) when each task runs one call; a CallList otherwise."""
+    if not calls:
+        return JobList([])
+    cap = resources.merged(cluster.defaults).array_parallelism
+    shape = plan_arrays(
+        len(calls), calls_per_task=calls_per_task, call_s=call_s,
+        limit=cluster.submitter.array_limit, parallelism=cap,
+    )  # fmt: skip
+    per_task = shape.calls_per_task
+    if per_task == 1:
+        return JobList(_send(cluster, shape, fn, calls, resources, None))
+    jobs = _send(cluster, shape, Packed(fn), packed_calls(calls, per_task), resources, None)
+    return CallList(jobs, per_task, len(calls))
+
+
+def submit_calls(
+    cluster: MapTarget,
+    fn: Callable[..., Any],
+    calls: list[Call],
+    resources: Resources,
+    call_meta: list[dict[str, Any]] | None = None,
+) -> JobList:
+    """A task per call; call i's record carries `call_meta[i]` (a sweep's element keys)."""
+    if not calls:
+        return JobList([])
+    cap = resources.merged(cluster.defaults).array_parallelism
+    shape = plan_arrays(len(calls), limit=cluster.submitter.array_limit, parallelism=cap)
+    return JobList(_send(cluster, shape, fn, calls, resources, call_meta))
+
+
+def _send(
+    cluster: MapTarget,
+    shape: ArrayPlan,
+    fn: Callable[..., Any],
+    task_calls: list[Call],
+    resources: Resources,
+    call_meta: list[dict[str, Any]] | None,
+) -> list[Job]:
+    """One sbatch per array of the plan, in order."""
+    if shape.parallelism != resources.merged(cluster.defaults).array_parallelism:
+        resources = resources.model_copy(update={"array_parallelism": shape.parallelism})
+    jobs: list[Job] = []
+    for tasks in shape.arrays:
+        meta = call_meta[tasks.start : tasks.stop] if call_meta else None
+        try:
+            done = cluster.submitter.submit(
+                fn, task_calls[tasks.start : tasks.stop], resources, True, meta
+            )
+        except HpcuiError as exc:
+            if jobs:
+                said = (
+                    f"{len(jobs)} of the map's {shape.tasks} array tasks were queued before "
+                    f"this ({jobs[0].job_id} .. {jobs[-1].job_id}) and stay queued: cancel "
+                    "them, or map the remaining calls only."
+                )
+                log.warning("%s", said)
+                exc.add_note(said)
+            raise
+        jobs += cluster.to_jobs(done)
+    if len(shape.arrays) > 1:
+        log.info("%d tasks sent as %d arrays (at most %d per array here)",
+                 shape.tasks, len(shape.arrays), len(shape.arrays[0]))  # fmt: skip
+    return jobs
