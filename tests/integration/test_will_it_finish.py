@@ -74,7 +74,7 @@ def test_the_app_says_it_once_in_a_column_and_a_notice_whatever_the_screen(dev, 
     job = dev.submit(steps, STEPS, STEP_S, time="1m", cpus_per_task=1, mem="200M", name="eta-app")
     key = f"dev:{job.job_id}"
 
-    async def go() -> tuple[bool, str, list[str], JobState]:
+    async def go() -> tuple[bool, str, list[str], str]:
         app = HpcuiApp("dev", connect=["dev"])
         async with app.run_test(size=SIZE) as pilot:
             table = app.screen.query_one("#live", JobTable)
@@ -91,7 +91,9 @@ def test_the_app_says_it_once_in_a_column_and_a_notice_whatever_the_screen(dev, 
                                    for n in app._notifications),
                 20, "the notice",
             )  # fmt: skip
-            state_at_notice = job.state
+            # what the app shows when it tells (this test's own Job object reads a cache
+            # that a poll dropped under load can leave a step behind)
+            state_at_notice = str(table.shown[key].get("state", ""))
             await pilot.pause(8)  # more looks: still told once
             # this job's notices (other tests' running loops may be told about too)
             told = [n.message for n in app._notifications if f"dev:{job.job_id} " in n.message]
@@ -106,4 +108,4 @@ def test_the_app_says_it_once_in_a_column_and_a_notice_whatever_the_screen(dev, 
     assert "left" in cell, cell
     assert len(told) == 1 and "eta-app will not finish before its limit" in told[0], told
     assert f"hpcui update {job.job_id} --time" in told[0], told
-    assert state is JobState.RUNNING  # before the limit
+    assert state == JobState.RUNNING.value  # before the limit
