@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = hpcui.connect(args.cluster)
     n, ref, ms = args.calls, args.reference_calls, args.call_ms
-    print(f"{cluster.name}: MaxArraySize {cluster.submitter.array_limit()}, "
+    print(f"{cluster.name}: MaxArraySize {cluster.submitter.array_limit(max(n, ref))}, "
           f"a call sleeps {ms:g} ms", flush=True)  # fmt: skip
     rows = []
     took, tasks, arrays = _hpcui(cluster, n, ms, packed=True)

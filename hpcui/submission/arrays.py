@@ -66,14 +66,14 @@ def plan_arrays(
     *,
     calls_per_task: int | None = None,
     call_s: float | None = None,
-    limit: Callable[[], int | None],
+    limit: Callable[[int], int | None],
     parallelism: int | None = None,
 ) -> ArrayPlan:
-    """`limit()` is asked only for an array above SMALL_ARRAY tasks (a round trip, once
-    per cluster): None means the scheduler sets none."""
+    """`limit(tasks)`: the most tasks one array may have for a map of `tasks` (ArrayLimit);
+    None means no limit matters."""
     per_task = packing(n_calls, calls_per_task, call_s)
     tasks = math.ceil(n_calls / per_task)
-    most = limit() if tasks > SMALL_ARRAY else None
+    most = limit(tasks)
     if most is not None and most < 1:
         raise UsageError(
             "This cluster's scheduler does not allow job arrays (MaxArraySize = 0): submit "
@@ -100,17 +100,22 @@ def packed_calls(calls: list[tuple[tuple, dict]], per_task: int) -> list[tuple[t
 
 
 class ArrayLimit:
-    """Tasks one array may have at a site: the profile's `max_array_size` when it sets one,
-    else the scheduler's configuration, asked once (a round trip) and only when needed."""
+    """Tasks one array may have at a site: the profile's `max_array_size` when it sets one
+    (free), else the scheduler's configuration, asked once per cluster (a round trip) and
+    only for a map above SMALL_ARRAY tasks (no site sets less)."""
 
     def __init__(self, profile_says: Callable[[], int | None], scheduler: Scheduler) -> None:
         self._profile_says, self._scheduler = profile_says, scheduler
         self._known: tuple[int | None] | None = None
         self._lock = threading.Lock()
 
-    def __call__(self) -> int | None:
+    def __call__(self, tasks: int) -> int | None:
+        said = self._profile_says()
+        if said is not None:
+            return said
+        if tasks <= SMALL_ARRAY:
+            return None
         with self._lock:
             if self._known is None:
-                said = self._profile_says()
-                self._known = (said if said is not None else self._scheduler.max_array_size(),)
+                self._known = (self._scheduler.max_array_size(),)
             return self._known[0]

@@ -44,8 +44,8 @@ def test_the_array_limit_is_the_schedulers_own(dev_env, site, want):
     """dev's slurm.conf has Slurm's default (1001), dev24's 10001; PBS's server 10000."""
     cluster = _connect(site)
     before = cluster.scheduler.calls
-    assert cluster.submitter.array_limit() == want
-    assert cluster.submitter.array_limit() == want  # asked once per cluster
+    assert cluster.submitter.array_limit(5000) == want  # a map of 5000 tasks asks
+    assert cluster.submitter.array_limit(5000) == want  # asked once per cluster
     assert cluster.scheduler.calls == before + 1
 
 

@@ -14,20 +14,32 @@ from hpcui.backends import array_limits
 from hpcui.errors import JobFailedError, UsageError
 from hpcui.jobs.packed import CallList
 from hpcui.node.packed import Packed
-from hpcui.submission.arrays import MIN_TASKS, packed_calls, plan_arrays
+from hpcui.submission.arrays import MIN_TASKS, ArrayLimit, packed_calls, plan_arrays
 from hpcui.submission.frameworks import code_text
 from tests.conftest import fixture_text
 
 
-class Limit:
-    """The site's MaxArraySize, counting how often it was asked (a round trip each)."""
+class Site:
+    """A scheduler's MaxArraySize, counting how often it was asked (a round trip each)."""
 
     def __init__(self, value: int | None) -> None:
         self.value, self.asked = value, 0
 
-    def __call__(self) -> int | None:
+    def max_array_size(self) -> int | None:
         self.asked += 1
         return self.value
+
+
+class Limit(ArrayLimit):
+    """hpcui's own ArrayLimit over a Site, with no profile value unless given."""
+
+    def __init__(self, value: int | None, profile: int | None = None) -> None:
+        self.site = Site(value)
+        super().__init__(lambda: profile, self.site)  # type: ignore[arg-type]
+
+    @property
+    def asked(self) -> int:
+        return self.site.asked
 
 
 def test_ten_thousand_ten_ms_calls_pack_into_a_few_tasks_without_asking_the_limit():
@@ -50,6 +62,20 @@ def test_one_call_per_task_splits_at_max_array_size_in_order():
     assert [len(r) for r in shape.arrays] == [1001] * 9 + [991]
     flat = [i for r in shape.arrays for i in r]
     assert flat == list(range(10_000))
+
+
+def test_a_profile_limit_holds_for_a_small_map_and_costs_no_round_trip():
+    limit = Limit(1001, profile=4)
+    shape = plan_arrays(10, limit=limit)
+    assert [list(r) for r in shape.arrays] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert limit.asked == 0
+
+
+def test_the_site_is_asked_once_per_cluster():
+    limit = Limit(1001)
+    for _ in range(3):
+        plan_arrays(5000, limit=limit)
+    assert limit.asked == 1
 
 
 def test_parallelism_is_shared_out_over_the_arrays_or_refused():
