@@ -140,6 +140,8 @@ def _show(args: argparse.Namespace) -> int:
 
     sweep = get(connect(cluster_name(args)), args.sweep_name)
     rows = sweep.results(metrics=not args.no_metrics)
+    if args.filter:
+        rows = table.filter_rows(rows, args.filter)
     if args.sort:
         rows = table.sort_rows(rows, args.sort)
     if args.json:
@@ -153,19 +155,12 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _print_table(rows: list[dict[str, Any]], cols: list[str]) -> None:
+    from hpcui.sweeps import table
+
     shown = [c for c in cols if c != "key"]
     at = shown.index("state") if "state" in shown else None
-    out.table(shown, [[_text(r.get(c)) for c in shown] for r in rows],
+    out.table(shown, [[table.cell_text(c, r.get(c)) for c in shown] for r in rows],
               colours={at: out.state} if at is not None else None)  # fmt: skip
-
-
-def _text(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    text = v if isinstance(v, str) else json.dumps(v)
-    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -299,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", action="store_true", help="show: the table as CSV")
     s.add_argument("--sort", metavar="[-]COLUMN", help="show: by this column (-: descending)")
     s.add_argument(
+        "--filter", metavar="QUERY",
+        help="show: rows matching every word: COLUMN=TEXT, COLUMN>N, COLUMN<N or TEXT",
+    )  # fmt: skip
+    s.add_argument(
         "--no-metrics", action="store_true", help="show: skip reading each log for metrics"
     )
     s.add_argument(

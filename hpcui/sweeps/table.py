@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from hpcui.common.formatting import hms, size
 from hpcui.errors import HpcuiError, JobError, UsageError
 from hpcui.metrics import MetricReader
 
@@ -152,6 +153,59 @@ def _cell(v: Any) -> Any:
     if isinstance(v, list | dict):
         return json.dumps(v)
     return v
+
+
+def cell_text(column: str, v: Any, width: int = 40) -> str:
+    """A cell as people read it, the same in `hpcui sweep show` and the app: `-` when
+    empty, floats to 4 digits, bytes and seconds as sizes and clock times."""
+    if v is None:
+        return "-"
+    if column == "max_rss" and isinstance(v, int | float):
+        return size(v)
+    if column == "elapsed_s" and isinstance(v, int | float):
+        return hms(v, pad_hours=False)
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    text = v if isinstance(v, str) else json.dumps(v)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def filter_rows(table: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    """The rows every word of `query` matches: `COLUMN=TEXT` (that cell contains TEXT),
+    `COLUMN>N` / `COLUMN<N` (a number), or TEXT (any cell contains it); case-insensitive."""
+    words = query.split()
+    if not words:
+        return list(table)
+    tests = [_word_test(w) for w in words]
+    return [r for r in table if all(t(r) for t in tests)]
+
+
+def _word_test(word: str) -> Any:
+    for op in ("=", ">", "<"):
+        name, sep, want = word.partition(op)
+        if sep and name and want:
+            return _column_test(name, op, want)
+    low = word.lower()
+    return lambda r: any(low in cell_text(c, v, width=10**6).lower() for c, v in r.items())
+
+
+def _column_test(name: str, op: str, want: str) -> Any:
+    if op == "=":
+        low = want.lower()
+        return lambda r: low in cell_text(name, r.get(name), width=10**6).lower()
+    try:
+        bound = float(want)
+    except ValueError:
+        raise UsageError(f"{name}{op}{want}: after {op!r} comes a number, e.g. "
+                         f"{name}{op}0.5.") from None  # fmt: skip
+
+    def test(r: dict[str, Any]) -> bool:
+        v = r.get(name)
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            return False
+        return v > bound if op == ">" else v < bound
+
+    return test
 
 
 def state_counts(table: Iterable[Mapping[str, Any]]) -> dict[str, int]:

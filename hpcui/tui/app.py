@@ -57,6 +57,7 @@ from hpcui.tui.screens.cluster import ClusterScreen
 from hpcui.tui.screens.job import JobScreen
 from hpcui.tui.screens.jobs import JobsScreen
 from hpcui.tui.screens.submit import SUBMIT_FORM, SubmitScreen
+from hpcui.tui.screens.sweep import SweepScreen
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ SCREENS_BY_MODE: dict[str, Callable[[AppContext], Screen[Any]]] = {
     "job": JobScreen,
     "submit": SubmitScreen,
     "cluster": ClusterScreen,
+    "sweep": SweepScreen,
 }
 
 
@@ -92,13 +94,14 @@ class HpcuiApp(App[None]):
     TITLE = "hpcui"
     CSS_PATH = "app.tcss"
     BINDINGS = [
-        # the footer shows the five views as one key, "1-5 Views" (the help lists each):
-        # five keys took 40 columns, and "3 Submit" beside the Submit screen's own
-        Binding("1", "mode('jobs')", "Views", key_display="1-5", id="app.jobs"),
+        # the footer shows the six views as one key, "1-6 Views" (the help lists each):
+        # six keys took 48 columns, and "3 Submit" beside the Submit screen's own
+        Binding("1", "mode('jobs')", "Views", key_display="1-6", id="app.jobs"),
         Binding("2", "mode('job')", "Job", show=False, id="app.job"),
         Binding("3", "mode('submit')", "Submit", show=False, id="app.submit"),
         Binding("4", "mode('cluster')", "Cluster", show=False, id="app.cluster"),
         Binding("5", "history", "History", show=False, id="app.history"),
+        Binding("6", "mode('sweep')", "Sweeps", show=False, id="app.sweep"),
         Binding("question_mark", "help", "Help", show=False, id="app.help"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
@@ -333,6 +336,7 @@ class HpcuiApp(App[None]):
             ("Job (2)", list(JobScreen.BINDINGS)),
             ("Submit (3)", list(SubmitScreen.BINDINGS)),
             ("Cluster (4)", list(ClusterScreen.BINDINGS)),
+            ("Sweeps (6)", list(SweepScreen.BINDINGS)),
             ("Questions", list(ConfirmModal.BINDINGS)),
         ]
         lead = {b.id for b in LEAD_BINDINGS}  # listed once, under "Everywhere"
@@ -524,7 +528,7 @@ def binding_ids() -> dict[str, str]:
     """Every remappable binding of the app: id -> default key (the app's and its screens')."""
     ids: dict[str, str] = {}
     owners: list[type[App[Any] | Screen[Any]]] = [HpcuiApp, JobsScreen, JobScreen]
-    owners += [SubmitScreen, ClusterScreen]  # SCREENS_BY_MODE's screens
+    owners += [SubmitScreen, ClusterScreen, SweepScreen]  # SCREENS_BY_MODE's screens
     for owner in owners:
         for binding in owner.BINDINGS:
             if isinstance(binding, Binding) and binding.id:

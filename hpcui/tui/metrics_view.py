@@ -44,8 +44,11 @@ class MetricsPlot(PlotextPlot):
                 sub.xlabel(metrics.x_name)
         self.refresh()
 
-    def show_compare(self, name: str, found: list[Metrics]) -> None:
-        """Metric `name` of each job on one pair of axes, labelled by job."""
+    def show_compare(
+        self, name: str, found: list[Metrics], labels: dict[str, str] | None = None
+    ) -> None:
+        """Metric `name` of each job on one pair of axes, labelled by job (or by
+        `labels[job]`: a sweep's configuration)."""
         plt = self.plt
         plt.clear_figure()
         self.drawn = []
@@ -54,8 +57,9 @@ class MetricsPlot(PlotextPlot):
             s = m.get(name)
             if s is None or not s.y:
                 continue
-            plt.plot(s.x, s.y, marker="braille", label=m.job)
-            self.drawn.append(m.job)
+            label = (labels or {}).get(m.job, m.job)
+            plt.plot(s.x, s.y, marker="braille", label=label)
+            self.drawn.append(label)
             x_names.add(m.x_name)
         plt.title(name)
         plt.xlabel(x_names.pop() if len(x_names) == 1 else "step or epoch (they differ)")
@@ -77,7 +81,8 @@ def summary(metrics: Metrics, drawn: list[str]) -> str:
 
 class CompareMetrics(ModalScreen[None]):
     """One metric of the selected jobs on one plot, or of every rank of one job
-    (`ranks=True`: rank 0 beside the others); [ and ] pick the metric."""
+    (`ranks=True`: rank 0 beside the others); [ and ] pick the metric. `first`: the metric
+    shown first when the jobs have it; `labels`: `cluster:job id` -> its line's legend."""
 
     BINDINGS = [
         Binding("escape,q", "dismiss", "Close"),
@@ -86,9 +91,17 @@ class CompareMetrics(ModalScreen[None]):
     ]
 
     def __init__(
-        self, cluster_of: Any, jobs: list[tuple[str, str]], *, ranks: bool = False
+        self,
+        cluster_of: Any,
+        jobs: list[tuple[str, str]],
+        *,
+        ranks: bool = False,
+        first: str = "",
+        labels: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
+        self.first = first
+        self.labels = labels
         self.cluster_of = cluster_of  # name -> Cluster (the hub's)
         self.jobs = jobs
         self.ranks = ranks  # the ranks of jobs[0], one line each
@@ -131,6 +144,7 @@ class CompareMetrics(ModalScreen[None]):
                 counts[name] = counts.get(name, 0) + 1
         # the metrics most jobs share first (loss ahead among equals), then by name
         self.names = sorted(counts, key=lambda n: (-counts[n], n != "loss", n))
+        self.index = self.names.index(self.first) if self.first in self.names else 0
         self.problems = problems
         self._draw()
 
@@ -145,7 +159,7 @@ class CompareMetrics(ModalScreen[None]):
             plot.show_compare("", [])
             return
         name = self.names[self.index % len(self.names)]
-        plot.show_compare(name, self.found)
+        plot.show_compare(name, self.found, self.labels)
         across = (
             f"{len(plot.drawn)} of {len(self.found)} ranks of {self.jobs[0][0]}:{self.jobs[0][1]}"
             if self.ranks

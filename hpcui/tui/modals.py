@@ -174,7 +174,7 @@ HELP_DETAIL = {
     "cluster.connect": "connect (or reconnect) this cluster",
     "cluster.search": "search modules (spider)",
     "submit.submit": "submit the form",
-    "submit.leave": "leave the field (then 1-5 and ? work)",
+    "submit.leave": "leave the field (then 1-6 and ? work)",
     "job.hold": "hold: keep a pending job from starting",
     "job.release": "release a held job",
     "job.requeue": "requeue: back to pending (a running job restarts)",

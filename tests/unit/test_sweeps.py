@@ -96,6 +96,30 @@ def test_sorting_puts_rows_without_the_column_last_both_ways():
         table.sort_rows(rows, "nope")
 
 
+def test_cells_read_as_people_read_them():
+    assert table.cell_text("max_rss", 300 * 2**20) == "300.0M"
+    assert table.cell_text("elapsed_s", 3725) == "1:02:05"
+    assert table.cell_text("metric.loss", 0.123456) == "0.1235"
+    assert table.cell_text("error", None) == "-"
+    assert table.cell_text("layers", [64, 64]) == "[64, 64]"
+    assert table.cell_text("error", "x" * 50, width=10) == "x" * 9 + "…"
+
+
+def test_a_filter_keeps_rows_matching_every_word():
+    rows = [
+        {"lr": 0.1, "state": "COMPLETED", "metric.loss": 0.4},
+        {"lr": 0.01, "state": "FAILED", "error": "ValueError: diverged"},
+        {"lr": 0.001, "state": "COMPLETED", "metric.loss": 0.2, "flag": True},
+    ]
+    assert [r["lr"] for r in table.filter_rows(rows, "state=completed")] == [0.1, 0.001]
+    assert [r["lr"] for r in table.filter_rows(rows, "lr<0.05 metric.loss<0.3")] == [0.001]
+    assert [r["lr"] for r in table.filter_rows(rows, "diverged")] == [0.01]
+    assert table.filter_rows(rows, "lr>1") == [] and table.filter_rows(rows, "  ") == rows
+    assert table.filter_rows(rows, "flag>0") == []  # a boolean is not a number to compare
+    with pytest.raises(UsageError, match="after '<' comes a number"):
+        table.filter_rows(rows, "lr<small")
+
+
 def test_csv_has_every_column_of_every_row():
     text = table.to_csv([{"a": 1}, {"a": 2, "b": [1, 2]}])
     assert text.splitlines() == ["a,b", "1,", '2,"[1, 2]"']
@@ -210,6 +234,9 @@ def test_the_cli_starts_shows_and_resumes(local_box, tmp_path, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert [r["result.twice"] for r in shown["rows"]] == [6, 4, 2]
     assert {"x", "state", "metric.loss", "result.twice"} <= set(shown["columns"])
+    assert main(["sweep", "show", "cli", "--filter", "x>1", "--sort", "x"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[1].split()[:2] == ["2", "COMPLETED"]
     assert main(["sweep", "show", "cli", "--csv"]) == 0
     csv_text = capsys.readouterr().out
     assert csv_text.splitlines()[0].startswith("key,x,state,job_id,attempts,result.twice")

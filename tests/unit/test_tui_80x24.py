@@ -42,7 +42,7 @@ def test_each_footer_fits_80_columns_with_its_main_keys(replay):  # noqa: F811
         assert keys[:2] == ["? Help", "q Quit"], (name, keys)
     assert "h History" in seen["jobs"]  # was cut to "h Histor"
     assert {"m Metrics", "c Cancel", "u Usage"} <= set(seen["job"]), seen["job"]
-    assert "1-5 Views" in seen["submit"]
+    assert "1-6 Views" in seen["submit"]
 
 
 def test_the_metrics_key_is_in_the_wide_job_footer_too(replay):  # noqa: F811

@@ -349,7 +349,7 @@ async def _help(pilot) -> None:
     await until(pilot, lambda: type(app.screen).__name__ == "HelpModal")
     markdown = app.screen.query_one("Markdown")
     # every group's table mounted (the Markdown parses off the event loop)
-    await until(pilot, lambda: len(markdown.query("MarkdownTable")) == 6)
+    await until(pilot, lambda: len(markdown.query("MarkdownTable")) == 7)
     await pilot.wait_for_scheduled_animations()
     await settled(pilot)
 

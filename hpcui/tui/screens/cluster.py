@@ -337,7 +337,7 @@ class ClusterScreen(Screen[None]):
         self.query_one("#mod-q", Input).focus()
 
     def action_leave_field(self) -> None:
-        """Esc leaves the module search box: r, C, / and 1-5 are keys again."""
+        """Esc leaves the module search box: r, C, / and 1-6 are keys again."""
         if isinstance(self.focused, Input):
             self.set_focus(None)
 

@@ -299,7 +299,7 @@ class SubmitScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         self._cluster_picked()
-        # coming back: no field holds the focus, so 1-5, h and ? are the screen keys again
+        # coming back: no field holds the focus, so 1-6, h and ? are the screen keys again
         # (Textual gives the last focused field its focus back)
         if self.focused is not None and self.focused is not self.query_one("#submit", Button):
             self.set_focus(None)
@@ -479,7 +479,7 @@ class SubmitScreen(Screen[None]):
         box.update(f"[{style}]{_esc(imports)}[/]")
 
     def action_leave_field(self) -> None:
-        """Esc leaves the field being typed in, so 1-5 and ? work again."""
+        """Esc leaves the field being typed in, so 1-6 and ? work again."""
         if isinstance(self.focused, Input):
             self.query_one("#submit", Button).focus()
 
