@@ -56,3 +56,16 @@ def duration_s(value: str | None) -> int | None:
         return None
     weights = (1, 60, 3600, 86400)[: len(numbers)]
     return int(sum(n * w for n, w in zip(numbers, weights, strict=True)))
+
+
+_PBS_SIZE = re.compile(r"(?P<n>\d+)(?P<unit>[kmgtp]?)(?P<w>[bw]?)", re.IGNORECASE)
+
+
+def pbs_size(value: str | None) -> int | None:
+    """Bytes in a PBS size (``4194304kb``, ``8gb``, ``512mb``, bare bytes; 1024-based;
+    a word is 8 bytes), None when absent or not a size."""
+    m = _PBS_SIZE.fullmatch((value or "").strip())
+    if m is None or not (value or "").strip():
+        return None
+    n = int(m["n"]) * 1024 ** " kmgtp".index(m["unit"].lower() or " ")
+    return n * 8 if m["w"].lower() == "w" else n

@@ -182,3 +182,9 @@ class WaitTimeout(HpcuiError):
 
 class JobTimeoutError(WaitTimeout, JobError):
     """Waiting for the job took longer than the caller allowed."""
+
+
+class ResourceAdvice(UserWarning):
+    """Not an error: said on submit when a request is far above what the same function
+    used before (hpcui.clusters.sizing); `warnings.filterwarnings("ignore",
+    category=hpcui.ResourceAdvice)` silences it."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, resource_kwargs
-from hpcui.errors import JobTimeoutError
+from hpcui.errors import JobTimeoutError, ResourceAdvice
 
 if TYPE_CHECKING:
     from hpcui.backends.records import StartEstimate
@@ -87,7 +88,14 @@ def _submit(
     if not args.json and not args.quiet:
         for line in rest:
             (out.warn if line.startswith("advice:") else out.note)(line)
-    job = cluster.submit(fn, *call_args, kwargs=call_kwargs, **res)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", ResourceAdvice)  # past runs used far less: said
+        job = cluster.submit(fn, *call_args, kwargs=call_kwargs, **res)
+    sizing = [str(w.message) for w in said if issubclass(w.category, ResourceAdvice)]
+    advice += sizing
+    if not args.json and not args.quiet:
+        for line in sizing:
+            out.warn(f"advice: {line}")
     record = SubmitOutput(
         cluster=cluster.name,
         job_id=job.job_id,

@@ -1,4 +1,8 @@
-"""Cluster: one connected site = transport + scheduler + profile + registry + status."""
+"""Cluster: one connected site = transport + scheduler + profile + registry + status.
+
+Over 500 lines: the one object every face holds; each of its parts lives in its own module
+(submission, jobs, sitestate, logs) and this class only wires them and names the API.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Any, Unpack
 
 from hpcui.backends.records import StartEstimate
 from hpcui.backends.states import JobState
-from hpcui.clusters import mapping
+from hpcui.clusters import mapping, sizing
 from hpcui.clusters import parts as cluster_setup
 from hpcui.clusters.face_support import FaceSupport
 from hpcui.clusters.job_view import JobView, assemble
@@ -242,6 +246,7 @@ class Cluster:
         """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...);
         `chain=N` runs it as up to N jobs in a row past the site's limit (a `ChainJob`)."""
         req = resources or Resources.from_kwargs(**resource_kwargs)
+        sizing.say_on_submit(self.sizer, fn, self.plan(req))
         return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],
@@ -251,11 +256,13 @@ class Cluster:
         packs calls into tasks: a CallList (hpcui.clusters.mapping)."""
         calls: list[Call] = [(tuple(items), {}) for items in zip(*iterables)]
         req = resources or Resources.from_kwargs(**resource_kwargs)
+        sizing.say_on_submit(self.sizer, fn, self.plan(req))
         return mapping.submit_map(self._to_map, fn, calls, req, calls_per_task, call_s)
 
     def map_calls(self, fn: Callable[..., Any], calls: list[Call], resources: Resources,
                   call_meta: list[dict[str, Any]] | None = None) -> JobList:  # fmt: skip
         """A task per call; call i's record carries `call_meta[i]` (hpcui.sweeps' keys)."""
+        sizing.say_on_submit(self.sizer, fn, self.plan(resources))
         return mapping.submit_calls(self._to_map, fn, calls, resources, call_meta)
 
     @property
@@ -448,7 +455,24 @@ class Cluster:
         rec = self._record(job_id)
         return rec.folder if rec is not None else self.control.details(job_id).work_dir
 
-    # -- what running jobs use (hpcui.jobs.usage) --------------------------------------------------
+    # -- what running jobs use (hpcui.jobs.usage), what past runs used (hpcui.clusters.sizing) -------
+
+    @cached_property
+    def sizer(self) -> sizing.RightSizer:
+        return sizing.RightSizer(
+            self.name,
+            self.registry,
+            lambda ids: self.site.history(None, job_ids=ids),
+            lambda job_id: self.usage.store(job_id).load(),
+        )
+
+    def right_size(
+        self, fn: Callable[..., Any] | str, **resource_kwargs: Any
+    ) -> sizing.PastUse | None:
+        """What past runs of `fn` used (p95 peak RSS, elapsed, busy GPUs) against this
+        request, and what would do; None with fewer than 3 completed runs. Never changes
+        a request: submit says when one is far above (a ResourceAdvice warning)."""
+        return self.sizer.look(fn, self.plan(**resource_kwargs))
 
     @cached_property
     def usage(self) -> usage.JobUsage:

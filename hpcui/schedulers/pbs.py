@@ -36,6 +36,7 @@ from hpcui.backends.records import (
     QueueEntry,
     StartEstimate,
 )
+from hpcui.backends.scheduler_text import duration_s, pbs_size
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.profiles.model import DEFAULT_NODE_SHELL
@@ -435,6 +436,11 @@ def _accounting_entry(job: PbsJob) -> AccountingEntry:
         signal=job.signal,
         end_time=job.mtime if job.state.is_final else None,
         cpus=_int(job.resources_requested.get("ncpus")),
+        # PBS keeps the job's high-water memory (all its processes on the mother superior's
+        # view) in resources_used.mem: the closest it has to sacct's MaxRSS
+        mem_bytes=pbs_size(job.resources_requested.get("mem")),
+        max_rss_bytes=pbs_size(job.resources_used.get("mem")),
+        cpu_time_s=duration_s(job.resources_used.get("cput")),
     )
 
 
