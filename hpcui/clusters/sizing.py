@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from hpcui.backends.batch import format_mem
 from hpcui.backends.model import Model
 from hpcui.backends.states import JobState
 from hpcui.common.formatting import hms, size
@@ -78,11 +79,6 @@ def p95(values: Sequence[float]) -> float:
     """The nearest-rank 95th percentile: with few runs, the largest but the odd outlier."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
-
-
-def mem_text(mb: int) -> str:
-    """A memory request as users write it: `768M`, `2G`."""
-    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
 
 
 def round_mem_mb(mb: float) -> int:
@@ -183,12 +179,12 @@ def _advise(use: PastUse, alloc: Allocation) -> None:
     if use.max_rss_p95 is not None and not use.out_of_memory:
         need_mb = use.max_rss_p95 / 2**20 * alloc.tasks_per_node  # every task of a node
         mb = round_mem_mb(need_mb * MEM_HEADROOM + MEM_SPARE_MB)
-        use.suggestion["mem"] = mem_text(mb)
+        use.suggestion["mem"] = format_mem(mb)
         asked = alloc.mem_mb
         if asked and asked >= MEM_FAR_FACTOR * mb and asked - mb >= MEM_FAR_MB:
             use.far_above.append(
-                f"asked mem={mem_text(asked)}, used at most {size(use.max_rss_max)} in {n} "
-                f"runs (p95 {size(use.max_rss_p95)} per task): mem={mem_text(mb)!r} would do"
+                f"asked mem={format_mem(asked)}, used at most {size(use.max_rss_max)} in {n} "
+                f"runs (p95 {size(use.max_rss_p95)} per task): mem={format_mem(mb)!r} would do"
             )
     if use.elapsed_p95_s is not None:
         s = use.elapsed_p95_s * TIME_HEADROOM + TIME_SPARE_S
