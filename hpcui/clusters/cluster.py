@@ -246,7 +246,7 @@ class Cluster:
         """Run `fn(*args, **kwargs)` on the cluster. Keywords here are resources (gpus=4, ...);
         `chain=N` runs it as up to N jobs in a row past the site's limit (a `ChainJob`)."""
         req = resources or Resources.from_kwargs(**resource_kwargs)
-        sizing.say_on_submit(self.sizer, fn, self.plan(req))
+        sizing.say_on_submit(self._sizer, fn, self.plan(req))
         return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],
@@ -256,13 +256,13 @@ class Cluster:
         packs calls into tasks: a CallList (hpcui.clusters.mapping)."""
         calls: list[Call] = [(tuple(items), {}) for items in zip(*iterables)]
         req = resources or Resources.from_kwargs(**resource_kwargs)
-        sizing.say_on_submit(self.sizer, fn, self.plan(req))
+        sizing.say_on_submit(self._sizer, fn, self.plan(req))
         return mapping.submit_map(self._to_map, fn, calls, req, calls_per_task, call_s)
 
     def map_calls(self, fn: Callable[..., Any], calls: list[Call], resources: Resources,
                   call_meta: list[dict[str, Any]] | None = None) -> JobList:  # fmt: skip
         """A task per call; call i's record carries `call_meta[i]` (hpcui.sweeps' keys)."""
-        sizing.say_on_submit(self.sizer, fn, self.plan(resources))
+        sizing.say_on_submit(self._sizer, fn, self.plan(resources))
         return mapping.submit_calls(self._to_map, fn, calls, resources, call_meta)
 
     @property
@@ -458,7 +458,7 @@ class Cluster:
     # -- what running jobs use (hpcui.jobs.usage), what past runs used (hpcui.clusters.sizing) -------
 
     @cached_property
-    def sizer(self) -> sizing.RightSizer:
+    def _sizer(self) -> sizing.RightSizer:
         return sizing.RightSizer(
             self.name,
             self.registry,
@@ -472,7 +472,7 @@ class Cluster:
         """What past runs of `fn` used (p95 peak RSS, elapsed, busy GPUs) against this
         request, and what would do; None with fewer than 3 completed runs. Never changes
         a request: submit says when one is far above (a ResourceAdvice warning)."""
-        return self.sizer.look(fn, self.plan(**resource_kwargs))
+        return self._sizer.look(fn, self.plan(**resource_kwargs))
 
     @cached_property
     def usage(self) -> usage.JobUsage:
