@@ -58,15 +58,21 @@ def _cluster_lock(request: pytest.FixtureRequest):
     """Dev-cluster tests share the cluster; a test that stops part of it takes it alone.
 
     A shared flock per test, an exclusive one for `exclusive_cluster` users: parallel
-    xdist workers never see slurmdbd vanish under them.
+    xdist workers never see slurmdbd vanish under them. Every test passes a gate first, and
+    an exclusive test holds the gate while it waits: with three workers there is always a
+    shared holder, and flock alone would starve the exclusive one (past its timeout).
     """
     if request.node.get_closest_marker("devcluster") is None:
         yield
         return
     DEVCLUSTER.mkdir(exist_ok=True)
-    with open(DEVCLUSTER / "tests.lock", "w") as fh:
+    with open(DEVCLUSTER / "tests.gate", "w") as gate, open(DEVCLUSTER / "tests.lock", "w") as fh:
         exclusive = "exclusive_cluster" in request.fixturenames
-        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
         yield
 
 
