@@ -131,7 +131,7 @@ class RightSizer:
             try:
                 history = self.history(list(ids))
             except HpcuiError as exc:  # accounting off or not answering: no advice
-                log.info("no right-sizing for %s: %s", function, exc)
+                log.debug("no right-sizing for %s: %s", function, exc)
                 return None
             self._kept[function] = (ids, time.monotonic(), history)
         return judge(function, history, alloc, self.kept_usage)
@@ -214,7 +214,7 @@ def say_on_submit(sizer: RightSizer, fn: Callable[..., Any], alloc: Allocation) 
     try:
         use = sizer.look(fn, alloc)
     except HpcuiError as exc:  # the registry locked, say: the submit goes on without it
-        log.info("no right-sizing: %s", exc)
+        log.debug("no right-sizing: %s", exc)
         return
     if use is not None and use.far_above:
         warnings.warn(message(use), ResourceAdvice, stacklevel=4)

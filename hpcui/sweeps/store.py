@@ -44,8 +44,10 @@ class SweepSpec(Model):
     name: str
     cluster: str
     function: str
-    #: "call": fn(*args, **config); "script": the script with each config as --options
-    mode: Literal["call", "script"] = "call"
+    #: "call": fn(*args, **config); "script": the script with each config as --options;
+    #: "keyed": fn(*args[:-1], args[-1][key]), each element's own argument looked up by its
+    #: key (Hydra's composed configurations: one element's, not all, in each task's pickle)
+    mode: Literal["call", "script", "keyed"] = "call"
     elements: list[Element]
     #: the resources of its submits (Resources' keywords), JSON as given
     resources: dict[str, Any] = Field(default_factory=dict)

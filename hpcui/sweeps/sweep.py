@@ -156,15 +156,18 @@ class Sweep:
         els: Sequence[ElementState],
     ) -> JobList:
         req = Resources.from_kwargs(**{"name": self.name, **resources})
-        calls = [self._call(base_args, e.config) for e in els]
+        calls = [self._call(base_args, e) for e in els]
         meta = [{TAG: self.name, KEY: e.key} for e in els]
         return self.cluster.map_calls(fn, calls, req, meta)
 
-    def _call(self, base_args: list[Any], config: dict[str, Any]) -> tuple[tuple, dict]:
+    def _call(self, base_args: list[Any], e: ElementState) -> tuple[tuple, dict]:
         if self.spec.mode == "script":  # run_script(source, name, argv)
             source, name, argv = base_args
-            return (source, name, [*argv, *space.argv_of(config)]), {}
-        return tuple(base_args), dict(config)
+            return (source, name, [*argv, *space.argv_of(e.config)]), {}
+        if self.spec.mode == "keyed":
+            *common, by_key = base_args
+            return (*common, by_key[e.key]), {}
+        return tuple(base_args), dict(e.config)
 
     def wait(self, timeout: float | None = None) -> dict[str, int]:
         """Until every submitted element ended (JobTimeoutError after `timeout` s)."""
@@ -208,7 +211,7 @@ def start(
     random: Mapping[str, Any] | None = None,
     seed: int | None = None,
     args: Sequence[Any] = (),
-    mode: Literal["call", "script"] = "call",
+    mode: Literal["call", "script", "keyed"] = "call",
     **resources: Any,
 ) -> Sweep:
     """Make (or extend) the sweep `name` and submit its elements that were never submitted.

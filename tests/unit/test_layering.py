@@ -274,6 +274,11 @@ def test_faces_run_no_scheduler_command_themselves():
 def test_packages_in_pyproject_are_the_packages_on_disk():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {m for m, p in modules().items() if p.name == "__init__.py"}
+    # Hydra's launcher: a package of the `hydra_plugins` namespace, which other Hydra plugins
+    # share, so the namespace itself has no __init__.py (Hydra finds launchers only there)
+    plugins = ROOT / "hydra_plugins"
+    assert not (plugins / "__init__.py").exists()
+    on_disk |= {f"hydra_plugins.{p.parent.name}" for p in plugins.glob("*/__init__.py")}
     assert set(config["packages"]) == on_disk
     assert "package-dir" not in config  # the symlink below, not a mapping mypy cannot follow
     link = ROOT / "hpcui" / "backends"
@@ -290,6 +295,7 @@ def test_the_wheel_installs_no_top_level_backends(tmp_path):
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     shutil.copytree(ROOT / "hpcui", src / "hpcui", ignore=skip, symlinks=True)
     shutil.copytree(ROOT / "backends", src / "backends", ignore=skip)
+    shutil.copytree(ROOT / "hydra_plugins", src / "hydra_plugins", ignore=skip)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     wheel_cmd = [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps"]
@@ -301,7 +307,9 @@ def test_the_wheel_installs_no_top_level_backends(tmp_path):
     (wheel,) = tmp_path.glob("hpcui-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n}
-    assert tops == {"hpcui"}
+    assert tops == {"hpcui", "hydra_plugins"}  # the namespace Hydra takes launchers from
+    assert "hydra_plugins/__init__.py" not in names  # a namespace other plugins share
+    assert "hydra_plugins/hpcui_launcher/hpcui_launcher.py" in names
     assert "hpcui/backends/slurm/script.py" in names and "hpcui/backends/job_paths.py" in names
     assert "hpcui/py.typed" in names
     assert any(
