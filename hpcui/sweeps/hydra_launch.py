@@ -22,12 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hpcui.backends.states import JobState
 from hpcui.clusters.api import connect
@@ -69,7 +70,7 @@ def launch(
     name = params.get("name") or default_name(str(config.hydra.job.name), sweep_dir)
     cluster = connect(params.get("cluster"))
     resources = resources_of(params)
-    task = HydraTask(task_function, hydra_context, Singleton.get_state())
+    task = HydraTask(task_function, node_context(hydra_context), node_state())
     with by_value(task_function):  # the user's own package travels as the task does
         sweep = sweeps.start(
             cluster, task, name=name, configs=[c for _, c in found], args=[by_key],
@@ -117,6 +118,11 @@ def _compose(
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"job_id_for_{idx}"
         sweep_config.hydra.job.num = idx
+    with read_write(sweep_config.hydra), open_dict(sweep_config.hydra):
+        # plain values: typed, the node would need this launcher's class to unpickle them
+        sweep_config.hydra.launcher = OmegaConf.create(
+            OmegaConf.to_container(sweep_config.hydra.launcher)
+        )
     before = HydraConfig.instance().cfg
     HydraConfig.instance().set_config(sweep_config)  # ${hydra:...} in subdir resolves
     try:
@@ -125,6 +131,26 @@ def _compose(
         if before is not None:
             HydraConfig.instance().cfg = before
     return _Composed(overrides, sweep_config, subdir)
+
+
+def node_context(hydra_context: HydraContext) -> HydraContext:
+    """What run_job needs on the node: the callbacks. The config loader stays here - the
+    node composes nothing, and the loader holds this launcher's typed config, whose class
+    (in hydra_plugins, not on the node) the node could not unpickle."""
+    no_loader: Any = None  # run_job reads only the callbacks
+    return HydraContext(config_loader=no_loader, callbacks=hydra_context.callbacks)
+
+
+def node_state() -> Any:
+    """Hydra's global state as the node needs it (what Hydra's submitit launcher sends),
+    less what refers to this launcher's config class: its ConfigStore entry, and the
+    multirun's HydraConfig (run_job sets the job's own)."""
+    state = Singleton.get_state()  # a deep copy
+    state["instances"].pop(HydraConfig, None)
+    store = state["instances"].get(ConfigStore)
+    if store is not None:
+        store.repo.get("hydra", {}).get("launcher", {}).pop("hpcui.yaml", None)
+    return state
 
 
 def columns_of(overrides: Sequence[str]) -> dict[str, Any]:
