@@ -60,6 +60,10 @@ class ClusterConfig(Model):
     #: fetched or not: `hpcui clean --older-than KEEP` at most once a day per cluster, in
     #: the background after a submit; None: only `hpcui clean` by hand
     keep: str | None = None
+    #: refuse an array, sweep or chain (before anything queues) whose cost at its time
+    #: limits exceeds this share of what its account has left in Slurm's ledger
+    #: (GrpTRESMins less spent, in flight and committed: `hpcui budget`); 0: never check
+    budget_guard: float = Field(1.0, ge=0)
 
     @field_validator("keep")
     @classmethod

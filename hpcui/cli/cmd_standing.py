@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
@@ -64,6 +65,10 @@ def _state_colour(cell: str) -> str | None:
     return "red"
 
 
+if TYPE_CHECKING:
+    from hpcui.sitestate import Budget
+
+
 def cmd_budget(args: argparse.Namespace) -> int:
     from hpcui.sitestate import Standing
 
@@ -122,6 +127,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
             ],
             right=(2, 3, 4, 5, 6, 7),
         )
+    if st.ledger is not None:
+        print_ledger(st.ledger)
     alloc = st.allocation
     if alloc is not None:
         print()
@@ -148,7 +155,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
                 print(printable(line))
         if alloc.error:
             out.note(f"allocation: {alloc.error}")
-    elif not st.fair_share and not st.pending:
+    elif not st.fair_share and not st.pending and not (st.ledger and st.ledger.lines):
         out.note(
             f"{cluster.name}: nothing to show (no fair share; no allocation tool in its profile)"
         )
@@ -159,3 +166,32 @@ def _num(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
+
+
+def print_ledger(ledger: Budget) -> None:
+    """Spent / in flight / committed / left per limit (hours of each TRES)."""
+    if ledger.lines:
+        print()
+        out.table(
+            ["ACCOUNT", "USER", "LIMIT", "SPENT", "IN FLIGHT", "COMMITTED", "LEFT", "UNIT"],
+            [
+                (
+                    ln.account, ln.user or "(all)", _hours(ln.limit), _hours(ln.spent),
+                    _hours(ln.in_flight), _hours(ln.committed), _hours(ln.left), ln.unit,
+                )
+                for ln in ledger.lines
+            ],
+            colours={6: lambda s: "red" if s.startswith("-") else None},
+            right=(2, 3, 4, 5, 6),
+        )  # fmt: skip
+        print(
+            "in flight: the running jobs' use to their time limits (Slurm's TRESRunMins); "
+            f"committed: your {ledger.pending_jobs} pending jobs at their limits; "
+            f"from {ledger.source}"
+        )
+    if ledger.note:
+        out.note(ledger.note)
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 from hpcui.cli import EXIT_OK
 from hpcui.cli import output as out
 from hpcui.cli.common import cluster_name, connect, resource_kwargs
-from hpcui.errors import JobTimeoutError, ResourceAdvice
+from hpcui.errors import HpcuiError, JobTimeoutError, ResourceAdvice
 
 if TYPE_CHECKING:
     from hpcui.backends.records import StartEstimate
     from hpcui.clusters.cluster import Cluster
     from hpcui.jobs.job import Job
+    from hpcui.request.cost import Cost
+    from hpcui.sitestate.budget import Budget
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -75,14 +77,19 @@ def _submit(
         from hpcui.cli.models import EstimateOutput
 
         estimates = cluster.estimate_start(**res)
+        cost, ledger = estimate_cost(cluster, int(res.get("chain") or 1), res)
         if args.json:
             out.emit_json(
                 EstimateOutput,
-                EstimateOutput(cluster=cluster.name, summary=summary, estimates=estimates),
-            )
+                EstimateOutput(
+                    cluster=cluster.name, summary=summary, estimates=estimates, cost=cost,
+                    ledger=ledger.binding(cost.account) if ledger and cost else [],
+                ),
+            )  # fmt: skip
         else:
             out.note(f"{summary} (nothing submitted)")
             print_estimates(estimates)
+            print_cost(cost, ledger)
         return EXIT_OK
     advice = [a.message for a in alloc.advice]
     if not args.json and not args.quiet:
@@ -216,7 +223,30 @@ def cmd_script(args: argparse.Namespace) -> int:
         (out.warn if line.startswith("advice:") else out.note)(f"# {line}")
     if args.estimate:
         print_estimates(estimates)
+        print_cost(*estimate_cost(cluster, args.array or 1, resource_kwargs(args)))
     return EXIT_OK
+
+
+def estimate_cost(
+    cluster: Cluster, jobs: int, res: dict[str, Any]
+) -> tuple[Cost | None, Budget | None]:
+    """The request's cost and the ledger it is checked against (None: no ledger here, or
+    it could not be read - said, not fatal: an estimate is advice)."""
+    cost = cluster.cost(jobs, **res)
+    if not cluster.capabilities.budget:
+        return cost, None
+    try:
+        return cost, cluster.site.budget()
+    except HpcuiError as exc:
+        out.note(f"budget: not read ({exc})")
+        return cost, None
+
+
+def print_cost(cost: Cost | None, ledger: Budget | None) -> None:
+    from hpcui.sitestate.budget import cost_lines
+
+    for line in cost_lines(cost, ledger):
+        out.note(line)
 
 
 def print_estimates(estimates: list[StartEstimate]) -> None:

@@ -26,7 +26,15 @@ from hpcui.logs.follow import LogChunk
 from hpcui.metrics import Metrics
 from hpcui.profiles import Profile
 from hpcui.request.allocation import Allocation
-from hpcui.sitestate import FreeReport, HistoryJob, QueueJob, QuotaReport, Standing
+from hpcui.request.cost import Cost
+from hpcui.sitestate import (
+    FreeReport,
+    HistoryJob,
+    LedgerLine,
+    QueueJob,
+    QuotaReport,
+    Standing,
+)
 
 
 class ClusterCheck(Model):
@@ -199,6 +207,10 @@ class EstimateOutput(Model):
     cluster: str
     summary: str
     estimates: list[StartEstimate]
+    cost: Cost | None = Field(None, description="at most, at the time limits; None: unknown")
+    ledger: list[LedgerLine] = Field(
+        default_factory=list, description="the limits it counts against, with what is left"
+    )
 
 
 class ClusterQueueJob(QueueJob):

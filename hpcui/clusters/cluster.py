@@ -38,8 +38,10 @@ from hpcui.logs import follow as _logs  # site state (queue, quota, modules, log
 from hpcui.logs.progress import Finish
 from hpcui.profiles import Profile
 from hpcui.request.allocation import Allocation
+from hpcui.request.cost import Cost, cost_of
 from hpcui.request.resources import Resources
 from hpcui.schedulers.base import Capabilities, Scheduler
+from hpcui.sitestate.budget import BudgetExceeded
 from hpcui.sitestate.site import SiteView
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, shared_registry
@@ -247,6 +249,8 @@ class Cluster:
         `chain=N` runs it as up to N jobs in a row past the site's limit (a `ChainJob`)."""
         req = resources or Resources.from_kwargs(**resource_kwargs)
         sizing.say_on_submit(self._sizer, fn, self.plan(req))
+        if req.chain > 1:
+            self._check_budget(req, req.chain, f"a chain of {req.chain} jobs")
         return self._jobs(self.submitter.submit(fn, [(args, dict(kwargs or {}))], req, False))[0]
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],
@@ -267,7 +271,39 @@ class Cluster:
 
     @property
     def _to_map(self) -> mapping.MapTarget:
-        return mapping.MapTarget(self.submitter, self.config.defaults, self._jobs)
+        return mapping.MapTarget(
+            self.submitter, self.config.defaults, self._jobs, self._check_budget
+        )
+
+    def cost(self, jobs: int = 1, resources: Resources | None = None,
+             **resource_kwargs: Any) -> Cost | None:  # fmt: skip
+        """What `jobs` jobs (array tasks, chain links) of this request cost at most, in
+        the ledger's units; None where neither `time=` nor the profile says the limit."""
+        req = resources or Resources.from_kwargs(**resource_kwargs)
+        alloc = self.plan(req)
+        rules = (self.profile.partition(alloc.partition), self.profile.qos.get(alloc.qos or ""))
+        limits = [r.max_time for r in rules if r is not None and r.max_time]
+        what = "1 job" if jobs == 1 else f"{jobs} jobs"
+        return cost_of(alloc, jobs, what, min(limits) if limits else None)
+
+    def _check_budget(self, req: Resources, jobs: int, what: str) -> None:
+        """Refuse (BudgetExceeded) before anything queues; a ledger that cannot be read
+        is said and does not stop the submission (the scheduler enforces its limits)."""
+        guard = self.config.budget_guard
+        if not guard or not self.capabilities.budget:
+            return
+        cost = self.cost(jobs, req)
+        if cost is None:
+            log.info("%s: cost not checked against the budget: no time= and no partition "
+                     "limit in the profile", what)  # fmt: skip
+            return
+        cost = cost.model_copy(update={"what": what})
+        try:
+            self.site.check_budget(cost, guard)
+        except BudgetExceeded:
+            raise
+        except HpcuiError as exc:
+            log.warning("%s: the budget could not be read, not checked: %s", what, exc)
 
     def _jobs(self, done: Submitted) -> list[Job]:
         jobs = [

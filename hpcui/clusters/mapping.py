@@ -33,6 +33,8 @@ class MapTarget:
     submitter: Submitter
     defaults: dict[str, Any]
     to_jobs: Callable[[Submitted], list[Job]]
+    #: (request, array tasks, what) -> refuses one that costs more than is left
+    check_budget: Callable[[Resources, int, str], None]
 
 
 def submit_map(
@@ -84,6 +86,7 @@ def _send(
     """One sbatch per array of the plan, in order."""
     if shape.parallelism != resources.merged(cluster.defaults).array_parallelism:
         resources = resources.model_copy(update={"array_parallelism": shape.parallelism})
+    cluster.check_budget(resources, shape.tasks, f"{shape.tasks} array tasks")
     jobs: list[Job] = []
     for tasks in shape.arrays:
         meta = call_meta[tasks.start : tasks.stop] if call_meta else None

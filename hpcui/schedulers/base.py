@@ -19,6 +19,7 @@ from hpcui.backends.records import (
     QueueEntry,
     StartEstimate,
 )
+from hpcui.backends.slurm.ledger import LedgerAnswer
 from hpcui.backends.states import JobState
 from hpcui.backends.usage import UsageReading
 from hpcui.errors import UsageError
@@ -51,6 +52,8 @@ class Capabilities:
     arrays: bool = True
     #: any job's details/script and hold, release, requeue, time limit (scontrol, qalter)
     control: bool = True
+    #: a ledger of the user's allocation (Slurm's association limits): the budget check
+    budget: bool = True
 
 
 class Scheduler(abc.ABC):
@@ -222,6 +225,12 @@ class Scheduler(abc.ABC):
         """The user's fair share and pending jobs' priority factors (ONE call), and a note
         where the site runs no fair-share priority ("" otherwise)."""
         raise UsageError(f"Fair share and job priority are not available on a {self.name} cluster.")
+
+    def ledger(self) -> LedgerAnswer | None:
+        """The user's associations with their TRES-minute limits, used and running, the
+        user's queued jobs and default account (ONE call); None where the scheduler keeps
+        no such ledger (the budget then rests on the site's allocation tool alone)."""
+        return None
 
     def shell_script(self, job_id: str, node: str | None = None) -> str:
         """Shell code that opens an interactive shell inside a running job's allocation."""

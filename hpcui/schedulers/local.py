@@ -92,7 +92,12 @@ class LocalScheduler(Scheduler):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            queue=False, history=False, partitions=False, arrays=True, control=False
+            queue=False,
+            history=False,
+            partitions=False,
+            arrays=True,
+            control=False,
+            budget=False,
         )
 
     def queue(self, into: type[Q]) -> list[Q]:

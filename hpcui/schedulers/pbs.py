@@ -37,6 +37,7 @@ from hpcui.backends.records import (
     StartEstimate,
 )
 from hpcui.backends.scheduler_text import duration_s, pbs_size
+from hpcui.backends.slurm.ledger import LedgerAnswer
 from hpcui.backends.states import JobState
 from hpcui.errors import SchedulerError, UsageError
 from hpcui.profiles.model import DEFAULT_NODE_SHELL
@@ -94,7 +95,8 @@ class PbsScheduler(Scheduler):
     @property
     def capabilities(self) -> Capabilities:
         """Slurm's Torque wrapper cannot show array elements: no map() there."""
-        return Capabilities(arrays=self.dialect != WRAPPER)
+        wrapped = self.dialect == WRAPPER
+        return Capabilities(arrays=not wrapped, budget=wrapped)
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -354,6 +356,11 @@ class PbsScheduler(Scheduler):
             return parse(res.stdout)
         except ValueError as exc:
             raise SchedulerError(f"{tool} printed something hpcui cannot read: {exc}") from exc
+
+    def ledger(self) -> LedgerAnswer | None:
+        """Slurm's, under the Torque wrappers; PBS itself keeps no allocation ledger that a
+        user can read (budgets there are a separate product): None."""
+        return self._slurm.ledger() if self.dialect == WRAPPER else None
 
     def standing(self) -> tuple[list[FairShare], list[JobPriority], str]:
         if self.dialect == WRAPPER:

@@ -24,9 +24,11 @@ from hpcui.backends.slurm import control as slurm_control
 from hpcui.backends.slurm import estimate as slurm_estimate
 from hpcui.backends.slurm import free as slurm_free
 from hpcui.backends.slurm import jobids as slurm_jobids
+from hpcui.backends.slurm import ledger as slurm_ledger
 from hpcui.backends.slurm import partitions as slurm_partitions
 from hpcui.backends.slurm import queue as slurm_queue
 from hpcui.backends.slurm import script as slurm_script
+from hpcui.backends.slurm.ledger import LedgerAnswer
 from hpcui.errors import HpcuiError, JobsRefused, SchedulerError, UsageError
 from hpcui.schedulers.base import H, JobStatus, Q, Scheduler
 from hpcui.transport.base import Command, CommandResult
@@ -204,6 +206,21 @@ class SlurmScheduler(Scheduler):
                 "submission order as resources allow"
             )
         return slurm_free.parse_sshare(shares), slurm_free.parse_sprio(prios), note
+
+    def ledger(self) -> LedgerAnswer | None:
+        self.calls += 1
+        res = self.transport.run(slurm_ledger.ledger_command())
+        shares, queue, default = slurm_ledger.split_answer(res.stdout)
+        try:
+            return LedgerAnswer(
+                associations=slurm_ledger.parse_associations(shares),
+                jobs=slurm_ledger.parse_queue(queue),
+                default_account=slurm_ledger.parse_default_account(default),
+            )
+        except ValueError as exc:
+            raise SchedulerError(
+                f"sshare/squeue printed something hpcui cannot read: {exc}"
+            ) from None
 
     # -- any job of the user, and control over it ---------------------------------------------
 

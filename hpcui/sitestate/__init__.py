@@ -10,6 +10,7 @@ bsc_quota, module list), typed and cheap to poll. ``Cluster`` exposes it
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem, listed, module_label
 from hpcui.backends.quota import QuotaEntry, QuotaParseError, parse_quota
 from hpcui.backends.records import PartitionInfo
+from hpcui.sitestate.budget import Budget, BudgetExceeded, LedgerLine
 from hpcui.sitestate.footprint import OwnUsage, fetch_own_usage
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, efficiency_line, since_arg, token_of
 from hpcui.sitestate.modules import (
@@ -31,8 +32,11 @@ from hpcui.sitestate.watcher import QueueSnapshot, QueueWatcher, Subscription, i
 
 __all__ = [
     "AllocationReport",
+    "Budget",
+    "BudgetExceeded",
     "FreeReport",
     "HistoryJob",
+    "LedgerLine",
     "Module",
     "ModuleError",
     "ModuleState",

@@ -14,7 +14,9 @@ from hpcui.backends.records import PartitionInfo
 from hpcui.config import ClusterConfig
 from hpcui.errors import HpcuiError, SchedulerError
 from hpcui.profiles import Profile
+from hpcui.request.cost import Cost
 from hpcui.schedulers.base import Scheduler
+from hpcui.sitestate.budget import NO_LIMIT_RECHECK_S, Budget, budget_of, check
 from hpcui.sitestate.footprint import fetch_own_usage
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, since_arg
 from hpcui.sitestate.modules import (
@@ -56,6 +58,8 @@ class SiteView:
         self.scheduler = scheduler
         self.registry = registry
         self._before_listing = before_listing
+        #: account ('' the default) -> when the ledger last showed no limit binding it
+        self._unbound_at: dict[str, float] = {}
         #: whether the scheduler's own history marked hpcui's jobs (their comment or
         #: variables) in the last `history` call: False when none of its rows carried a
         #: mark (slurmdbd keeps comments only with AccountingStoreFlags=job_comment), and
@@ -172,12 +176,44 @@ class SiteView:
         return FreeReport.of(self.scheduler.nodes())
 
     def standing(self) -> Standing:
-        """Fair share, pending jobs' priority factors (one round trip) and the project's
-        allocation from the site's tool where the profile names one (a second)."""
+        """Fair share, pending jobs' priority factors (one round trip), the ledger of the
+        user's accounts (a second) and the project's allocation from the site's tool where
+        the profile names one (a third)."""
         shares, pending, note = self.scheduler.standing()
         tool = self.profile.allocation_command
         allocation = fetch_allocation(self.transport, tool) if tool else None
-        return Standing(fair_share=shares, pending=pending, note=note, allocation=allocation)
+        ledger = self.budget() if self.scheduler.capabilities.budget else None
+        return Standing(
+            fair_share=shares, pending=pending, note=note, allocation=allocation, ledger=ledger
+        )
+
+    def budget(self) -> Budget:
+        """The ledger of the user's accounts: spent, in flight, committed, left (ONE round
+        trip; hpcui.sitestate.budget says where each figure comes from)."""
+        answer = self.scheduler.ledger()
+        if answer is None:
+            return Budget(
+                source="", note=(
+                    f"a {self.scheduler.name} cluster keeps no allocation ledger hpcui can "
+                    "read; the site's allocation tool (the profile's allocation_command) "
+                    "is shown where it names one"
+                ),
+            )  # fmt: skip
+        return budget_of(answer)
+
+    def check_budget(self, cost: Cost, guard: float) -> None:
+        """Refuse `cost` beyond `guard` x what is left (BudgetExceeded). An account that
+        no limit binds is asked about again after NO_LIMIT_RECHECK_S, not on every array."""
+        key = cost.account or ""
+        seen = self._unbound_at.get(key)
+        if seen is not None and time.monotonic() - seen < NO_LIMIT_RECHECK_S:
+            return
+        budget = self.budget()
+        if budget.binding(cost.account):
+            self._unbound_at.pop(key, None)
+        else:
+            self._unbound_at[key] = time.monotonic()
+        check(cost, budget, guard)
 
     def quota_report(self) -> QuotaReport:
         """Quota with the tool that answered and the ones tried before it, and what hpcui's

@@ -16,6 +16,7 @@ from hpcui.backends.records import (
     PartitionFree,
 )
 from hpcui.backends.slurm.free import free_by_partition
+from hpcui.sitestate.budget import Budget
 from hpcui.transport.base import Transport
 
 
@@ -45,6 +46,9 @@ class Standing(Model):
     note: str = ""
     allocation: AllocationReport | None = Field(
         None, description="None where the profile names no allocation tool"
+    )
+    ledger: Budget | None = Field(
+        None, description="spent / in flight / committed / left of the user's accounts"
     )
 
 

@@ -111,7 +111,7 @@ CLUSTER_API = {
     "view",
     "will_finish", "running_finishes", "logs", "records",
     "site", "control", "files", "usage", "clean", "environments", "run", "close", "capabilities",
-    "profile", "right_size",
+    "profile", "right_size", "cost",
     "python", "setup", "remote_info", "faces",
     "transport", "scheduler", "registry", "status", "submitter",
 }  # fmt: skip

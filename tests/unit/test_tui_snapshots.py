@@ -164,6 +164,19 @@ class ReplaySite:
             allocation=AllocationReport(tool="bsc_acct", error="no real bsc_acct output to replay"),
         )
 
+    def budget(self):
+        from hpcui.backends.slurm import ledger
+        from hpcui.sitestate.budget import budget_of
+
+        shares, queue, default = ledger.split_answer(fixture_text("slurm-22.05.8-dev/ledger.txt"))
+        return budget_of(
+            ledger.LedgerAnswer(
+                ledger.parse_associations(shares),
+                ledger.parse_queue(queue),
+                ledger.parse_default_account(default),
+            )
+        )
+
     def quota_report(self):
         return QuotaReport(tool="bsc_quota", entries=parse_quota(QUOTA), tried=[])
 

@@ -205,6 +205,20 @@ def estimate_line(found: list[StartEstimate]) -> str:
     return "start estimate: " + " · ".join(parts)
 
 
+def cost_text(cluster: Cluster, array_size: int | None, kwargs: dict[str, Any]) -> str:
+    """What the submit costs at most and what its account has left (`hpcui budget`'s
+    ledger: a round trip, so on the estimate's worker)."""
+    from hpcui.sitestate.budget import cost_lines
+
+    jobs = array_size or int(kwargs.get("chain") or 1)
+    try:
+        cost = cluster.cost(jobs, **kwargs)
+        ledger = cluster.site.budget() if cluster.capabilities.budget and cost else None
+    except HpcuiError as exc:
+        return f"cost: not known ({exc})"
+    return " · ".join(cost_lines(cost, ledger))
+
+
 def placeholders(alloc: Allocation) -> dict[str, str]:
     """What each empty box will mean: the value the plan uses (profile, cluster defaults)."""
     from hpcui.tui.rows import hms
@@ -461,6 +475,7 @@ class SubmitScreen(Screen[None]):
             text = estimate_line(found)
         except HpcuiError as exc:
             text = f"start estimate: none ({exc})"
+        text += "\n" + cost_text(cluster, len(calls) if calls else None, kwargs)
         try:  # what the call imports, checked there (hpcui.submission.needs)
             call = form.call()
             imports = cluster.faces.imports_line(call.fn, call.args, call.kwargs, **kwargs)

@@ -1,0 +1,150 @@
+"""The budget's ledger read from a real sshare/squeue answer of the dev cluster
+(tests/fixtures/slurm-22.05.8-dev/ledger.txt), a submission's cost, and the refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcui.backends.slurm import ledger
+from hpcui.profiles import load_profile
+from hpcui.request.cost import cost_of
+from hpcui.request.plan import resolve
+from hpcui.request.resources import Resources
+from hpcui.sitestate.budget import BudgetExceeded, budget_of, check
+from tests.conftest import FIXTURES
+
+ANSWER = (FIXTURES / "slurm-22.05.8-dev" / "ledger.txt").read_text()
+
+
+def parsed() -> ledger.LedgerAnswer:
+    shares, queue, default = ledger.split_answer(ANSWER)
+    return ledger.LedgerAnswer(
+        associations=ledger.parse_associations(shares),
+        jobs=ledger.parse_queue(queue),
+        default_account=ledger.parse_default_account(default),
+    )
+
+
+def test_sshare_rows_know_their_parents_and_figures():
+    rows = parsed().associations
+    assert [(r.account, r.user, r.depth) for r in rows] == [
+        ("root", "", 0), ("hpcacct", "", 1), ("hpcacct", "hpcuser", 2),
+        ("hpcgrant", "", 1), ("hpcgrant", "hpcuser", 2),
+    ]  # fmt: skip
+    assert rows[4].parents == (0, 3) and rows[2].parents == (0, 1)
+    assert rows[3].limits == {"cpu": 600.0}
+    assert rows[3].running["cpu"] == 10.0 and rows[0].used["gres/gpu"] == 27.0
+
+
+def test_the_queue_counts_each_array_task_and_its_limit():
+    jobs = parsed().jobs
+    grant = [j for j in jobs if j.account == "hpcgrant"]
+    assert [j.job_id for j in grant] == ["44_0", "44_1", "44_2", "43", "42"]
+    assert [j.pending for j in grant] == [True, True, True, True, False]
+    assert grant[3].tres["cpu"] == 2 and grant[3].limit_min == 20
+    assert grant[0].tres["mem"] == 100.0  # MB
+    assert parsed().default_account == "hpcacct"
+
+
+def test_the_ledger_spent_in_flight_committed_left():
+    budget = budget_of(parsed())
+    (line,) = budget.binding("hpcgrant")
+    assert (line.account, line.user, line.tres, line.unit) == ("hpcgrant", "", "cpu", "core-h")
+    assert line.limit == 10.0 and line.spent == 0.0
+    assert line.in_flight == pytest.approx(10 / 60)  # job 42: 1 CPU x 10 min, Slurm's figure
+    assert line.committed == pytest.approx((3 * 1 * 5 + 2 * 20) / 60)  # 44's tasks and 43
+    assert line.left == pytest.approx(10 - 10 / 60 - 55 / 60)
+    assert budget.binding("hpcacct") == [] and budget.binding(None) == []  # no limit there
+    assert budget.pending_jobs == 4 and budget.running_jobs == 2
+    unlimited = [ln for ln in budget.lines if ln.limit is None]
+    assert {(ln.account, ln.tres) for ln in unlimited} == {
+        ("hpcacct", "cpu"),
+        ("hpcacct", "gres/gpu"),
+    }  # hpcgrant: its limit binds, its user line would say nothing more
+    assert budget.note == ""
+
+
+def test_a_limit_on_a_parent_account_binds_the_accounts_below_it():
+    text = ANSWER.replace("root|||", "root||gres/gpu=60|", 1)
+    shares, queue, _ = ledger.split_answer(text)
+    budget = budget_of(ledger.LedgerAnswer(ledger.parse_associations(shares),
+                                           ledger.parse_queue(queue), "hpcacct"))  # fmt: skip
+    (root,) = budget.binding(None)  # the default account hpcacct, under root
+    assert (root.account, root.tres, root.unit, root.limit) == ("root", "gres/gpu", "GPU-h", 1.0)
+    assert root.spent == pytest.approx(27 / 60) and root.in_flight == pytest.approx(20 / 60)
+    assert root.committed == 0  # no pending job of the user asks for a GPU
+    assert [ln.account for ln in budget.binding("hpcgrant")] == ["root", "hpcgrant"]
+
+
+def plan(**kw):
+    return resolve(Resources.from_kwargs(**kw), load_profile("dev"))
+
+
+def test_what_a_sweep_costs_at_its_time_limits():
+    cost = cost_of(plan(cpus_per_task=2, time="1h", account="hpcgrant"), 12, "12 array tasks")
+    assert cost is not None and cost.hours["cpu"] == 24.0 and cost.hours["node"] == 12.0
+    assert cost.each == "2 CPUs, 01:00:00" and cost.account == "hpcgrant"
+    gpu = cost_of(plan(gpus=2, time="30m"), 4, "4 jobs")
+    assert gpu is not None and gpu.hours["gres/gpu"] == 4.0
+    assert cost_of(plan(), 3, "3 jobs") is None  # no time and no partition limit: unknown
+    assert cost_of(plan(), 3, "3 jobs", limit_s=7200).hours["cpu"] == 6.0
+
+
+def test_a_cost_beyond_whats_left_is_refused_with_the_figures():
+    budget = budget_of(parsed())
+    small = cost_of(plan(time="1h", account="hpcgrant"), 8, "8 array tasks")
+    check(small, budget, 1.0)  # 8 core-h of 8.9 left
+    big = cost_of(plan(time="1h", account="hpcgrant"), 12, "a sweep of 12")
+    with pytest.raises(BudgetExceeded) as err:
+        check(big, budget, 1.0)
+    said = str(err.value)
+    assert "a sweep of 12 would cost up to 12.0 core-h (12 x 1 CPU, 01:00:00)" in said
+    assert "account hpcgrant has 8.9 core-h left" in said and "limit 10.0" in said
+    assert "Nothing was queued" in said
+    with pytest.raises(BudgetExceeded, match=r"budget_guard 0\.5: at most 4\.5"):
+        check(small, budget, 0.5)
+    check(cost_of(plan(time="1h"), 500, "500 tasks"), budget, 1.0)  # hpcacct: no limit
+
+
+def test_another_layout_is_a_clear_error():
+    with pytest.raises(ValueError, match="sshare printed 2 fields"):
+        ledger.parse_associations("sshare: error: Problem talking to the database|x\n")
+    with pytest.raises(ValueError, match="squeue printed 3 fields"):
+        ledger.parse_queue("1|R|x\n")
+
+
+class LedgerOnly:
+    """A scheduler that answers only `ledger()`, from the captured answer, and counts."""
+
+    name = "slurm"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def ledger(self) -> ledger.LedgerAnswer:
+        self.calls += 1
+        return parsed()
+
+
+def site_of(scheduler: LedgerOnly):
+    from hpcui.config import ClusterConfig
+    from hpcui.sitestate.site import SiteView
+
+    return SiteView(
+        name="dev", config=ClusterConfig(), profile=load_profile("dev"), transport=None,
+        scheduler=scheduler, registry=None, setup=lambda: [], before_listing=lambda: None,
+    )  # fmt: skip
+
+
+def test_an_account_without_limit_is_not_asked_again_on_every_array():
+    sched = LedgerOnly()
+    site = site_of(sched)
+    free = cost_of(plan(time="1h"), 500, "500 tasks")  # hpcacct, the default: no limit
+    site.check_budget(free, 1.0)
+    site.check_budget(free, 1.0)
+    assert sched.calls == 1  # asked again only after NO_LIMIT_RECHECK_S
+    big = cost_of(plan(time="1h", account="hpcgrant"), 12, "12 array tasks")
+    for _ in range(2):
+        with pytest.raises(BudgetExceeded):
+            site.check_budget(big, 1.0)
+    assert sched.calls == 3  # a limit seen: every array is checked
