@@ -67,12 +67,17 @@ def show(jobs: Job | Sequence[Job]) -> LiveView | None:
         print(repr(list(items)) if many else repr(items[0]))
         return None
     view = LiveView(items, many=many)
-    view.start()
-    _views.append(view)
+    shown(view)
     return view
 
 
-_views: list[LiveView] = []
+def shown(view: Updating) -> None:
+    """Display `view` and keep it for `settle()`."""
+    view.start()
+    _views.append(view)
+
+
+_views: list[Updating] = []
 
 
 def settle(timeout: float = 600.0) -> bool:
@@ -87,36 +92,24 @@ def settle(timeout: float = 600.0) -> bool:
     return not _views
 
 
-class LiveView:
-    """One notebook output for one job or a list of jobs, updated until they have ended."""
+class Updating:
+    """A notebook output that a daemon thread updates in place until `_ended()`: quick
+    while fresh, then calmer; only a changed bundle is sent."""
 
-    def __init__(self, jobs: list[Job], *, many: bool) -> None:
-        self.jobs = jobs
-        self.many = many
+    def __init__(self) -> None:
         self.updates = 0
         self._handle: Any = None
-        self._first_running: dict[str, float] = {}
-        self._seen_running_at_start: set[str] = set()
-        self._tail = ""
-        self._ending = ""
         self._began = time.monotonic()
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
         from IPython.display import display  # only present where IPython runs
 
-        for job in self.jobs:  # the status service polls them in its own thread
-            job.cluster.status.track([job.job_id])
-        self._look()
-        for job in self.jobs:
-            if job.state.value == "RUNNING":
-                self._seen_running_at_start.add(job.job_id)
+        self._prepare()
         self._handle = display(self._bundle(), raw=True, display_id=True)
         if not self._ended():
             self.thread = threading.Thread(target=self._run, name="hpcui-live", daemon=True)
             self.thread.start()
-
-    # -- the loop ------------------------------------------------------------------------------
 
     def _run(self) -> None:
         last = self._bundle()
@@ -126,7 +119,7 @@ class LiveView:
             ended = self._ended()
             self._look()
             if ended:
-                self._ending = self._end_text()
+                self._finish()
             bundle = self._bundle()
             if bundle != last:
                 self._handle.update(bundle, raw=True)
@@ -134,6 +127,46 @@ class LiveView:
                 last = bundle
             if ended:
                 return
+
+    def _prepare(self) -> None:
+        """Before the first display (the first look)."""
+        self._look()
+
+    def _finish(self) -> None:
+        """Once, when everything has ended, before the last bundle."""
+
+    def _ended(self) -> bool:
+        raise NotImplementedError
+
+    def _look(self) -> None:
+        raise NotImplementedError
+
+    def _bundle(self) -> dict[str, str]:
+        raise NotImplementedError
+
+
+class LiveView(Updating):
+    """One notebook output for one job or a list of jobs, updated until they have ended."""
+
+    def __init__(self, jobs: list[Job], *, many: bool) -> None:
+        super().__init__()
+        self.jobs = jobs
+        self.many = many
+        self._first_running: dict[str, float] = {}
+        self._seen_running_at_start: set[str] = set()
+        self._tail = ""
+        self._ending = ""
+
+    def _prepare(self) -> None:
+        for job in self.jobs:  # the status service polls them in its own thread
+            job.cluster.status.track([job.job_id])
+        self._look()
+        for job in self.jobs:
+            if job.state.value == "RUNNING":
+                self._seen_running_at_start.add(job.job_id)
+
+    def _finish(self) -> None:
+        self._ending = self._end_text()
 
     def _ended(self) -> bool:
         return all(job.cluster.status.settled(job.job_id) for job in self.jobs)

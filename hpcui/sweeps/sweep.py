@@ -48,6 +48,12 @@ class Sweep:
     def __repr__(self) -> str:
         return f"Sweep({self.name!r} on {self.cluster.name}, {len(self.spec.elements)} elements)"
 
+    def _ipython_display_(self) -> None:
+        """In Jupyter, the results table updating itself until the sweep ends (hpcui.live)."""
+        from hpcui.sweeps.notebook import show_sweep  # only where a notebook shows a sweep
+
+        show_sweep(self)
+
     @property
     def name(self) -> str:
         return self.spec.name

@@ -2,7 +2,8 @@
 real IPython kernel against the local box (real local jobs). A cell that shows a Job (and
 the list `map` returns) ends at once; its output is then updated in place by the display's
 thread — recorded here as the kernel's `update_display_data` messages — through RUNNING
-with the log's last lines to the result, or to the traceback of a job that raised."""
+with the log's last lines to the result, or to the traceback of a job that raised; a sweep
+shows its results table the same way (issue 59)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ CELLS = [
     "job = box.submit(train, 4)\nshown_at = time.monotonic()\njob",
     "squares = box.map(square, range(3))\nsquares",
     "bad = box.submit(boom)\nbad",
+    "sw = hpcui.sweep(train, grid={{'steps': [2, 3]}}, name='nb-sweep', cluster=box)\nsw",
     "import hpcui.live\nprint('cell 2 ended', round(time.monotonic() - shown_at, 1), 's after the display')\n"
     "print('settled', hpcui.live.settle(120))",
     "print(repr(job))",
@@ -91,11 +93,22 @@ def test_a_job_in_a_cell_updates_itself_until_its_result(tmp_path, monkeypatch):
     assert "FAILED" in text and "raised on the cluster" in text, text
     assert "ValueError: on purpose" in text and "nbtasks.py" in text
 
-    printed = "".join(o.get("text", "") for o in nb.cells[4].outputs)
+    text, page, display_id = shown(4)  # the sweep's table, live to its results
+    assert text.startswith("sweep nb-sweep on box: 2 elements · 2 COMPLETED"), text
+    header, *rows = text.splitlines()[1:]
+    assert header.split()[:3] == ["steps", "state", "result"], header
+    assert [r.split()[:3] for r in rows] == [["2", "COMPLETED", "4"], ["3", "COMPLETED", "9"]]
+    assert (
+        "metric.loss" in header and rows[1].split()[header.split().index("metric.loss")] == "0.333"
+    )
+    assert "<th>metric.loss</th>" in page and "<td>9</td>" in page
+    assert any("RUNNING" in u or "PENDING" in u for u in client.updates[display_id]), client.updates
+
+    printed = "".join(o.get("text", "") for o in nb.cells[5].outputs)
     after = float(printed.split("cell 2 ended ")[1].split(" s")[0])
     assert after < 3.5, printed  # the kernel was not blocked: the next cells ran at once
     assert "settled True" in printed
-    assert "COMPLETED" in "".join(o.get("text", "") for o in nb.cells[5].outputs)
+    assert "COMPLETED" in "".join(o.get("text", "") for o in nb.cells[6].outputs)
 
 
 def test_outside_jupyter_a_job_is_its_plain_text(local_box, capsys):
