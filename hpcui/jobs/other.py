@@ -31,6 +31,8 @@ from hpcui.transport.quoting import quote_bytes, to_command
 STATE_POLL_S = 5.0
 #: how often following a pending job asks whether it started (its first lines wait on it)
 PENDING_POLL_S = 1.0
+#: after the start, how long (and how often) to wait for Slurm to truncate a fixed -o file
+TRUNCATE_WAIT_S, TRUNCATE_POLL_S = 30.0, 0.25
 
 
 def log_path(details: JobDetails, stream: _logs.Stream) -> str:
@@ -211,8 +213,10 @@ class OtherJob:
         spool_dir: Path | None,
         until: Callable[[], bool] | None,
     ) -> Iterator[_logs.LogChunk]:
-        """Follow once the scheduler says the job left the queue (asked every PENDING_POLL_S)."""
+        """Follow once the scheduler says the job left the queue (asked every PENDING_POLL_S)
+        and the file there is its own (`_stale_until_truncated`)."""
         ends = None if timeout is None else time.monotonic() + timeout
+        stale = self._file_stamp(log_path(self.details, stream))
         while self.details.state is JobState.PENDING:
             if until is not None and until():
                 return
@@ -226,9 +230,30 @@ class OtherJob:
                 self.refresh()
             except UsageError:  # forgotten while we waited: cancelled long ago
                 return
-        left = None if ends is None else max(0.0, ends - time.monotonic())
         path = log_path(self.details, stream)
+        if stale:
+            self._stale_until_truncated(path, stale, ends, until)
+        left = None if ends is None else max(0.0, ends - time.monotonic())
         yield from self._follow(path, stream, True, tail_bytes, left, spool_dir, until)
+
+    def _file_stamp(self, path: str) -> str:
+        """The file's modification time to the nanosecond; "" where there is none."""
+        res = self.transport.run(["stat", "-c", "%y %s", path])
+        return res.stdout.strip() if res.ok else ""
+
+    def _stale_until_truncated(
+        self, path: str, stale: str, ends: float | None, until: Callable[[], bool] | None
+    ) -> None:
+        """Slurm truncates a fixed `-o` file when the batch step starts, a moment after
+        the queue says RUNNING (seconds on a busy node): until the file changes, what it
+        holds is the older job's. Waits at most TRUNCATE_WAIT_S (a job that writes
+        nothing to a file already empty never changes it)."""
+        limit = time.monotonic() + TRUNCATE_WAIT_S
+        while self._file_stamp(path) == stale:
+            now = time.monotonic()
+            if now >= limit or (ends is not None and now >= ends) or (until and until()):
+                return
+            time.sleep(TRUNCATE_POLL_S)
 
     def _ended(self) -> Callable[[], bool]:
         """True once the scheduler calls the job final or forgets it; asked every
