@@ -115,7 +115,7 @@ def test_the_budget_ledger_and_a_sweep_refused_before_it_queues(dev, work):  # n
         assert sorted(r["result"] for r in fits.results(metrics=False)) == sorted(
             x * x for x in range(12)
         )
-        assert _scheduler_count(dev, name) == 12
+        assert _scheduler_count(dev, name, expect=12) == 12
     finally:
         dev.control.cancel([running.job_id, held_id])
 

@@ -37,7 +37,7 @@ def test_a_hydra_multirun_from_the_laptop_is_one_sweep_with_its_folders_here(dev
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"sweep {name!r} on dev: 4 configurations, 4 submitted now" in res.stdout + res.stderr
 
-    assert _scheduler_count(dev, name) == 4
+    assert _scheduler_count(dev, name, expect=4) == 4
     rows = {(r["lr"], r["seed"]): r for r in hpcui.get_sweep(dev, name).results()}
     assert set(rows) == {(0.1, 1), (0.1, 2), (0.01, 1), (0.01, 2)}
     assert {r["state"] for r in rows.values()} == {"COMPLETED"}
