@@ -255,13 +255,17 @@ class Cluster:
 
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any],
             resources: Resources | None = None, calls_per_task: int | None = None,
-            call_s: float | None = None, **resource_kwargs: Any) -> JobList | CallList:  # fmt: skip
+            call_s: float | None = None, tasks_per_gpu: int | None = None,
+            **resource_kwargs: Any) -> JobList | CallList:  # fmt: skip
         """`fn` over the zipped iterables as job arrays; `calls_per_task=K` or `call_s=`
-        packs calls into tasks: a CallList (hpcui.clusters.mapping)."""
+        packs calls into tasks: a CallList (hpcui.clusters.mapping); `tasks_per_gpu=M`
+        runs a task's calls M at a time on each of its GPUs (hpcui.node.packed)."""
         calls: list[Call] = [(tuple(items), {}) for items in zip(*iterables)]
         req = resources or Resources.from_kwargs(**resource_kwargs)
         sizing.say_on_submit(self._sizer, fn, self.plan(req))
-        return mapping.submit_map(self._to_map, fn, calls, req, calls_per_task, call_s)
+        return mapping.submit_map(
+            self._to_map, fn, calls, req, calls_per_task, call_s, tasks_per_gpu
+        )
 
     def map_calls(self, fn: Callable[..., Any], calls: list[Call], resources: Resources,
                   call_meta: list[dict[str, Any]] | None = None) -> JobList:  # fmt: skip

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hpcui.errors import HpcuiError
+from hpcui.errors import HpcuiError, UsageError
 from hpcui.jobs.job import Job, JobList
 from hpcui.jobs.packed import CallList
 from hpcui.node.packed import Packed
@@ -44,20 +44,46 @@ def submit_map(
     resources: Resources,
     calls_per_task: int | None = None,
     call_s: float | None = None,
+    tasks_per_gpu: int | None = None,
 ) -> JobList | CallList:
     """A JobList (one job per call) when each task runs one call; a CallList otherwise."""
     if not calls:
         return JobList([])
-    cap = resources.merged(cluster.defaults).array_parallelism
+    merged = resources.merged(cluster.defaults)
+    gpus = side_by_side_gpus(merged, tasks_per_gpu)
+    if gpus and calls_per_task is None and call_s is None:
+        calls_per_task = gpus * (tasks_per_gpu or 1)  # one round of calls per task
     shape = plan_arrays(
         len(calls), calls_per_task=calls_per_task, call_s=call_s,
-        limit=cluster.submitter.array_limit, parallelism=cap,
+        limit=cluster.submitter.array_limit, parallelism=merged.array_parallelism,
     )  # fmt: skip
     per_task = shape.calls_per_task
     if per_task == 1:
         return JobList(_send(cluster, shape, fn, calls, resources, None))
-    jobs = _send(cluster, shape, Packed(fn), packed_calls(calls, per_task), resources, None)
+    runner = Packed(fn, gpus=gpus, tasks_per_gpu=tasks_per_gpu or 1)
+    jobs = _send(cluster, shape, runner, packed_calls(calls, per_task), resources, None)
     return CallList(jobs, per_task, len(calls))
+
+
+def side_by_side_gpus(resources: Resources, tasks_per_gpu: int | None) -> int:
+    """The GPUs a task's calls share out with `tasks_per_gpu=` (0: calls run one by one)."""
+    if tasks_per_gpu is None:
+        return 0
+    if isinstance(tasks_per_gpu, bool) or not isinstance(tasks_per_gpu, int) or tasks_per_gpu < 1:
+        raise UsageError(f"tasks_per_gpu= is how many calls share one GPU (1 or more), got "
+                         f"{tasks_per_gpu!r}.")  # fmt: skip
+    if not resources.gpus:
+        raise UsageError(
+            "tasks_per_gpu= runs several calls at once on each GPU of a task: ask for GPUs "
+            "per task too (gpus=1, or gpus=4 for a node's four), or pack calls without it "
+            "(calls_per_task=)."
+        )
+    if (resources.nodes or 1) > 1:
+        raise UsageError(
+            f"tasks_per_gpu= shares the GPUs of one node; this asks for {resources.nodes} "
+            "nodes per task. Ask for one node per task (the array gives you many)."
+        )
+    return resources.gpus
 
 
 def submit_calls(

@@ -106,3 +106,32 @@ def test_packed_calls_on_pbs_fail_alone(dev_env):
     subjobs = [j for jid, j in said.get("Jobs", {}).items()
                if j.get("Job_Name") == name and "[]" not in jid]  # fmt: skip
     assert len(subjobs) == 3
+
+
+def gpu_seen(x: int) -> tuple[int, str, str, int, float, float]:
+    """The call's GPU as its process sees it, its array task and process, and when."""
+    import os
+    import time as _time
+
+    began = _time.time()
+    _time.sleep(1.0)
+    return (x, os.environ.get("CUDA_VISIBLE_DEVICES", ""), os.environ["SLURM_ARRAY_TASK_ID"],
+            os.getpid(), began, _time.time())  # fmt: skip
+
+
+def test_tasks_per_gpu_shares_each_gpu_of_a_task_on_real_slurm(dev_env):
+    """8 calls, gpus=2 per task, tasks_per_gpu=2: two array tasks, each running its four
+    calls at once, two on each of the two GPUs Slurm gave it (CUDA_VISIBLE_DEVICES)."""
+    cluster = _connect("dev")
+    calls = cluster.map(gpu_seen, range(8), gpus=2, tasks_per_gpu=2, partition="gpu",
+                        time="5m", mem="1G")  # fmt: skip
+    got = calls.results()
+    assert [g[0] for g in got] == list(range(8))
+    assert len({c.job_id for c in calls}) == 2  # 8 calls / (2 GPUs x 2)
+    for task in {g[2] for g in got}:
+        mine = [g for g in got if g[2] == task]
+        assert len(mine) == 4 and len({g[3] for g in mine}) == 4  # four processes
+        devices = sorted(g[1] for g in mine)
+        assert len(set(devices)) == 2 and devices[0] == devices[1], devices  # 2 per GPU
+        assert "," not in "".join(devices)  # each saw one GPU
+        assert max(g[4] for g in mine) < min(g[5] for g in mine)  # all four at once

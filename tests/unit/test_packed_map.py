@@ -204,3 +204,50 @@ def test_a_task_lost_as_a_whole_fails_each_of_its_calls_with_its_error():
     assert [calls[0].result(), calls[1].result()] == [1, 2]
     assert calls[2].exception() is lost and calls[3].exception() is lost
     assert tasks[1].reads == 1
+
+
+def on_gpu(x: int, *, fail_on: int = -1) -> tuple[int, str, int, float, float]:
+    """Which GPU a call saw, in which process, and when it ran."""
+    import os
+    import time
+
+    began = time.monotonic()
+    time.sleep(0.4)
+    if x == fail_on:
+        raise ValueError(f"call {x} failed on purpose")
+    return x, os.environ["CUDA_VISIBLE_DEVICES"], os.getpid(), began, time.monotonic()
+
+
+def test_tasks_per_gpu_runs_calls_side_by_side_each_on_one_gpu(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")  # the task's GPUs, as Slurm names them
+
+    def local(x: int, **kw):  # as a by-value function arrives: pickle cannot send it on
+        return on_gpu(x, **kw)
+
+    run = cloudpickle.loads(cloudpickle.dumps(Packed(local, gpus=2, tasks_per_gpu=2)))
+    out = run(*[((i,), {"fail_on": 5}) for i in range(8)])
+    ok = [v for kind, v in out if kind == "success"]
+    assert [v[0] for v in ok] == [0, 1, 2, 3, 4, 6, 7]  # in call order
+    assert out[5][0] == "error" and "call 5 failed on purpose" in out[5][1]
+    assert {v[1] for v in ok} == {"5", "7"}  # one GPU each, never both
+    assert len({v[2] for v in ok}) == 4  # four workers: two per GPU
+    first_round = sorted(ok[:4], key=lambda v: v[3])
+    assert first_round[-1][3] < first_round[0][4]  # the four ran at once
+    by_worker: dict[int, set[str]] = {}
+    for v in ok:
+        by_worker.setdefault(v[2], set()).add(v[1])
+    assert all(len(seen) == 1 for seen in by_worker.values())  # a worker keeps its GPU
+
+
+def test_tasks_per_gpu_needs_gpus_on_one_node():
+    from hpcui.clusters.mapping import side_by_side_gpus
+    from hpcui.request.resources import Resources
+
+    assert side_by_side_gpus(Resources(gpus=4), 2) == 4
+    assert side_by_side_gpus(Resources(gpus=4), None) == 0
+    with pytest.raises(UsageError, match="ask for GPUs per task too"):
+        side_by_side_gpus(Resources(), 2)
+    with pytest.raises(UsageError, match="shares the GPUs of one node"):
+        side_by_side_gpus(Resources(gpus=8, nodes=2), 2)
+    with pytest.raises(UsageError, match="1 or more"):
+        side_by_side_gpus(Resources(gpus=1), 0)
