@@ -33,8 +33,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _configs(args: argparse.Namespace) -> dict[str, Any]:
     from hpcui.sweeps.space import parse_grid_option
 
-    if args.grid and args.configs:
-        raise UsageError("Give --grid or --configs, not both.")
+    if sum(bool(x) for x in (args.grid, args.configs, args.random)) > 1:
+        raise UsageError("Give one of --grid, --configs or --random.")
+    if args.random:
+        return {"random": _random_space(args.random), "seed": args.seed}
     if args.grid:
         grid: dict[str, Any] = {}
         for text in args.grid:
@@ -57,8 +59,24 @@ def _configs(args: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(value, list):
             raise UsageError("--configs is a JSON list of objects: '[{\"lr\": 0.1}, ...]'.")
         return {"configs": value}
-    raise UsageError("A sweep needs its configurations: --grid NAME=V1,V2 (repeatable) or "
-                     "--configs JSON|@FILE.")  # fmt: skip
+    raise UsageError("A sweep needs its configurations: --grid NAME=V1,V2 (repeatable), "
+                     "--configs JSON|@FILE or --random JSON.")  # fmt: skip
+
+
+def _random_space(text: str) -> dict[str, Any]:
+    """--random's JSON as space.expand takes it: {"uniform": [a, b]} is its (a, b) tuple."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--random is not JSON ({exc}).") from None
+    if not isinstance(value, dict) or "n" not in value:
+        raise UsageError('--random is a JSON object with the draws\' count: \'{"lr": {"log": '
+                         '[1e-5, 1e-2]}, "n": 50}\'.')  # fmt: skip
+    return {
+        k: tuple(v["uniform"]) if isinstance(v, dict) and set(v) == {"uniform"}
+        and isinstance(v["uniform"], list) else v
+        for k, v in value.items()
+    }  # fmt: skip
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -79,7 +97,8 @@ def _start(args: argparse.Namespace) -> int:
         call = script_call(args.target, [])
         fn, call_args, mode = call.fn, call.args, "script"
     cluster = connect(cluster_name(args))
-    sweep = start(cluster, fn, name=name, args=call_args, mode=mode, **spaces, **res)
+    sweep = start(cluster, fn, name=name, args=call_args, mode=mode,
+                  calls_per_task=args.calls_per_task, **spaces, **res)  # fmt: skip
     return _report(args, sweep)
 
 

@@ -296,6 +296,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--configs", metavar="JSON|@FILE", help="the configurations as a JSON list of objects"
     )
+    s.add_argument(
+        "--random", metavar="JSON",
+        help='random draws: \'{"lr": {"log": [1e-5, 1e-2]}, "bs": [16, 32], '
+        '"drop": {"uniform": [0, 0.5]}, "n": 50}\' (a list: one of its values)',
+    )  # fmt: skip
+    s.add_argument("--seed", type=int, help="the random draws' seed (default 0)")
+    s.add_argument(
+        "--calls-per-task", type=_positive(int), metavar="K",
+        help="run K configurations to an array task, one after another (short ones)",
+    )  # fmt: skip
     s.add_argument("--csv", action="store_true", help="show: the table as CSV")
     s.add_argument("--sort", metavar="[-]COLUMN", help="show: by this column (-: descending)")
     s.add_argument(

@@ -25,6 +25,8 @@ def sweep(
     seed: int | None = None,
     args: Sequence[Any] = (),
     cluster: str | Cluster | None = None,
+    calls_per_task: int | None = None,
+    call_s: float | None = None,
     **resources: Any,
 ) -> Sweep:
     """`fn(*args, **config)` for each configuration of `grid` (every combination),
@@ -32,10 +34,12 @@ def sweep(
     `cluster`, kept under `name`. Keywords are resources, as for submit (mem="8G").
 
     Running it again with the same name submits only configurations never submitted;
-    `Sweep.resume()` runs again what failed. See docs/sweeps.md."""
+    `Sweep.resume()` runs again what failed. `calls_per_task=K` (or `call_s=`, one
+    element's seconds) runs K elements to an array task, as `map` packs calls. See
+    docs/sweeps.md."""
     return sweeps.start(
         _cluster(cluster), fn, name=name, grid=grid, configs=configs, random=random,
-        seed=seed, args=args, **resources,
+        seed=seed, args=args, calls_per_task=calls_per_task, call_s=call_s, **resources,
     )  # fmt: skip
 
 

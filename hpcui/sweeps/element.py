@@ -17,6 +17,8 @@ class ElementState:
     state: JobState | None  # None: never submitted
     job_id: str | None
     attempts: int
+    #: where its call sits in its array task when elements were packed (None: alone)
+    position: int | None = None
 
     @property
     def needs_run(self) -> bool:

@@ -51,6 +51,8 @@ class SweepSpec(Model):
     elements: list[Element]
     #: the resources of its submits (Resources' keywords), JSON as given
     resources: dict[str, Any] = Field(default_factory=dict)
+    #: elements run this many to an array task, one after another (`calls_per_task=`)
+    calls_per_task: int = Field(1, ge=1)
     created_at: float = Field(default_factory=time.time)
 
 

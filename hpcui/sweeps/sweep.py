@@ -19,7 +19,9 @@ import cloudpickle
 from hpcui.backends.states import JobState
 from hpcui.errors import HpcuiError, UsageError
 from hpcui.jobs.job import Job, JobList
+from hpcui.node.packed import Packed
 from hpcui.request.resources import Resources
+from hpcui.submission.arrays import packed_calls, packing
 from hpcui.submission.pickling import by_value
 from hpcui.submission.submitter import function_name
 from hpcui.sweeps import space, store, table
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: the registry meta keys of an element's job record
-TAG, KEY = "sweep", "sweep_key"
+#: the registry meta keys of an element's job record (KEYS: a packed task's, in call order)
+TAG, KEY, KEYS = "sweep", "sweep_key", "sweep_keys"
+#: an element's record and its call's place in the task (None: the task is the element's)
+Slot = tuple["JobRecord", int | None]
 
 
 class Sweep:
@@ -60,10 +64,16 @@ class Sweep:
 
     # -- where each element stands ---------------------------------------------------------
 
-    def _records(self) -> dict[str, list[JobRecord]]:
-        by_key: dict[str, list[JobRecord]] = {}
+    def _records(self) -> dict[str, list[Slot]]:
+        """Each element's records, oldest first, with its call's place in a packed task."""
+        by_key: dict[str, list[Slot]] = {}
         for rec in self.cluster.registry.tagged(self.cluster.name, TAG, self.name):
-            by_key.setdefault(str(rec.meta.get(KEY)), []).append(rec)
+            keys = rec.meta.get(KEYS)
+            if isinstance(keys, list):  # a packed task: several elements, in call order
+                for position, key in enumerate(keys):
+                    by_key.setdefault(str(key), []).append((rec, position))
+            else:
+                by_key.setdefault(str(rec.meta.get(KEY)), []).append((rec, None))
         return by_key
 
     def elements(self, *, refresh: bool = True) -> list[ElementState]:
@@ -73,28 +83,36 @@ class Sweep:
             records = self._refreshed(records)
         out = []
         for el in self.spec.elements:
-            recs = records.get(el.key, [])
-            last = recs[-1] if recs else None
-            state = None if last is None else self._state_of(last)
+            slots = records.get(el.key, [])
+            last, position = slots[-1] if slots else (None, None)
+            state = None if last is None else self._state_of(last, position)
             job_id = last.job_id if last else None
-            out.append(ElementState(el.key, el.config, state, job_id, len(recs)))
+            out.append(ElementState(el.key, el.config, state, job_id, len(slots), position))
         return out
 
-    def _state_of(self, rec: JobRecord) -> JobState:
+    def _state_of(self, rec: JobRecord, position: int | None = None) -> JobState:
         status = self.cluster.status.get(rec.job_id) if rec.job_id else None
-        return status.state if status is not None else rec.state
+        state = status.state if status is not None else rec.state
+        if position is None or state is not JobState.COMPLETED or not rec.job_id:
+            return state
+        try:  # a packed task completes when its calls ended, each as it did (read once, kept)
+            kind, _ = self.cluster.get_job(rec.job_id).result(timeout=60)[position]
+        except HpcuiError as exc:
+            log.info("sweep %s: the outcome of %s not read: %s", self.name, rec.job_id, exc)
+            return state
+        return state if kind == "success" else JobState.FAILED
 
-    def _refreshed(self, records: dict[str, list[JobRecord]]) -> dict[str, list[JobRecord]]:
-        newest = [recs[-1] for recs in records.values()]
+    def _refreshed(self, records: dict[str, list[Slot]]) -> dict[str, list[Slot]]:
+        newest = [slots[-1][0] for slots in records.values()]
         if any(r.job_id is None and r.state is JobState.SUBMITTING for r in newest):
             try:  # a submit cut off (a killed client): its job is found by its token
                 self.cluster.submitter.reconcile(force=True)
             except HpcuiError as exc:
                 log.warning("sweep %s: cut-off submits not checked: %s", self.name, exc)
             records = self._records()
-            newest = [recs[-1] for recs in records.values()]
-        live = [r for r in newest if r.job_id and not r.state.is_final]
-        for rec in live:
+            newest = [slots[-1][0] for slots in records.values()]
+        live = {r.job_id: r for r in newest if r.job_id and not r.state.is_final}
+        for rec in live.values():
             self.cluster.status.track([rec.job_id or ""], rec.state)
         if live:
             self.cluster.status.poll_once()
@@ -163,8 +181,13 @@ class Sweep:
     ) -> JobList:
         req = Resources.from_kwargs(**{"name": self.name, **resources})
         calls = [self._call(base_args, e) for e in els]
-        meta = [{TAG: self.name, KEY: e.key} for e in els]
-        return self.cluster.map_calls(fn, calls, req, meta)
+        per_task = self.spec.calls_per_task
+        if per_task <= 1:
+            meta: list[dict[str, Any]] = [{TAG: self.name, KEY: e.key} for e in els]
+            return self.cluster.map_calls(fn, calls, req, meta)
+        packs = [els[i : i + per_task] for i in range(0, len(els), per_task)]
+        meta = [{TAG: self.name, KEYS: [e.key for e in pack]} for pack in packs]
+        return self.cluster.map_calls(Packed(fn), packed_calls(calls, per_task), req, meta)
 
     def _call(self, base_args: list[Any], e: ElementState) -> tuple[tuple, dict]:
         if self.spec.mode == "script":  # run_script(source, name, argv)
@@ -186,7 +209,9 @@ class Sweep:
 
     def cancel(self) -> list[str]:
         """Cancel every queued or running element; returns their job ids."""
-        live = [e.job_id for e in self.elements() if e.job_id and e.state and not e.state.is_final]
+        live = list(dict.fromkeys(  # a packed task holds several elements: cancelled once
+            e.job_id for e in self.elements() if e.job_id and e.state and not e.state.is_final
+        ))  # fmt: skip
         if live:
             self.cluster.control.cancel(live)
         return [j for j in live if j]
@@ -218,6 +243,8 @@ def start(
     seed: int | None = None,
     args: Sequence[Any] = (),
     mode: Literal["call", "script", "keyed"] = "call",
+    calls_per_task: int | None = None,
+    call_s: float | None = None,
     **resources: Any,
 ) -> Sweep:
     """Make (or extend) the sweep `name` and submit its elements that were never submitted.
@@ -244,8 +271,13 @@ def start(
             Element(key=k, config=c) for k, c in found if k not in known
         ]
         kept = resources or (old.resources if old else {})
+        per_task = (
+            packing(len(elements), calls_per_task, call_s)
+            if calls_per_task is not None or call_s is not None
+            else (old.calls_per_task if old else 1)
+        )
         spec = SweepSpec(name=name, cluster=cluster.name, function=function, mode=mode,
-                         elements=elements, resources=kept)  # fmt: skip
+                         elements=elements, resources=kept, calls_per_task=per_task)  # fmt: skip
         with by_value(fn):
             call = cloudpickle.dumps((fn, list(args)))
         store.save(where, spec, call)

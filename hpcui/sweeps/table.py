@@ -52,7 +52,13 @@ def _outcome(cluster: Cluster, e: ElementState) -> dict[str, Any]:
         return {}
     job = cluster.get_job(e.job_id)
     try:
-        return flatten(job.result(timeout=60))
+        value = job.result(timeout=60)
+        if e.position is not None:  # a packed task: this element's (kind, value) pair
+            kind, value = value[e.position]
+            if kind != "success":
+                lines = [ln.strip() for ln in str(value).splitlines() if ln.strip()]
+                return {"error": lines[-1] if lines else "failed"}
+        return flatten(value)
     except JobError as exc:
         return {"error": _error_line(exc)}
     except HpcuiError as exc:  # the result could not be read now: said, the row stays
@@ -60,8 +66,8 @@ def _outcome(cluster: Cluster, e: ElementState) -> dict[str, Any]:
 
 
 def _metrics(cluster: Cluster, name: str, e: ElementState) -> dict[str, Any]:
-    if e.job_id is None or e.state is None:
-        return {}
+    if e.job_id is None or e.state is None or e.position is not None:
+        return {}  # a packed task's log is all its elements' one after another
     reader = MetricReader()
     try:
         for chunk in cluster.logs(cluster.get_job(e.job_id), "stdout", 0):

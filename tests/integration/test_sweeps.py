@@ -145,3 +145,23 @@ def test_a_sweep_survives_its_client_and_resumes_exactly_what_failed(sweep_site)
     # PBS answers for the whole array of an element asked: only the two asked are compared
     limits = {h.job_id: h.time_limit_s for h in cluster.site.history(None, job_ids=asked)}
     assert {j: limits.get(j) for j in asked} == {asked[0]: 600, asked[1]: 300}
+
+
+def test_a_packed_sweep_is_few_array_tasks_with_each_elements_outcome(sweep_site, tmp_path):
+    """12 elements, 4 to a task: 3 array tasks in the scheduler's own records; the element
+    that raises fails alone, its neighbours in the task have their results."""
+    import hpcui
+
+    cluster = sweep_site
+    name = f"packed-{uuid.uuid4().hex[:6]}"
+    missing = f"{cluster.remote_info().base}/{name}.never"  # (1, 1) raises, as it is not there
+    sweep = hpcui.sweep(work, grid={"x": [4, 5, 6, 1, 7, 8], "y": [1, 2]}, name=name,
+                        args=[missing], cluster=cluster, time="5m", calls_per_task=4)  # fmt: skip
+    assert len(sweep.last_submitted) == 3
+    counts = sweep.wait(timeout=300)
+    assert counts == {"COMPLETED": 11, "FAILED": 1}, counts
+    assert _scheduler_count(cluster, name, expect=3) == 3
+    rows = {(r["x"], r["y"]): r for r in sweep.results(metrics=False)}
+    assert rows[(1, 1)]["error"] == "ValueError: diverged"
+    assert rows[(1, 2)]["result.product"] == 2 and rows[(8, 2)]["result.product"] == 16
+    assert len({r["job_id"] for r in rows.values()}) == 3

@@ -187,6 +187,31 @@ def test_a_sweep_fails_in_part_resumes_by_name_and_never_doubles(local, tmp_path
     assert sorted(r["result.loss"] for r in rows) == pytest.approx([0.2, 0.4, 1.0, 2.0])
 
 
+def test_a_packed_sweep_keeps_each_elements_own_outcome_and_resumes_it(local, tmp_path):
+    import hpcui
+
+    flag = tmp_path / "fixed"
+    configs = [{"lr": lr, "bs": bs, "flag": str(flag)} for lr in (0.1, 0.5, 0.2) for bs in (2, 4)]
+    sweep = hpcui.sweep(train, configs=configs, name="packed", cluster=local, time="5m",
+                        calls_per_task=3)  # fmt: skip
+    assert len(sweep.last_submitted) == 2  # six elements, three to a task
+    assert _counts(sweep) == {"COMPLETED": 4, "FAILED": 2}  # a failing call fails alone
+    rows = {(r["lr"], r["bs"]): r for r in sweep.results()}
+    assert rows[(0.5, 4)]["error"] == "ValueError: diverged at lr=0.5"
+    assert rows[(0.2, 4)]["result.loss"] == pytest.approx(0.8)
+    assert len({r["job_id"] for r in rows.values()}) == 2
+    assert not any("metric.loss" in r for r in rows.values())  # one log for three elements
+
+    flag.write_text("")
+    again = hpcui.get_sweep(local, "packed")
+    assert len(again.resume()) == 1  # the two failed ones, packed into one task
+    assert _counts(again) == {"COMPLETED": 6}
+    rows = {(r["lr"], r["bs"]): r for r in again.results()}
+    assert rows[(0.5, 2)]["result.loss"] == pytest.approx(1.0)
+    assert {r["attempts"] for k, r in rows.items() if k[0] == 0.5} == {2}
+    assert again.resume() == []
+
+
 def test_two_processes_resuming_at_once_submit_each_element_once(local, tmp_path):
     import hpcui
 
@@ -246,3 +271,31 @@ def test_the_cli_starts_shows_and_resumes(local_box, tmp_path, capsys):
     assert "cli  3 configurations" in capsys.readouterr().out
     assert main(["sweep", "show"]) == 2
     assert "needs the sweep's NAME" in capsys.readouterr().err
+
+
+def test_the_cli_draws_at_random_and_packs(local_box, tmp_path, capsys):
+    from hpcui.cli import main
+
+    mod = tmp_path / "cli_rand.py"
+    mod.write_text("def f(lr, bs, drop):\n    return {'lr': lr, 'bs': bs, 'drop': drop}\n")
+    space = '{"lr": {"log": [1e-5, 1e-2]}, "bs": [16, 32], "drop": {"uniform": [0, 0.5]}, "n": 6}'
+    argv = ["sweep", f"{mod}:f", "--random", space, "--seed", "3", "--name", "rand",
+            "--calls-per-task", "3", "--time", "5m", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    started = json.loads(capsys.readouterr().out)
+    assert started["elements"] == 6 and len(started["submitted"]) == 2  # 3 to a task
+    import hpcui
+
+    sweep = hpcui.get_sweep("local", "rand")
+    sweep.wait(timeout=120)
+    rows = sweep.results(metrics=False)
+    assert {r["state"] for r in rows} == {"COMPLETED"}
+    assert all(1e-5 <= r["result.lr"] <= 1e-2 and r["result.bs"] in (16, 32) for r in rows)
+    assert all(0 <= r["result.drop"] <= 0.5 for r in rows)
+    from hpcui.sweeps import space as sweep_space
+
+    want = {"lr": {"log": [1e-5, 1e-2]}, "bs": [16, 32], "drop": (0, 0.5), "n": 6}
+    drawn = [c for _, c in sweep_space.expand(random=want, seed=3)]  # the API's own draws
+    assert [(r["lr"], r["drop"]) for r in rows] == [(c["lr"], c["drop"]) for c in drawn]
+    assert main(["sweep", f"{mod}:f", "--random", '{"lr": [1]}', "--name", "r2"]) == 2
+    assert "the draws' count" in capsys.readouterr().err
