@@ -27,6 +27,7 @@ def sweep(
     cluster: str | Cluster | None = None,
     calls_per_task: int | None = None,
     call_s: float | None = None,
+    tasks_per_gpu: int | None = None,
     **resources: Any,
 ) -> Sweep:
     """`fn(*args, **config)` for each configuration of `grid` (every combination),
@@ -35,11 +36,12 @@ def sweep(
 
     Running it again with the same name submits only configurations never submitted;
     `Sweep.resume()` runs again what failed. `calls_per_task=K` (or `call_s=`, one
-    element's seconds) runs K elements to an array task, as `map` packs calls. See
-    docs/sweeps.md."""
+    element's seconds) runs K elements to an array task, as `map` packs calls;
+    `tasks_per_gpu=M` runs them M at a time on each GPU of the task. See docs/sweeps.md."""
     return sweeps.start(
         _cluster(cluster), fn, name=name, grid=grid, configs=configs, random=random,
-        seed=seed, args=args, calls_per_task=calls_per_task, call_s=call_s, **resources,
+        seed=seed, args=args, calls_per_task=calls_per_task, call_s=call_s,
+        tasks_per_gpu=tasks_per_gpu, **resources,
     )  # fmt: skip
 
 

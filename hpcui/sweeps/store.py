@@ -53,6 +53,8 @@ class SweepSpec(Model):
     resources: dict[str, Any] = Field(default_factory=dict)
     #: elements run this many to an array task, one after another (`calls_per_task=`)
     calls_per_task: int = Field(1, ge=1)
+    #: a packed task's elements run this many at once on each of its GPUs (`tasks_per_gpu=`)
+    tasks_per_gpu: int | None = Field(None, ge=1)
     created_at: float = Field(default_factory=time.time)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import cloudpickle
 
 from hpcui.backends.states import JobState
+from hpcui.clusters.mapping import side_by_side_gpus
 from hpcui.errors import HpcuiError, UsageError
 from hpcui.jobs.job import Job, JobList
 from hpcui.node.packed import Packed
@@ -182,12 +183,14 @@ class Sweep:
         req = Resources.from_kwargs(**{"name": self.name, **resources})
         calls = [self._call(base_args, e) for e in els]
         per_task = self.spec.calls_per_task
-        if per_task <= 1:
+        gpus = side_by_side_gpus(req.merged(self.cluster.config.defaults), self.spec.tasks_per_gpu)
+        if per_task <= 1 and not gpus:
             meta: list[dict[str, Any]] = [{TAG: self.name, KEY: e.key} for e in els]
             return self.cluster.map_calls(fn, calls, req, meta)
         packs = [els[i : i + per_task] for i in range(0, len(els), per_task)]
         meta = [{TAG: self.name, KEYS: [e.key for e in pack]} for pack in packs]
-        return self.cluster.map_calls(Packed(fn), packed_calls(calls, per_task), req, meta)
+        runner = Packed(fn, gpus=gpus, tasks_per_gpu=self.spec.tasks_per_gpu or 1)
+        return self.cluster.map_calls(runner, packed_calls(calls, per_task), req, meta)
 
     def _call(self, base_args: list[Any], e: ElementState) -> tuple[tuple, dict]:
         if self.spec.mode == "script":  # run_script(source, name, argv)
@@ -245,6 +248,7 @@ def start(
     mode: Literal["call", "script", "keyed"] = "call",
     calls_per_task: int | None = None,
     call_s: float | None = None,
+    tasks_per_gpu: int | None = None,
     **resources: Any,
 ) -> Sweep:
     """Make (or extend) the sweep `name` and submit its elements that were never submitted.
@@ -271,13 +275,20 @@ def start(
             Element(key=k, config=c) for k, c in found if k not in known
         ]
         kept = resources or (old.resources if old else {})
-        per_task = (
-            packing(len(elements), calls_per_task, call_s)
-            if calls_per_task is not None or call_s is not None
-            else (old.calls_per_task if old else 1)
+        per_gpu = (
+            tasks_per_gpu if tasks_per_gpu is not None else (old.tasks_per_gpu if old else None)
         )
+        gpus = side_by_side_gpus(Resources.from_kwargs(**kept).merged(cluster.config.defaults),
+                                 per_gpu)  # fmt: skip
+        if calls_per_task is not None or call_s is not None:
+            per_task = packing(len(elements), calls_per_task, call_s)
+        elif tasks_per_gpu is not None:
+            per_task = gpus * tasks_per_gpu  # one round per task, as map does
+        else:
+            per_task = old.calls_per_task if old else 1
         spec = SweepSpec(name=name, cluster=cluster.name, function=function, mode=mode,
-                         elements=elements, resources=kept, calls_per_task=per_task)  # fmt: skip
+                         elements=elements, resources=kept, calls_per_task=per_task,
+                         tasks_per_gpu=per_gpu)  # fmt: skip
         with by_value(fn):
             call = cloudpickle.dumps((fn, list(args)))
         store.save(where, spec, call)

@@ -165,3 +165,32 @@ def test_a_packed_sweep_is_few_array_tasks_with_each_elements_outcome(sweep_site
     assert rows[(1, 1)]["error"] == "ValueError: diverged"
     assert rows[(1, 2)]["result.product"] == 2 and rows[(8, 2)]["result.product"] == 16
     assert len({r["job_id"] for r in rows.values()}) == 3
+
+
+def on_a_gpu(x: int) -> dict:
+    import os as _os
+    import time as _time
+
+    began = _time.time()
+    _time.sleep(1.0)
+    return {"gpu": _os.environ.get("CUDA_VISIBLE_DEVICES", ""), "pid": _os.getpid(),
+            "began": began, "ended": _time.time()}  # fmt: skip
+
+
+def test_a_sweep_shares_each_gpu_of_its_tasks(dev):
+    """8 elements, gpus=2, tasks_per_gpu=2: 2 array tasks, each running its four elements
+    at once, two on each GPU Slurm gave it."""
+    import hpcui
+
+    name = f"pergpu-{uuid.uuid4().hex[:6]}"
+    sweep = hpcui.sweep(on_a_gpu, grid={"x": list(range(8))}, name=name, cluster=dev,
+                        gpus=2, tasks_per_gpu=2, partition="gpu", time="5m", mem="1G")  # fmt: skip
+    assert len(sweep.last_submitted) == 2
+    assert sweep.wait(timeout=240) == {"COMPLETED": 8}
+    rows = sweep.results(metrics=False)
+    for task in {r["job_id"] for r in rows}:
+        mine = [r for r in rows if r["job_id"] == task]
+        gpus = sorted(r["result.gpu"] for r in mine)
+        assert len(mine) == 4 and len({r["result.pid"] for r in mine}) == 4
+        assert len(set(gpus)) == 2 and gpus[0] == gpus[1] and "," not in "".join(gpus), gpus
+        assert max(r["result.began"] for r in mine) < min(r["result.ended"] for r in mine)
