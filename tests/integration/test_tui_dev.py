@@ -688,6 +688,10 @@ def test_an_array_from_the_form_runs_as_one_job_array(dev_env):
             await add_in_form(pilot, app, fields, preview="--array=0-2")
             await pilot.press("ctrl+s")
             await wait_for(pilot, lambda: app.current_mode == "job", 60, "jump to the job")
+            head = app.screen.query_one("#job-head")  # mounted and showing it, before the
+            await wait_for(  # app closes: closing mid-mount is Textual's error, not ours
+                pilot, lambda: app.current_job[1] in str(head.render()), 60, "the job shown"
+            )
             return app.current_job
 
     _cluster, first = run_closing(go)
