@@ -19,8 +19,11 @@ from collections.abc import Sequence
 from pydantic import ConfigDict, Field, computed_field
 
 from hpcui.backends.model import Model
+from hpcui.backends.records import AllocationEntry
 from hpcui.backends.slurm.ledger import Association, LedgerAnswer, QueuedJob
 from hpcui.errors import UsageError
+from hpcui.profiles import Profile
+from hpcui.request.billing import units_per_hour
 from hpcui.request.cost import UNITS, Cost
 
 #: a site whose ledger had no limit is asked again after this long, not on every array
@@ -45,6 +48,9 @@ class LedgerLine(Model):
     committed: float
     #: the accounts whose jobs this line counts (itself and the accounts under it)
     covers: list[str] = Field(default_factory=list)
+    #: "cpu"/"gpu": it counts only jobs without/with GPUs (a site tool's per-kind grant)
+    kind: str | None = None
+    source: str = Field("slurm", description="'slurm' (sshare) or the site tool's name")
 
     @computed_field
     @property
@@ -62,10 +68,15 @@ class Budget(Model):
     running_jobs: int = 0
     note: str = ""
 
-    def binding(self, account: str | None) -> list[LedgerLine]:
-        """The limits a job charged to `account` (None: the user's default) counts against."""
+    def binding(self, account: str | None, kind: str | None = None) -> list[LedgerLine]:
+        """The limits a job charged to `account` (None: the user's default) counts against;
+        `kind` ("cpu"/"gpu"): only the lines of that kind, and those of every kind."""
         acct = account or self.default_account
-        return [ln for ln in self.lines if ln.limit is not None and acct in ln.covers]
+        return [
+            ln for ln in self.lines
+            if ln.limit is not None and acct in ln.covers
+            and (kind is None or ln.kind is None or ln.kind == kind)
+        ]  # fmt: skip
 
 
 def budget_of(answer: LedgerAnswer) -> Budget:
@@ -128,9 +139,60 @@ class BudgetExceeded(UsageError):
     """A submission would cost more than its account has left (times budget_guard)."""
 
 
+def kind_of(cost: Cost) -> str:
+    return "gpu" if cost.hours.get("gres/gpu") else "cpu"
+
+
+def tool_lines(
+    tool: str, entries: Sequence[AllocationEntry], jobs: Sequence[QueuedJob], profile: Profile
+) -> list[LedgerLine]:
+    """The site tool's grants (lumi-allocations: per project, CPU and GPU hours in its
+    units) as ledger lines. Such tools count finished jobs only (as CINECA's saldo), so a
+    running job is in flight for its whole limit and a pending one committed for it, each
+    billed by the profile's rule for its partition (Slurm's billing TRES where the profile
+    has none)."""
+    out = []
+    for e in entries:
+        if e.resource not in ("cpu", "gpu"):
+            continue  # storage TB-hours: no job's request says what it will write
+        mine = [j for j in jobs if j.account == e.project and _job_kind(j) == e.resource]
+        hours = {id(j): _units_per_hour(profile, j) * (j.limit_min or 0.0) / 60 for j in mine}
+        out.append(
+            LedgerLine(
+                account=e.project,
+                tres="billing",
+                unit=e.unit,
+                limit=e.allocated,
+                spent=e.used,
+                in_flight=sum(hours[id(j)] for j in mine if not j.pending),
+                committed=sum(hours[id(j)] for j in mine if j.pending),
+                covers=[e.project],
+                kind=e.resource,
+                source=tool,
+            )
+        )
+    return out
+
+
+def _job_kind(job: QueuedJob) -> str:
+    return "gpu" if job.tres.get("gres/gpu") else "cpu"
+
+
+def _units_per_hour(profile: Profile, job: QueuedJob) -> float:
+    part = profile.partition(job.partition)
+    if part is None or part.billing is None:
+        return job.tres.get("billing", 0.0)
+    nodes = max(int(job.tres.get("node", 1)), 1)
+    mem = job.tres.get("mem")
+    return units_per_hour(
+        part.billing, nodes, int(job.tres.get("cpu", 0)) // nodes,
+        int(mem / nodes) if mem else None, int(job.tres.get("gres/gpu", 0)) // nodes,
+    )  # fmt: skip
+
+
 def check(cost: Cost, budget: Budget, guard: float) -> None:
     """Refuse `cost` where it exceeds `guard` times what any binding limit has left."""
-    for line in budget.binding(cost.account):
+    for line in budget.binding(cost.account, kind_of(cost)):
         need = cost.hours.get(line.tres, 0.0)
         left = max(line.left or 0.0, 0.0)
         if need <= 0 or need <= guard * left:
@@ -164,7 +226,7 @@ def cost_lines(cost: Cost | None, budget: Budget | None) -> list[str]:
     lines = [f"cost: at most {figures} ({cost.jobs} x {cost.each})"]
     if budget is None:
         return lines
-    binding = budget.binding(cost.account)
+    binding = budget.binding(cost.account, kind_of(cost))
     for line in binding:
         whose = f"{line.user} in {line.account}" if line.user else line.account
         lines.append(

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
 
+from hpcui.backends.allocations import ALLOCATION_PARSERS
 from hpcui.backends.modules import Module, ModuleState, ModuleSystem
 from hpcui.backends.records import PartitionInfo
 from hpcui.config import ClusterConfig
@@ -16,7 +17,7 @@ from hpcui.errors import HpcuiError, SchedulerError
 from hpcui.profiles import Profile
 from hpcui.request.cost import Cost
 from hpcui.schedulers.base import Scheduler
-from hpcui.sitestate.budget import NO_LIMIT_RECHECK_S, Budget, budget_of, check
+from hpcui.sitestate.budget import NO_LIMIT_RECHECK_S, Budget, budget_of, check, kind_of, tool_lines
 from hpcui.sitestate.footprint import fetch_own_usage
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, since_arg
 from hpcui.sitestate.modules import (
@@ -27,7 +28,7 @@ from hpcui.sitestate.modules import (
     setup_modules,
 )
 from hpcui.sitestate.quota import QuotaEntry, QuotaReport, fetch_quota
-from hpcui.sitestate.standing import FreeReport, Standing, fetch_allocation
+from hpcui.sitestate.standing import AllocationReport, FreeReport, Standing, fetch_allocation
 from hpcui.sitestate.watcher import QueueWatcher
 from hpcui.store.registry import JobRecord, Registry
 from hpcui.store.remote import base_word
@@ -182,14 +183,15 @@ class SiteView:
         shares, pending, note = self.scheduler.standing()
         tool = self.profile.allocation_command
         allocation = fetch_allocation(self.transport, tool) if tool else None
-        ledger = self.budget() if self.scheduler.capabilities.budget else None
+        ledger = self.budget(allocation) if self.scheduler.capabilities.budget else None
         return Standing(
             fair_share=shares, pending=pending, note=note, allocation=allocation, ledger=ledger
         )
 
-    def budget(self) -> Budget:
+    def budget(self, allocation: AllocationReport | None = None) -> Budget:
         """The ledger of the user's accounts: spent, in flight, committed, left (ONE round
-        trip; hpcui.sitestate.budget says where each figure comes from)."""
+        trip; a second for the site's allocation tool where hpcui reads it and no
+        `allocation` is given; hpcui.sitestate.budget says where each figure comes from)."""
         answer = self.scheduler.ledger()
         if answer is None:
             return Budget(
@@ -199,7 +201,16 @@ class SiteView:
                     "is shown where it names one"
                 ),
             )  # fmt: skip
-        return budget_of(answer)
+        budget = budget_of(answer)
+        tool = self.profile.allocation_command
+        if tool not in ALLOCATION_PARSERS:
+            return budget
+        report = allocation or fetch_allocation(self.transport, tool)
+        if report.error:
+            note = f"{tool}: {report.error}"
+            return budget.model_copy(update={"note": f"{budget.note} {note}".strip()})
+        lines = tool_lines(tool, report.entries, answer.jobs, self.profile)
+        return budget.model_copy(update={"lines": budget.lines + lines})
 
     def check_budget(self, cost: Cost, guard: float) -> None:
         """Refuse `cost` beyond `guard` x what is left (BudgetExceeded). An account that
@@ -209,7 +220,7 @@ class SiteView:
         if seen is not None and time.monotonic() - seen < NO_LIMIT_RECHECK_S:
             return
         budget = self.budget()
-        if budget.binding(cost.account):
+        if budget.binding(cost.account, kind_of(cost)):
             self._unbound_at.pop(key, None)
         else:
             self._unbound_at[key] = time.monotonic()

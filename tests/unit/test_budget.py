@@ -11,7 +11,7 @@ from hpcui.request.cost import cost_of
 from hpcui.request.plan import resolve
 from hpcui.request.resources import Resources
 from hpcui.sitestate.budget import BudgetExceeded, budget_of, check
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, fixture_text
 
 ANSWER = (FIXTURES / "slurm-22.05.8-dev" / "ledger.txt").read_text()
 
@@ -148,3 +148,72 @@ def test_an_account_without_limit_is_not_asked_again_on_every_array():
         with pytest.raises(BudgetExceeded):
             site.check_budget(big, 1.0)
     assert sched.calls == 3  # a limit seen: every array is checked
+
+
+def test_a_site_tools_grants_count_running_and_pending_jobs_at_the_sites_rate():
+    """lumi-allocations (its own printing code's layout, tests/fixtures/allocation-
+    constructed) counts finished jobs only: a running job is in flight for its whole
+    limit, a pending one committed, each billed by the LUMI-G profile's rule."""
+    from hpcui.backends.allocations import parse_lumi_allocations
+    from hpcui.sitestate.budget import tool_lines
+
+    entries = parse_lumi_allocations(fixture_text("allocation-constructed/lumi_allocations.txt"))
+    project = "project_465000123"
+    jobs = [  # small-g: 0.5 x max(cores/8, mem/64G, GPUs) GPU-hours per hour
+        ledger.QueuedJob("1", False, project, "small-g",
+                         {"cpu": 14, "mem": 120 * 1024, "node": 1, "gres/gpu": 2}, 120, 60),
+        ledger.QueuedJob("2", True, project, "standard-g",  # whole nodes: 4 an hour each
+                         {"cpu": 112, "mem": 480 * 1024, "node": 2, "gres/gpu": 16}, 60, 60),
+        ledger.QueuedJob("3", True, project, "small", {"cpu": 4, "node": 1, "billing": 4}, 60, 60),  # CPU
+    ]  # fmt: skip
+    lines = {ln.kind: ln for ln in tool_lines("lumi-allocations", entries, jobs,
+                                              load_profile("lumi-g")) if ln.account == project}  # fmt: skip
+    gpu = lines["gpu"]
+    assert (gpu.limit, gpu.spent, gpu.unit, gpu.source) == (
+        5000,
+        3071,
+        "gpu/hours",
+        "lumi-allocations",
+    )
+    assert gpu.in_flight == pytest.approx(0.5 * 2 * 2)  # max(14/8->2, 120G/64G->2, 2) x 2 h
+    assert gpu.committed == pytest.approx(4 * 2 * 1)  # 2 whole nodes x 1 h
+    assert gpu.left == pytest.approx(5000 - 3071 - 2 - 8)
+    # a partition the profile has no rule for: Slurm's billing TRES, 4 an hour
+    assert lines["cpu"].committed == pytest.approx(4) and lines["cpu"].in_flight == 0
+
+    from hpcui.sitestate.budget import Budget
+
+    budget = Budget(source="t", lines=list(lines.values()), default_account=project)
+    big = cost_of(resolve(Resources.from_kwargs(gpus=8, nodes=1, time="48h", account=project,
+                                                partition="standard-g"), load_profile("lumi-g")),
+                  12, "12 array tasks")  # fmt: skip
+    with pytest.raises(BudgetExceeded, match=r"12 array tasks would cost up to 2,304\.0 gpu/hours"):
+        check(big, budget, 1.0)  # 12 x 4 units/h x 48 h against 1,919 left
+
+
+def test_the_site_reads_its_tool_into_the_ledger_and_refuses_by_it():
+    """SiteView.budget on a LUMI-G profile: Slurm's ledger (the dev capture) and the
+    tool's grants (its printing code's layout), one call each; the refusal by a grant."""
+    from hpcui.config import ClusterConfig
+    from hpcui.sitestate.site import SiteView
+    from hpcui.transport.base import CommandResult
+    from tests.canned import CannedTransport
+
+    said = fixture_text("allocation-constructed/lumi_allocations.txt")
+    tool = CannedTransport({"lumi-allocations": CommandResult(0, said.encode(), b"")}, strict=True)
+    sched = LedgerOnly()
+    site = SiteView(
+        name="lumi", config=ClusterConfig(), profile=load_profile("lumi-g"), transport=tool,
+        scheduler=sched, registry=None, setup=lambda: [], before_listing=lambda: None,
+    )  # fmt: skip
+    budget = site.budget()
+    grants = [ln for ln in budget.lines if ln.source == "lumi-allocations"]
+    assert {(ln.account, ln.kind) for ln in grants} == {
+        ("project_465000123", "cpu"), ("project_465000123", "gpu"), ("project_465000456", "gpu")
+    }  # fmt: skip
+    assert tool.commands == ["lumi-allocations"] and sched.calls == 1
+    over = cost_of(resolve(Resources.from_kwargs(gpus=1, time="1h", account="project_465000456",
+                                                 partition="small-g"), load_profile("lumi-g")),
+                   1, "1 job")  # fmt: skip
+    with pytest.raises(BudgetExceeded, match=r"account project_465000456 has 0\.0 gpu/hours left"):
+        site.check_budget(over, 1.0)  # 1200 used of 1000
