@@ -331,6 +331,12 @@ async def _cluster(pilot) -> None:
     for section in ("quota", "free", "standing", "loaded"):
         await until(pilot, lambda s=section: str(screen.query_one(f"#{s}").render()).strip())
     await until(pilot, lambda: "loading" not in str(screen.query_one("#quota").render()))
+    # DataTable measures new rows' widths when the app is idle: under load a picture that
+    # stayed the same for 0.2 s once had the module column still at its header's width
+    mods = screen.query_one("#modules")
+    longest = max(len(str(mods.get_row_at(i)[0])) for i in range(mods.row_count))
+    assert longest > len("module")  # else the wait below would say nothing
+    await until(pilot, lambda: mods.columns["module"].content_width >= longest)
 
 
 def _loading(app) -> bool:
