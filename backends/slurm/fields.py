@@ -181,6 +181,15 @@ def job_selectors(job_ids: Sequence[str]) -> str:
 # ---------------------------------------------------------------- lines into fields
 
 
+def layout_error(tool: str, fields: Sequence[str], line: str) -> ValueError:
+    """A line of `tool` with another number of fields than asked for (its own error text,
+    another version's layout)."""
+    return ValueError(
+        f"{tool} printed {line.count(SEP) + 1} fields where hpcui asked for {len(fields)} "
+        f"({', '.join(fields)}): {line.strip()[:200]!r}; another Slurm version's layout?"
+    )
+
+
 def fields_of(line: str, count: int, *, suffixed: bool) -> list[str] | None:
     """The fields of one line (None for a blank one); the last keeps any further ``|``."""
     if suffixed and line.endswith(SEP):  # squeue -O puts the suffix after the last field too

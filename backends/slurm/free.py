@@ -5,10 +5,10 @@ factors). Pure: argv lists and parsers of the ``|``-separated forms below."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from hpcui.backends.records import FairShare, JobPriority, NodeInfo, PartitionFree
-from hpcui.backends.slurm.fields import leading_int, split_fields
+from hpcui.backends.slurm.fields import layout_error, leading_int, split_fields
 from hpcui.backends.slurm.partitions import allocation_counts
 
 _SEP = "|"
@@ -141,13 +141,6 @@ def free_by_partition(nodes: Iterable[NodeInfo]) -> list[PartitionFree]:
     return [PartitionFree(**p) for p in ordered]
 
 
-def _layout(tool: str, fields: Sequence[str], line: str) -> ValueError:
-    return ValueError(
-        f"{tool} printed {line.count(_SEP) + 1} fields where hpcui asked for {len(fields)} "
-        f"({', '.join(fields)}): {line.strip()[:200]!r}; another Slurm version's layout?"
-    )
-
-
 def parse_sshare(text: str) -> list[FairShare]:
     out = []
     for line in text.splitlines():
@@ -155,7 +148,7 @@ def parse_sshare(text: str) -> list[FairShare]:
         if not line.strip():
             continue
         if len(parts) != len(SSHARE_FIELDS):
-            raise _layout("sshare", SSHARE_FIELDS, line)
+            raise layout_error("sshare", SSHARE_FIELDS, line)
         if not parts[1].strip():
             continue  # the account's own line (no user) carries no fair share of the user
         account, user, raw, norm, usage, effective, fair = (p.strip() for p in parts)
@@ -180,7 +173,7 @@ def parse_sprio(text: str) -> list[JobPriority]:
         if not line.strip():
             continue
         if len(parts) != len(SPRIO_FORMAT.split(_SEP)):
-            raise _layout("sprio", SPRIO_FORMAT.split(_SEP), line)
+            raise layout_error("sprio", SPRIO_FORMAT.split(_SEP), line)
         if not parts[0]:
             continue
         job, user, part, prio, age, fair, size, part_f, qos = parts

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hpcui.backends.scheduler_text import parse_mem
-from hpcui.backends.slurm.fields import seconds, tres_values
+from hpcui.backends.slurm.fields import layout_error, seconds, split_fields, tres_values
 
 SSHARE_FIELDS = ("Account", "User", "GrpTRESMins", "GrpTRESRaw", "TRESRunMins")
 #: squeue -O, `|`-separated: the user's queued and running jobs, an array's tasks one by one
@@ -98,12 +98,9 @@ def parse_associations(text: str) -> list[Association]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        parts = line.split("|")
+        parts = line.split("|")  # not split_fields: the account's indentation is its depth
         if len(parts) != len(SSHARE_FIELDS):
-            raise ValueError(
-                f"sshare printed {len(parts)} fields where hpcui asked for "
-                f"{len(SSHARE_FIELDS)} ({', '.join(SSHARE_FIELDS)}): {line.strip()[:200]!r}"
-            )
+            raise layout_error("sshare", SSHARE_FIELDS, line)
         account, user, limits, used, running = parts
         depth = len(account) - len(account.lstrip(" "))
         while stack and stack[-1][0] >= depth:
@@ -124,10 +121,7 @@ def parse_associations(text: str) -> list[Association]:
 
 
 def _duration_min(text: str) -> float | None:
-    text = text.strip()
-    if text in ("UNLIMITED", "NOT_SET", "INVALID", "N/A", ""):
-        return None
-    s = seconds(text)
+    s = seconds(text)  # None for UNLIMITED, NOT_SET, N/A and the rest
     return None if s is None else s / 60
 
 
@@ -144,31 +138,20 @@ def _tres_amounts(text: str) -> dict[str, float]:
 
 def parse_queue(text: str) -> list[QueuedJob]:
     """squeue's lines (SQUEUE_FIELDS); a line of another shape raises ValueError."""
-    jobs = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if parts and parts[-1] == "":
-            parts = parts[:-1]  # -O's trailing separator
-        if len(parts) != len(SQUEUE_FIELDS):
-            raise ValueError(
-                f"squeue printed {len(parts)} fields where hpcui asked for "
-                f"{len(SQUEUE_FIELDS)} ({', '.join(SQUEUE_FIELDS)}): {line.strip()[:200]!r}"
-            )
-        job_id, state, account, partition, tres, limit, left = (p.strip() for p in parts)
-        jobs.append(
-            QueuedJob(
-                job_id=job_id,
-                pending=state in ("PD", "S"),
-                account=account,
-                partition=partition,
-                tres=_tres_amounts(tres),
-                limit_min=_duration_min(limit),
-                left_min=_duration_min(left),
-            )
+    return [
+        QueuedJob(
+            job_id=job_id,
+            pending=state in ("PD", "S"),
+            account=account,
+            partition=partition,
+            tres=_tres_amounts(tres),
+            limit_min=_duration_min(limit),
+            left_min=_duration_min(left),
         )
-    return jobs
+        for job_id, state, account, partition, tres, limit, left in split_fields(
+            text, len(SQUEUE_FIELDS), suffixed=True
+        )
+    ]
 
 
 def parse_default_account(text: str) -> str | None:

@@ -83,7 +83,7 @@ def _submit(
                 EstimateOutput,
                 EstimateOutput(
                     cluster=cluster.name, summary=summary, estimates=estimates, cost=cost,
-                    ledger=ledger.binding(cost.account) if ledger and cost else [],
+                    ledger=ledger.binding_of(cost) if ledger and cost else [],
                 ),
             )  # fmt: skip
         else:
@@ -233,8 +233,8 @@ def estimate_cost(
     """The request's cost and the ledger it is checked against (None: no ledger here, or
     it could not be read - said, not fatal: an estimate is advice)."""
     cost = cluster.cost(jobs, **res)
-    if not cluster.capabilities.budget:
-        return cost, None
+    if cost is None or not cluster.capabilities.budget:
+        return cost, None  # an unknown cost is checked against nothing: no round trip
     try:
         return cost, cluster.site.budget()
     except HpcuiError as exc:

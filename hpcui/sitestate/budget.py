@@ -78,6 +78,10 @@ class Budget(Model):
             and (kind is None or ln.kind is None or ln.kind == kind)
         ]  # fmt: skip
 
+    def binding_of(self, cost: Cost) -> list[LedgerLine]:
+        """The limits `cost` counts against: its account's, of its kind (GPU or CPU)."""
+        return self.binding(cost.account, "gpu" if cost.hours.get("gres/gpu") else "cpu")
+
 
 def budget_of(answer: LedgerAnswer) -> Budget:
     """The ledger lines of sshare's and squeue's answer."""
@@ -139,10 +143,6 @@ class BudgetExceeded(UsageError):
     """A submission would cost more than its account has left (times budget_guard)."""
 
 
-def kind_of(cost: Cost) -> str:
-    return "gpu" if cost.hours.get("gres/gpu") else "cpu"
-
-
 def tool_lines(
     tool: str, entries: Sequence[AllocationEntry], jobs: Sequence[QueuedJob], profile: Profile
 ) -> list[LedgerLine]:
@@ -192,7 +192,7 @@ def _units_per_hour(profile: Profile, job: QueuedJob) -> float:
 
 def check(cost: Cost, budget: Budget, guard: float) -> None:
     """Refuse `cost` where it exceeds `guard` times what any binding limit has left."""
-    for line in budget.binding(cost.account, kind_of(cost)):
+    for line in budget.binding_of(cost):
         need = cost.hours.get(line.tres, 0.0)
         left = max(line.left or 0.0, 0.0)
         if need <= 0 or need <= guard * left:
@@ -226,7 +226,7 @@ def cost_lines(cost: Cost | None, budget: Budget | None) -> list[str]:
     lines = [f"cost: at most {figures} ({cost.jobs} x {cost.each})"]
     if budget is None:
         return lines
-    binding = budget.binding(cost.account, kind_of(cost))
+    binding = budget.binding_of(cost)
     for line in binding:
         whose = f"{line.user} in {line.account}" if line.user else line.account
         lines.append(

@@ -17,7 +17,7 @@ from hpcui.errors import HpcuiError, SchedulerError
 from hpcui.profiles import Profile
 from hpcui.request.cost import Cost
 from hpcui.schedulers.base import Scheduler
-from hpcui.sitestate.budget import NO_LIMIT_RECHECK_S, Budget, budget_of, check, kind_of, tool_lines
+from hpcui.sitestate.budget import NO_LIMIT_RECHECK_S, Budget, budget_of, check, tool_lines
 from hpcui.sitestate.footprint import fetch_own_usage
 from hpcui.sitestate.jobs import HistoryJob, QueueJob, since_arg
 from hpcui.sitestate.modules import (
@@ -220,7 +220,7 @@ class SiteView:
         if seen is not None and time.monotonic() - seen < NO_LIMIT_RECHECK_S:
             return
         budget = self.budget()
-        if budget.binding(cost.account, kind_of(cost)):
+        if budget.binding_of(cost):
             self._unbound_at.pop(key, None)
         else:
             self._unbound_at[key] = time.monotonic()

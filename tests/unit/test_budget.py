@@ -109,7 +109,7 @@ def test_a_cost_beyond_whats_left_is_refused_with_the_figures():
 def test_another_layout_is_a_clear_error():
     with pytest.raises(ValueError, match="sshare printed 2 fields"):
         ledger.parse_associations("sshare: error: Problem talking to the database|x\n")
-    with pytest.raises(ValueError, match="squeue printed 3 fields"):
+    with pytest.raises(ValueError, match=r"expected 7 '\|'-separated fields, got 3"):
         ledger.parse_queue("1|R|x\n")
 
 
