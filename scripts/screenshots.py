@@ -133,6 +133,8 @@ async def shoot(out: Path, train_id: str, other_id: str) -> None:
         form.query_one("#res-gpus").value = "2"
         form.query_one("#res-time").value = "30m"
         await _until(pilot, lambda: "--time=" in form.preview_text, 10)
+        # the scheduler's start estimate and the cost against the ledger (a worker's answer)
+        await _until(pilot, lambda: "\ncost:" in form.estimate_text, 30)
         await pilot.pause(0.5)
         app.save_screenshot(filename="submit.svg", path=str(out))
 
