@@ -94,7 +94,8 @@ class FaceSupport:
         python = req.python or sub.python
         try:
             info = sub.remote_info(python=python, needs=needs)
-            check_needs(sub.transport, info, needs, python, sub.setup, cluster=self.name)
+            check_needs(sub.transport, info, needs, python, sub.setup, cluster=self.name,
+                        modules=req.modules)  # fmt: skip
         except RemotePythonError as exc:
             return f"imports: {str(exc).split('. Nothing was submitted')[0]}: submit with env=auto"
         return f"imports: {names}: importable by {self.name}'s Python ({python})"

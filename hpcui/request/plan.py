@@ -291,6 +291,13 @@ def _signal_delay(req: Resources, profile: Profile) -> int:
     return profile.signal_delay_s
 
 
+def job_setup(setup: Sequence[str], modules: Sequence[str]) -> tuple[str, ...]:
+    """The shell lines a job runs before its Python: the cluster's setup, then the job's own
+    modules (which that setup may make visible). What the job's Python imports is asked
+    after the same lines."""
+    return (*setup, *((f"module load {' '.join(modules)}",) if modules else ()))
+
+
 def batch_spec(
     alloc: Allocation,
     *,
@@ -319,8 +326,7 @@ def batch_spec(
         token=token,
         array_size=array_size,
         python=python,
-        # the job's own modules load after the cluster's setup (which may make them visible)
-        setup=(*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())),
+        setup=job_setup(setup, alloc.modules),
         pythonpath=tuple(pythonpath),
         verified=tuple(verified),
         image=container,

@@ -64,6 +64,8 @@ class RemoteInfo:
     uv_bins: set[str] = field(default_factory=set)
     #: what this Python said of modules asked so far: {name: (imports, version or "-")}
     modules: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    #: the same, asked after a job's own `module load` (its modules' names as the key)
+    loaded: dict[tuple[str, ...], dict[str, tuple[bool, str]]] = field(default_factory=dict)
 
 
 def base_word(remote_base: str) -> str:

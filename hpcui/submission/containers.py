@@ -31,6 +31,7 @@ from hpcui.backends.containers import (
 from hpcui.errors import RemotePythonError, UsageError
 from hpcui.profiles import Profile
 from hpcui.request.allocation import Allocation
+from hpcui.request.plan import job_setup
 from hpcui.transport.base import Transport
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def prepare(
         progress_log=plog,
     )
     # the cluster's setup lines and the job's modules (MN5: `singularity`) come first
-    first = [*setup, *((f"module load {' '.join(alloc.modules)}",) if alloc.modules else ())]
+    first = list(job_setup(setup, alloc.modules))
     if first:
         script = "\n".join([*first, script])
     say = import_progress.get() or on_stderr

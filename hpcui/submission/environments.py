@@ -63,6 +63,10 @@ class EnvSpec:
     pins: tuple[tuple[str, str], ...] = ()
     #: made from what the call uses (env="auto"): it holds every need by construction
     auto: bool = False
+    #: layered over the job's own modules (a site's `pytorch`): their packages stay visible
+    #: and only what they lack is installed; `provided` is what they gave (in the key)
+    over: tuple[str, ...] = ()
+    provided: tuple[tuple[str, str], ...] = ()
 
 
 def _existing_python(path: str) -> str:
@@ -139,7 +143,13 @@ def env_key(
 ) -> str:
     """The environment's folder name: what decides its content, hashed."""
     layout = ["packed"] if pack else []
-    text = "\n".join([python_version, index_url, proxy, *layout, *sorted(spec.requirements)])
+    # over modules: their names and what they gave (a module updated in place: a new key)
+    over = (
+        [f"over {' '.join(spec.over)}", *(f"{d} {v}" for d, v in spec.provided)]
+        if spec.over
+        else []
+    )
+    text = "\n".join([python_version, index_url, proxy, *layout, *over, *sorted(spec.requirements)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -203,23 +213,41 @@ def build_script(
                 if uv_sha
                 else []
             ),
+            *(_OVER_NO_UV if spec.over else ()),
             'if [ -n "$uv" ]; then',
             f'  say "creating the environment with uv ({q(python)})"',
             f'  "$uv" venv --quiet --no-cache --python {q(python)} "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
             f'  say "installing with uv"; "$uv" pip install --no-cache --python "$tmp/bin/python"{index} -r {requirements_file} >>"$log" 2>&1',
             "else",
             f'  say "creating the environment ({q(python)} -m venv)"',
-            f'  {q(python)} -m venv "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
+            f'  {q(python)} -m venv{" --system-site-packages" if spec.over else ""} "$tmp" >>"$log" 2>&1 || {{ echo HPCUI_ENV=failed:venv; tail -n 20 "$log"; exit 0; }}',
+            *(_over_pth(q(python), spec.over) if spec.over else ()),
             f'  say "installing with pip"; "$tmp/bin/python" -m pip install --no-cache-dir --progress-bar off{index} -r {requirements_file} >>"$log" 2>&1',
             "fi",
             'if [ $? -ne 0 ]; then echo HPCUI_ENV=failed:install; tail -n 30 "$log"; rm -rf "$tmp"; exit 0; fi',
-            *(_PACK if pack else ()),
+            *(_PACK if pack and not spec.over else ()),
             f'"$tmp/bin/python" -c {q(_CHECK)} {pins} >"$tmp/.check" 2>&1',
             'c=$(grep HPCUI_CHECK= "$tmp/.check" | cut -d= -f2-); if [ "$c" != ok ]; then echo "HPCUI_ENV=failed:check $c"; cat "$tmp/.check" | tail -n 20; rm -rf "$tmp"; exit 0; fi',
             # a packed environment names its zip by the final path (checked above by $tmp's)
             f'[ ! -e "$pth" ] || echo "$final/{PACKED}" >"$pth"',
             'mv "$tmp" "$final" && touch "$final/' + READY + '" && echo HPCUI_ENV=built',
         ]
+    )
+
+
+#: over modules pip installs: it counts the modules' packages as installed (they are on
+#: its sys.path), where uv would install their requirements again (torch: gigabytes)
+_OVER_NO_UV = ('[ -z "$uv" ] || say "over modules: pip installs (it sees their packages)"', "uv=")
+
+
+def _over_pth(python: str, modules: Sequence[str]) -> tuple[str, ...]:
+    """After the venv is made: a .pth naming the modules' Python's own site folders, so a
+    module that is itself a venv (not just an interpreter) stays visible to the layer."""
+    return (
+        f'  say "over module(s) {" ".join(modules)}: their packages stay visible"',
+        f'  sites=$({python} -c "import site; print(chr(10).join(site.getsitepackages()))")',
+        '  sp=$("$tmp/bin/python" -c "import sysconfig; print(sysconfig.get_paths()[\'purelib\'])")',
+        '  printf \'%s\\n\' "$sites" >"$sp/hpcui-over.pth"',
     )
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcui.errors import RemotePythonError
+from hpcui.request.plan import job_setup
 from hpcui.store import remote as remote_side
 from hpcui.store.remote import NAME, RemoteInfo
 from hpcui.transport.base import Transport
@@ -210,15 +211,25 @@ def check_needs(
     setup: Sequence[str],
     *,
     cluster: str,
+    modules: Sequence[str] = (),
 ) -> None:
     """Every distribution the call uses imports with the cluster's Python, else
     RemotePythonError and nothing is submitted; objects made by another version there are
-    warned about. Names the probe already answered cost nothing; others one round trip."""
-    new = {n.module: n.dist for n in needs if n.module not in info.modules}
+    warned about. Names the probe already answered cost nothing; others one round trip.
+    With the job's own `modules` (a site's `pytorch` carries the frameworks) the Python is
+    asked after loading them, as the job runs it."""
+    known = info.loaded.setdefault(tuple(modules), {}) if modules else info.modules
+    new = {n.module: n.dist for n in needs if n.module not in known}
     if new and info.python_version is not None:
-        info.modules.update(remote_side.ask_modules(transport, python, setup, new))
-    refused, warned = problems(needs, info.modules, cluster=cluster, python=python)
+        known.update(remote_side.ask_modules(transport, python, job_setup(setup, modules), new))
+    said = f"{python} after `module load {' '.join(modules)}`" if modules else python
+    refused, warned = problems(needs, known, cluster=cluster, python=said)
     for line in warned:
         log.warning("%s", line)
+    if refused and modules and "/" in python:  # the modules' PATH does not choose it
+        refused[-1] += (
+            "; a Python by its path is that one whatever `module load` puts first on PATH: "
+            "for the modules' own Python give python='python3' (the submit's or the cluster's)"
+        )
     if refused:
         raise RemotePythonError(refusal(refused, needs, python))

@@ -42,7 +42,7 @@ from hpcui.schedulers.base import Scheduler
 from hpcui.store import remote as remote_side
 from hpcui.store.registry import JobRecord, Registry, segment_index
 from hpcui.store.signing import job_key
-from hpcui.submission import arrays, containers, environments, frameworks
+from hpcui.submission import arrays, containers, env_layers, environments, frameworks
 from hpcui.submission import recovery as submit_recovery
 from hpcui.submission.env_store import key_of
 from hpcui.submission.needs import Need, check_needs
@@ -319,14 +319,17 @@ class Submitter:
         wanted = environments.spec_of(merged.env, needs) if merged.env else None
         python = wanted.existing if wanted and wanted.existing else python
         info = self.remote_info(check_python=not in_image, python=python, needs=needs)
+        wanted, setup = env_layers.layer(self.transport, wanted, needs, info, python=python,
+                                         setup=self.setup, modules=alloc.modules, image=in_image)  # fmt: skip
         if wanted and not wanted.existing:  # the environment's Python, built once or found
             python = environments.use(
-                self.transport, info, wanted, needs, python=python, setup=self.setup,
+                self.transport, info, wanted, needs, python=python, setup=setup,
                 cluster=self.name, profile=self.profile, in_image=in_image,
                 probe=lambda p: self.remote_info(python=p, needs=needs),
             )  # fmt: skip
         elif not in_image:  # what the call imports, there: refused before anything is queued
-            check_needs(self.transport, info, needs, python, self.setup, cluster=self.name)
+            check_needs(self.transport, info, needs, python, self.setup, cluster=self.name,
+                        modules=alloc.modules)  # fmt: skip
         in_env = key_of(python)  # an environment env= made: its folder, its key
         self.reconcile_quietly()
         self._check_setup_modules()

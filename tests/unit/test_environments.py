@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcui.errors import UsageError
+from hpcui.submission.env_layers import over_modules
 from hpcui.submission.environments import (
     READY,
     EnvSpec,
@@ -56,10 +57,29 @@ def test_the_key_changes_with_what_decides_the_content():
                 env_key(EnvSpec(("humanize",)), "3.11.2", "", "")}) == 4  # fmt: skip
 
 
+def test_auto_over_modules_installs_only_what_they_lack():
+    """A site's pytorch module gives torch (at its own version: built for the site's GPUs)
+    and lightning; only humanize is installed, and the key follows what the module gave."""
+    needs = [Need("torch", "torch", "2.13.0"), Need("lightning", "lightning", "2.6.6"),
+             Need("humanize", "humanize", "4.15.0")]  # fmt: skip
+    spec = spec_of(["auto"], needs)
+    there = {"torch": (True, "2.5.1"), "lightning": (True, "2.6.6"), "humanize": (False, "-")}
+    layered = over_modules(spec, needs, there, ("pytorch",))
+    assert layered is not None and layered.requirements == (HUMANIZE,)
+    assert layered.pins == (("humanize", "4.15.0"),) and layered.over == ("pytorch",)
+    assert layered.provided == (("lightning", "2.6.6"), ("torch", "2.5.1"))
+    newer = over_modules(spec, needs, {**there, "torch": (True, "2.6.0")}, ("pytorch",))
+    plain = EnvSpec((HUMANIZE,), pins=(("humanize", "4.15.0"),), auto=True)
+    keys = {env_key(s, "3.11.2", "", "") for s in (layered, newer, plain)}
+    assert newer is not None and len(keys) == 3  # a module updated in place: a new build
+    assert over_modules(spec, needs, {**there, "humanize": (True, "4.9")}, ("pytorch",)) is None
+
+
 def _build(
-    folder: Path, spec: EnvSpec, uv: str = "", uv_sha: str = "", pack: bool = False
-) -> subprocess.CompletedProcess[str]:
-    script = build_script(folder=str(folder), python=sys.executable, setup=[], spec=spec,
+    folder: Path, spec: EnvSpec, uv: str = "", uv_sha: str = "", pack: bool = False,
+    python: str = sys.executable,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    script = build_script(folder=str(folder), python=python, setup=[], spec=spec,
                           uv=uv, uv_sha=uv_sha, pack=pack, log=str(folder) + ".log")  # fmt: skip
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS),
            "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS)}  # fmt: skip
@@ -224,3 +244,31 @@ def test_a_pyproject_or_a_uv_lock_is_what_is_installed(tmp_path):
     empty.write_text('[project]\nname = "x"\n')
     with pytest.raises(UsageError, match="names no dependency"):
         spec_of([str(empty)], [])
+
+
+@pytest.mark.skipif(not WHEELS.is_dir(), reason="scripts/install-deps fills the dev index")
+def test_a_layer_over_a_module_that_is_a_venv_sees_its_packages_and_adds_the_rest(tmp_path):
+    """The dev site's pytorch module is a venv, as many sites' are: the layer's Python sees
+    the module's packages (a .pth names its site folder), and pip installs only what is
+    missing: typing-inspection, not the typing-extensions it requires (the module has it)."""
+    module = tmp_path / "module-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(module)], check=True, timeout=120)
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS)}
+    subprocess.run([str(module / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                    "typing-extensions==4.16.0", "six==1.17.0"], check=True, env=env,
+                   timeout=300)  # fmt: skip
+    spec = EnvSpec(("typing-inspection==0.4.5",), pins=(("typing-inspection", "0.4.5"),),
+                   auto=True, over=("pytorch",))  # fmt: skip
+    folder = tmp_path / "envs" / "over"
+    res = _build(folder, spec, python=str(module / "bin" / "python"))
+    assert res.stdout.strip().endswith("HPCUI_ENV=built"), res.stdout + res.stderr
+    ran = subprocess.run(
+        [str(folder / "bin" / "python"), "-c",
+         "import six, typing_extensions, typing_inspection; print(typing_extensions.__file__)"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().startswith(str(module)), ran.stdout  # the module's own copy
+    layer_files = {p.name for p in (folder / "lib").glob("python3*/site-packages/*")}
+    assert any(n.startswith("typing_inspection") for n in layer_files), layer_files
+    assert not any(n.startswith("typing_extensions") for n in layer_files), layer_files
