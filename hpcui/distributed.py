@@ -102,6 +102,7 @@ __all__ = [
     "setup",
     "stop_file_path",
     "stop_requested",
+    "transformers_callback",
 ]
 
 log = logging.getLogger(__name__)
@@ -565,6 +566,31 @@ def lightning_callback(checkpoint: str | None = None, every_n_steps: int = 10) -
 
     # made with type(): Lightning is not installed (nor typed) where hpcui is checked
     stop = type("HpcuiStop", (Callback,), {"on_train_batch_end": on_train_batch_end})
+    return stop()
+
+
+def transformers_callback(every_n_steps: int = 10) -> Any:
+    """A Hugging Face `TrainerCallback` that ends `trainer.train()` cleanly at `job.stop()`
+    or the time limit's early signal: every N steps it asks stop_requested() (every rank at
+    the same step) and sets the Trainer's own `should_save` and `should_training_stop`, so
+    the Trainer writes `output_dir/checkpoint-<step>` (all ranks take part) and returns.
+
+        trainer = Trainer(..., callbacks=[hd.transformers_callback()])
+        trainer.train(resume_from_checkpoint=bool(get_last_checkpoint(args.output_dir)))
+    """
+    from transformers import TrainerCallback  # the job's own: only its transformers
+
+    def on_step_end(self: Any, args: Any, state: Any, control: Any, **_: Any) -> Any:
+        if state.global_step % max(every_n_steps, 1) or not stop_requested():
+            return control
+        control.should_save = True
+        control.should_training_stop = True
+        if state.is_world_process_zero:
+            print(f"hpcui: stopping at step {state.global_step}", flush=True)
+        return control
+
+    # made with type(): transformers is not installed (nor typed) where hpcui is checked
+    stop = type("HpcuiStop", (TrainerCallback,), {"on_step_end": on_step_end})
     return stop()
 
 

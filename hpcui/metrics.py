@@ -10,11 +10,14 @@ record's number. A user regex adds one series for any other form (the app's rege
 ``hpcui metrics --pattern``). Lines of the runtime itself (submitit's INFO) are not read.
 
 One reader for the Job screen (fed as lines arrive), the comparison of several jobs and
-``hpcui metrics``; nothing here talks to a cluster except `read_metrics`.
+``hpcui metrics``; nothing here talks to a cluster except `read_metrics` and
+`read_metrics_file`. A file a logger writes (Lightning's CSVLogger `metrics.csv`, any CSV
+with a header, or JSON lines) is read the same way (``hpcui metrics --file PATH``).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -25,6 +28,7 @@ from pydantic import Field
 
 from hpcui.backends.job_paths import Stream
 from hpcui.backends.model import Model
+from hpcui.errors import UsageError
 from hpcui.logs.follow import is_runtime_line
 
 if TYPE_CHECKING:
@@ -188,6 +192,28 @@ class MetricReader:
             del self._records[:-MAX_POINTS]
         return added
 
+    def feed_csv(self, text: str) -> bool:
+        """A CSV with a header row (Lightning's CSVLogger: `epoch,step,train_loss,...`, a
+        cell empty where that row logged nothing); True when it added values."""
+        rows = csv.reader(text.splitlines())
+        header = [h.strip() for h in next(rows, [])]
+        added = False
+        for row in rows:
+            record = {}
+            for name, cell in zip(header, row):
+                if not cell.strip() or name.lower() in NOT_METRICS:
+                    continue
+                try:
+                    record[name] = float(cell)
+                except ValueError:  # a text column (a run name): not a series
+                    continue
+            if record:
+                self._records.append(record)
+                added = True
+        if len(self._records) > MAX_POINTS:
+            del self._records[:-MAX_POINTS]
+        return added
+
     def metrics(self, job: str = "") -> Metrics:
         """The series so far, against the first x key the log has (or the record number)."""
         present = {k for r in self._records for k in r}
@@ -221,6 +247,35 @@ def read_metrics(
     for chunk in cluster.logs(handle, stream, rank):
         reader.feed_text(chunk.text)
     reader.flush()
+    return reader.metrics(f"{cluster.name}:{handle.job_id}")
+
+
+#: the most of a metrics file read (its header and last lines beyond that)
+FILE_LINES = 50_000
+
+
+def read_metrics_file(cluster: Cluster, job: JobHandle | str, path: str) -> Metrics:
+    """A job's metrics from a file its logger writes on the cluster: `path` absolute, or
+    relative to the home there (where jobs start, so Lightning's default
+    `lightning_logs/version_N/metrics.csv` is relative to it). `.csv`: a header row and
+    rows; anything else is read as a log (JSON lines, key=value)."""
+    handle = cluster.job(job) if isinstance(job, str) else job
+    rel = path[2:] if path.startswith("~/") else path  # the home is where the command runs
+    script = 'test -f "$1" || { echo "no such file" >&2; exit 3; }; head -n 1 -- "$1"; tail -n +2 -- "$1" | tail -n "$2"'
+    res = cluster.run(["sh", "-c", script, "sh", rel, str(FILE_LINES)])
+    if res.exit_status != 0:
+        raise UsageError(
+            f"{cluster.name}: cannot read {path} for job {handle.job_id} "
+            f"({(res.stderr.strip() or 'exit ' + str(res.exit_status))}). A relative path is "
+            "from your home there, where jobs start; Lightning's CSVLogger writes "
+            "<default_root_dir>/lightning_logs/version_N/metrics.csv (give the Trainer a "
+            "default_root_dir or the logger a save_dir on a shared file system)."
+        )
+    reader = MetricReader()
+    if path.lower().endswith(".csv"):
+        reader.feed_csv(res.stdout)
+    else:
+        reader.feed(res.stdout.splitlines())
     return reader.metrics(f"{cluster.name}:{handle.job_id}")
 
 

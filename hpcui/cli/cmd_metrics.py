@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from hpcui.metrics import read_metrics, read_ranks
+    from hpcui.metrics import read_metrics, read_metrics_file, read_ranks
 
     if args.json and args.csv:
         raise UsageError("Choose one of --json and --csv.")
@@ -28,11 +28,17 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         raise UsageError(f"--pattern is not a regular expression: {exc}.") from None
     if args.all_ranks and args.rank:
         raise UsageError("Choose one of --rank and --all-ranks.")
+    if args.file and (args.all_ranks or args.rank or args.stderr or args.pattern):
+        raise UsageError("--file reads that one file: leave out --rank, --all-ranks, --stderr "
+                         "and --pattern (they choose among the job's logs).")  # fmt: skip
     stream: Literal["stdout", "stderr"] = "stderr" if args.stderr else "stdout"
     found: list[Metrics] = []
     by_job: list[list[Metrics]] = []
     for ref in args.jobs:
         name, job_id = split_job_ref(ref, cluster_name(args))
+        if args.file:  # a logger's own file (Lightning's CSVLogger), not the log
+            found.append(read_metrics_file(connect(name), job_id, args.file))
+            continue
         if args.all_ranks:  # one Metrics per rank, labelled `cluster:id rank N`
             ranks = read_ranks(connect(name), job_id, stream=stream, pattern=args.pattern or "")
             by_job.append(ranks)

@@ -384,6 +384,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="REGEX",
         help="also a series from this regex's first group (a named group names it)",
     )
+    s.add_argument(
+        "--file",
+        metavar="PATH",
+        help="read a file the job's logger writes instead of its log: Lightning's CSVLogger "
+        "metrics.csv (any CSV with a header) or JSON lines; relative to your home there",
+    )
     s.add_argument("--csv", action="store_true", help="one CSV row per job and step")
     _json(s)
 

@@ -26,6 +26,11 @@ pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("frameworks")]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "frameworks"
 SMALL = {"time": "6m", "cpus_per_task": 1, "mem": "4G"}
 WAIT = 420
+#: the stop, resume, chain and module tests: a second worker's, beside the jobs of the
+#: module fixtures (each of these waits minutes on its own jobs)
+LONG = "frameworks-long"
+#: where the Slurm Lightning job's CSVLogger writes (the shared home: the login node reads it)
+LIT_LOGS = f"~/.hpcui-test-lit-csv-{int(time.time())}"
 
 
 # -- functions that run on the cluster ------------------------------------------------------
@@ -81,15 +86,20 @@ def _lit_result(trainer: Any, model: Any) -> dict[str, Any]:
     }
 
 
-def lightning_ddp() -> dict[str, Any]:
-    """Lightning's own DDP on 2 nodes x 2 tasks, found through the scheduler's variables."""
+def lightning_ddp(logs: str = "") -> dict[str, Any]:
+    """Lightning's own DDP on 2 nodes x 2 tasks, found through the scheduler's variables;
+    with `logs`, its CSVLogger writes `<logs>/run/version_0/metrics.csv` (rank 0)."""
+    import os
+
     import lightning as L
+    from lightning.pytorch.loggers import CSVLogger
 
     model = _lit_module()
+    logger = CSVLogger(os.path.expanduser(logs), name="run", version=0) if logs else False
     trainer = L.Trainer(
         accelerator="cpu", devices=2, num_nodes=2, strategy="ddp", max_epochs=2,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False,
+        logger=logger, log_every_n_steps=2, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
     )  # fmt: skip
     trainer.fit(model, _lit_data())
     return _lit_result(trainer, model)
@@ -126,10 +136,14 @@ def lightning_stoppable(ckpt: str, steps: int, sleep: float) -> dict[str, Any]:
         max_epochs=-1, logger=False, enable_checkpointing=False, enable_model_summary=False,
         callbacks=[Slow(), hd.lightning_callback(ckpt, every_n_steps=2)],
     )  # fmt: skip
-    resumed = os.path.exists(ckpt)
-    trainer.fit(model, _lit_data(), ckpt_path=ckpt if resumed else None)
+    resumed_at = None
+    if os.path.exists(ckpt):
+        import torch
+
+        resumed_at = torch.load(ckpt, weights_only=False)["global_step"]
+    trainer.fit(model, _lit_data(), ckpt_path=ckpt if resumed_at is not None else None)
     out = _lit_result(trainer, model)
-    out["resumed"] = resumed
+    out["resumed_at"] = resumed_at
     return out
 
 
@@ -198,10 +212,9 @@ def accelerate_callable() -> dict[str, Any]:
     }
 
 
-def hf_trainer(out: str) -> dict[str, Any]:
-    """The HF Trainer with TrainingArguments on 2 nodes: its log lines are what hpcui reads."""
+def _hf_model_and_data() -> tuple[Any, list[dict[str, Any]]]:
+    """A regression model in the HF Trainer's form (a dict with the loss) and its data."""
     import torch
-    from transformers import Trainer, TrainingArguments
 
     class Reg(torch.nn.Module):
         def __init__(self) -> None:
@@ -214,20 +227,66 @@ def hf_trainer(out: str) -> dict[str, Any]:
             return {"loss": torch.nn.functional.mse_loss(pred, labels), "logits": pred}
 
     g = torch.Generator().manual_seed(3)
-    xs = torch.randn(512, 8, generator=g)
-    data = [{"x": x, "labels": x.sum().unsqueeze(0)} for x in xs]
+    return Reg(), [
+        {"x": x, "labels": x.sum().unsqueeze(0)} for x in torch.randn(512, 8, generator=g)
+    ]
+
+
+def hf_trainer(out: str) -> dict[str, Any]:
+    """The HF Trainer with TrainingArguments on 2 nodes: its log lines are what hpcui reads."""
+    from transformers import Trainer, TrainingArguments
+
+    model, data = _hf_model_and_data()
     args = TrainingArguments(
         output_dir=out, max_steps=24, logging_steps=4, per_device_train_batch_size=8,
         learning_rate=0.05, use_cpu=True, report_to=[], save_strategy="no",
         disable_tqdm=False, dataloader_num_workers=0,
     )  # fmt: skip
-    trainer = Trainer(model=Reg(), args=args, train_dataset=data)
+    trainer = Trainer(model=model, args=args, train_dataset=data)
     result = trainer.train()
     return {
         "rank": trainer.args.process_index,
         "world": trainer.args.world_size,
         "loss": result.training_loss,
         "steps": result.global_step,
+    }
+
+
+def hf_stoppable(out: str, steps: int, sleep: float) -> dict[str, Any]:
+    """The HF Trainer ended by job.stop() through hpcui's TrainerCallback: the Trainer's
+    own checkpoint is written, and the next run resumes from it."""
+    import os
+    import time
+
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from hpcui import distributed as hd
+
+    class Slow(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            time.sleep(sleep)
+            if state.is_world_process_zero and state.global_step % 10 == 0:
+                print(f"step={state.global_step}", flush=True)
+
+    out = os.path.expanduser(out)
+    model, data = _hf_model_and_data()
+    args = TrainingArguments(
+        output_dir=out, max_steps=steps, per_device_train_batch_size=8, learning_rate=0.05,
+        use_cpu=True, report_to=[], save_strategy="no", disable_tqdm=True,
+        dataloader_num_workers=0, logging_steps=1000,
+    )  # fmt: skip
+    trainer = Trainer(
+        model=model, args=args, train_dataset=data,
+        callbacks=[Slow(), hd.transformers_callback(every_n_steps=2)],
+    )  # fmt: skip
+    last = get_last_checkpoint(out) if os.path.isdir(out) else None
+    result = trainer.train(resume_from_checkpoint=last)
+    resumed_at = int(last.rsplit("-", 1)[1]) if last else None  # its checkpoint-<step>
+    return {
+        "rank": trainer.args.process_index,
+        "steps": result.global_step,
+        "resumed_at": resumed_at,
     }
 
 
@@ -287,7 +346,7 @@ def slurm_jobs(slurm: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     two_by_two = {"nodes": 2, "tasks_per_node": 2, **SMALL}
     run = f"/tmp/hpcui-frameworks-{int(time.time())}"  # node-local is enough: rank 0 writes
     jobs = {
-        "lightning": slurm.submit(lightning_ddp, **two_by_two),
+        "lightning": slurm.submit(lightning_ddp, LIT_LOGS, **two_by_two),
         "accelerate_callable": slurm.submit(accelerate_callable, **two_by_two),
         "hf": slurm.submit(hf_trainer, f"{run}-hf", **two_by_two),
         "deepspeed": slurm.submit(deepspeed_zero2, **two_by_two),
@@ -342,6 +401,23 @@ def test_lightning_ddp_on_two_nodes_of_slurm(slurm_jobs: dict[str, Any]) -> None
     assert {v["master"] for v in values} == {"127.0.1.11"}  # node1i: the profile's suffix
     _same(values, "checksum")  # DDP kept the replicas identical
     assert {v["steps"] for v in values} == {8}  # 2 epochs of 256/16 batches over 4 ranks
+
+
+def test_lightnings_csvlogger_file_is_the_jobs_metrics(slurm_jobs: dict[str, Any], slurm: Any):
+    """`hpcui metrics --file`: the metrics.csv rank 0's CSVLogger wrote, read where it is."""
+    from hpcui.errors import UsageError
+    from hpcui.metrics import read_metrics_file
+
+    job = slurm_jobs["lightning"]
+    job.results(timeout=WAIT)
+    path = f"{LIT_LOGS}/run/version_0/metrics.csv"
+    metrics = read_metrics_file(slurm, job, path)
+    loss = metrics.get("train_loss")
+    assert metrics.x_name == "step" and loss is not None, metrics
+    assert loss.x == [1.0, 3.0, 5.0, 7.0] and loss.y[-1] < loss.y[0], loss  # it learned
+    with pytest.raises(UsageError, match=r"cannot read .*no such file.*CSVLogger"):
+        read_metrics_file(slurm, job, path + ".missing")
+    slurm.run(f"rm -rf {LIT_LOGS}")
 
 
 def test_a_lightning_trainer_that_does_not_fit_is_refused_before_it_queues(slurm: Any) -> None:
@@ -453,28 +529,56 @@ def _wait_for(job: Any, text: str, timeout: float = WAIT) -> None:
         time.sleep(2)
 
 
-def test_job_stop_ends_a_lightning_fit_with_its_checkpoint_then_it_resumes(slurm: Any) -> None:
+def _stop_callable(job: Any, ready: str) -> tuple[list[dict[str, Any]], int]:
+    """Stop a callable's run once `ready` shows: COMPLETED, every rank at the same step."""
     from hpcui.backends.states import JobState
 
-    ckpt = f"~/.hpcui-test-lit-stop-{int(time.time())}.ckpt"  # shared home: either node
-    small = {"nodes": 1, "tasks_per_node": 2, **SMALL}
-    job = slurm.submit(lightning_stoppable, ckpt, 100_000, 0.05, **small)
-    _wait_for(job, "step=20\n")  # the fit is under way
+    _wait_for(job, ready)
     job.stop()
     values = job.results(timeout=WAIT)
     assert job.state is JobState.COMPLETED
-    assert {v["resumed"] for v in values} == {False}
     stopped_at = {v["steps"] for v in values}
     assert len(stopped_at) == 1, values  # the same step on both ranks
     steps = stopped_at.pop()
     assert 0 < steps < 100_000 and f"hpcui: stopping at step {steps}" in job.stdout(0)
-    again = slurm.submit(lightning_stoppable, ckpt, steps + 4, 0.0, **small).results(timeout=WAIT)
-    assert {(v["resumed"], v["steps"]) for v in again} == {(True, steps + 4)}
-    slurm.run(f"rm -f {ckpt}")
+    return values, steps
 
 
-def test_job_stop_ends_an_accelerate_run_with_its_checkpoint(slurm: Any) -> None:
+def _stop_script(job: Any, ready: str) -> int:
+    """Stop a script's run once `ready` shows: COMPLETED, each rank's 0; the step it says."""
     from hpcui.backends.states import JobState
+
+    _wait_for(job, ready)
+    job.stop()
+    assert job.results(timeout=WAIT) == [0, 0]
+    assert job.state is JobState.COMPLETED
+    return int(job.stdout(0).split("stop requested at step ")[1].split()[0])
+
+
+@pytest.mark.xdist_group(LONG)
+@pytest.mark.parametrize(
+    ("fn", "where", "layout"),
+    [(lightning_stoppable, "lit-stop-{}.ckpt", {"nodes": 1, "tasks_per_node": 2}),
+     (hf_stoppable, "hf-stop-{}", {"nodes": 2, "tasks_per_node": 1})],
+    ids=["lightning", "hf-trainer"],
+)  # fmt: skip
+def test_job_stop_ends_a_fit_with_the_frameworks_checkpoint_then_it_resumes(
+    slurm: Any, fn: Any, where: str, layout: dict[str, int]
+) -> None:
+    """Lightning through hd.lightning_callback, the HF Trainer through
+    hd.transformers_callback: COMPLETED at job.stop(), the framework's own checkpoint
+    written, and the next run resumes from that step."""
+    ckpt = f"~/.hpcui-test-{where.format(int(time.time()))}"  # shared home: either node
+    small = {**layout, **SMALL}
+    values, steps = _stop_callable(slurm.submit(fn, ckpt, 100_000, 0.05, **small), "step=20\n")
+    assert {v["resumed_at"] for v in values} == {None}, values
+    again = slurm.submit(fn, ckpt, steps + 4, 0.0, **small).results(timeout=WAIT)
+    assert {(v["resumed_at"], v["steps"]) for v in again} == {(steps, steps + 4)}, again
+    slurm.run(f"rm -rf {ckpt}")
+
+
+@pytest.mark.xdist_group(LONG)
+def test_job_stop_ends_an_accelerate_run_with_its_checkpoint(slurm: Any) -> None:
 
     home = slurm.run("echo $HOME").stdout.strip()
     ckpt = f"{home}/.hpcui-test-acc-{int(time.time())}"  # a script's argv: no shell expands it
@@ -483,18 +587,102 @@ def test_job_stop_ends_an_accelerate_run_with_its_checkpoint(slurm: Any) -> None
         ["--steps", "100000", "--sleep", "0.05", "--checkpoint", ckpt],
     )
     job = slurm.submit(script.fn, *script.args, launcher="accelerate", gpus=2, nodes=1, **SMALL)
-    _wait_for(job, "step=10 ")
-    job.stop()
-    assert job.results(timeout=WAIT) == [0, 0]
-    assert job.state is JobState.COMPLETED
-    out = job.stdout(0)
-    assert "stop requested at step" in out
-    stopped = int(out.split("stop requested at step ")[1].split()[0])
+    stopped = _stop_script(job, "step=10 ")
     listing = slurm.run(f"cat {ckpt}/step; echo; ls {ckpt}").stdout
     assert listing.split()[0] == str(stopped + 1) and "model.safetensors" in listing
     slurm.run(f"rm -rf {ckpt}")
 
 
+@pytest.mark.xdist_group(LONG)
+def test_job_stop_ends_a_deepspeed_run_with_its_checkpoint_then_it_resumes(slurm: Any) -> None:
+    """The guide's srun form over 2 nodes; DeepSpeed's own save_checkpoint/load_checkpoint."""
+
+    home = slurm.run("echo $HOME").stdout.strip()
+    ckpt = f"{home}/.hpcui-test-ds-{int(time.time())}"  # a script's argv: no shell expands it
+    argv = ["--backend", "gloo", "--sleep", "0.05", "--checkpoint", ckpt]
+    script = script_call(EXAMPLES / "deepspeed_train.py", ["--steps", "100000", *argv])
+    two = {"launcher": "deepspeed", "nodes": 2, "tasks_per_node": 1, **SMALL}
+    stopped = _stop_script(slurm.submit(script.fn, *script.args, **two), "step=10 ")
+    listing = slurm.run(f"cat {ckpt}/latest; echo; ls {ckpt}").stdout.split()
+    assert listing[0] == f"global_step{stopped + 1}" and listing[0] in listing[1:], listing
+    script = script_call(EXAMPLES / "deepspeed_train.py", ["--steps", str(stopped + 6), *argv])
+    again = slurm.submit(script.fn, *script.args, **two)
+    assert again.results(timeout=WAIT) == [0, 0]
+    out = again.stdout(0)
+    assert f"resumed from {ckpt} at step {stopped + 1}" in out
+    assert f"rank=0 done step={stopped + 6}" in out
+    slurm.run(f"rm -rf {ckpt}")
+
+
+def torch_from_the_module() -> str:
+    import torch
+
+    return torch.__file__
+
+
+def with_plotext() -> dict[str, str]:
+    """torch and lightning from the site's module, plotext (not in it) from env="auto"."""
+    import lightning
+    import plotext
+    import torch
+
+    return {"torch": torch.__file__, "lightning": lightning.__file__, "plotext": plotext.__file__}
+
+
+@pytest.mark.xdist_group(LONG)
+def test_the_jobs_modules_give_it_the_frameworks_and_env_auto_adds_the_rest(
+    devcluster: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As CSC's guide: `module load pytorch` carries torch and the frameworks. What the call
+    imports is asked of the Python the job runs, after its modules (torch is not in the
+    site's plain python3: refused without the module, found with it); env="auto" over the
+    module is a layer holding only what the module lacks (plotext, never torch), its build
+    said."""
+    import importlib.metadata
+
+    from hpcui.errors import RemotePythonError
+    from hpcui.submission import containers, environments
+    from tests.conftest import LOCAL_WHEELS
+    from tests.integration.clusters import site_cluster
+
+    for key, value in LOCAL_WHEELS.items():  # this machine's package source: the wheel folder
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(environments, "wheel_cache", lambda: tmp_path / "cache")
+    module_venv = VENV_PYTHON.rsplit("/bin/", 1)[0]
+    tiny = {"time": "3m", "cpus_per_task": 1, "mem": "2G"}
+    base = f"~/.hpcui-test-over-{int(time.time())}"  # its own envs/: no other test's builds
+    with site_cluster(devcluster, "dev", remote_base=base) as c:  # python: /usr/bin/python3
+        with pytest.raises(RemotePythonError, match="a Python by its path is that one"):
+            c.submit(torch_from_the_module, modules=["pytorch"], **tiny)  # not the module's
+    # the sites' usual: `python3`, whichever PATH gives (the module's, once loaded)
+    with site_cluster(devcluster, "dev", remote_base=base, python="python3") as c:
+        with pytest.raises(
+            RemotePythonError, match=r"`torch` .* is not importable by dev.s Python"
+        ):
+            c.submit(torch_from_the_module, **tiny)
+        plain = c.submit(torch_from_the_module, modules=["pytorch"], **tiny)
+        assert plain.result(timeout=WAIT).startswith(module_venv)
+        lines: list[str] = []
+        token = containers.import_progress.set(lines.append)
+        try:
+            job = c.submit(with_plotext, modules=["pytorch"], env="auto", **tiny)
+        finally:
+            containers.import_progress.reset(token)
+        said = "\n".join(lines)
+        torch_here = importlib.metadata.version("torch")  # the module's is the same build
+        assert f"env='auto': over `module load pytorch` (torch {torch_here} from it)" in said, said
+        assert "their packages stay visible" in said and "installing with pip" in said, said
+        got = job.result(timeout=WAIT)
+        assert "/envs/" in got["plotext"], got
+        for name in ("torch", "lightning"):  # the module's own copies
+            assert got[name].startswith(module_venv), got
+        layer = got["plotext"].split("/lib/python")[0]
+        listing = c.run(["sh", "-c", f"ls {layer}/lib/python3*/site-packages"]).stdout.split()
+        assert "plotext" in listing and not any(n.startswith("torch") for n in listing), listing
+        c.run(["sh", "-c", f"rm -rf {base}"])
+
+
+@pytest.mark.xdist_group(LONG)
 def test_a_chain_of_three_one_minute_segments_finishes_a_lightning_run(slurm: Any) -> None:
     root = f"~/.hpcui-test-chain-{int(time.time())}"
     chain = slurm.submit(
@@ -506,6 +694,29 @@ def test_a_chain_of_three_one_minute_segments_finishes_a_lightning_run(slurm: An
     assert {v["resumed_from"] for v in values} != {None}  # a later segment resumed
     _same(values, "checksum")
     slurm.run(f"rm -rf {root}")
+
+
+@pytest.mark.xdist_group(LONG)
+def test_a_chain_of_two_minute_segments_finishes_a_deepspeed_script(slurm: Any) -> None:
+    """The time limit's early signal makes stop_requested() true: a segment saves
+    DeepSpeed's checkpoint and returns after the signal (the chain goes on), the next
+    resumes from it, and the one that finishes before its signal ends the chain. Slurm
+    sends the signal up to a minute early: 120 s of steps never fit one 2-minute segment,
+    and what is left always fits the next."""
+    home = slurm.run("echo $HOME").stdout.strip()
+    ckpt = f"{home}/.hpcui-test-ds-chain-{int(time.time())}"
+    script = script_call(
+        EXAMPLES / "deepspeed_train.py",
+        ["--backend", "gloo", "--steps", "1200", "--sleep", "0.1", "--checkpoint", ckpt],
+    )
+    chain = slurm.submit(script.fn, *script.args, launcher="deepspeed", nodes=2,
+                         tasks_per_node=1, chain=3, time="2m", cpus_per_task=1, mem="4G")  # fmt: skip
+    assert chain.results(timeout=900) == [0, 0]
+    out = chain.stdout(0)  # the finishing segment's
+    resumed = int(out.split(f"resumed from {ckpt} at step ")[1].split()[0])
+    assert 0 < resumed < 1200 and "rank=0 done step=1200 " in out, out[-1500:]
+    assert slurm.run(f"cat {ckpt}/latest").stdout.strip() == "global_step1200"
+    slurm.run(f"rm -rf {ckpt}")
 
 
 def test_hpcui_run_launcher_auto_picks_accelerate_and_runs_it_per_node(dev_env: Path) -> None:

@@ -112,3 +112,34 @@ def test_metrics_of_every_rank_rank_0_beside_the_others(tmp_path):
     assert row.split() == ["loss", "0.125", "0.729", "(rank", "1)", "0.729", "(rank", "1)", "2/2"]
     refused = hpcui(tmp_path, "metrics", job, "--all-ranks", "--rank", "1")
     assert refused.returncode == 2 and "one of --rank and --all-ranks" in refused.stderr
+
+
+CSV_LOGGER = """
+def train_csv(path):
+    # the file Lightning's CSVLogger writes: a header, a cell empty where nothing was logged
+    with open(path, "w") as fh:
+        fh.write("epoch,step,train_loss,val_loss\\n")
+        for step in (1, 3, 5):
+            fh.write(f"0,{step},{1 / step:.4f},\\n")
+        fh.write("0,5,,0.25\\n")
+    print("nothing on stdout to plot", flush=True)
+"""
+
+
+def test_metrics_of_a_loggers_file_instead_of_the_log(tmp_path):
+    setup(tmp_path)
+    (tmp_path / "csvtasks.py").write_text(CSV_LOGGER)
+    path = tmp_path / "metrics.csv"
+    job = submit(tmp_path, "csvtasks:train_csv", "--args", json.dumps([str(path)]))
+    assert hpcui(tmp_path, "wait", job).returncode == 0
+    done = hpcui(tmp_path, "metrics", job, "--file", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    (found,) = json.loads(done.stdout)
+    series = {s["name"]: s for s in found["series"]}
+    assert found["x_name"] == "step" and set(series) == {"train_loss", "val_loss"}
+    assert series["train_loss"]["x"] == [1, 3, 5] and series["train_loss"]["y"][0] == 1.0
+    assert series["val_loss"] == {"name": "val_loss", "x": [5], "y": [0.25]}
+    gone = hpcui(tmp_path, "metrics", job, "--file", str(path) + ".gone")
+    assert gone.returncode == 2 and "cannot read" in gone.stderr and "CSVLogger" in gone.stderr
+    both = hpcui(tmp_path, "metrics", job, "--file", str(path), "--rank", "1")
+    assert both.returncode == 2 and "--file reads that one file" in both.stderr

@@ -282,6 +282,22 @@ def test_the_frameworks_real_logs_are_read_as_metrics_and_progress():
     assert bar is not None and (bar.done, bar.total, bar.source) == (24, 24, "tqdm")
 
 
+def test_lightnings_csvlogger_file_is_read_as_series_against_the_step():
+    from hpcui.metrics import MetricReader
+
+    reader = MetricReader()
+    assert reader.feed_csv((FIXTURES / "lightning-2.6.6-csvlogger-metrics.csv").read_text())
+    metrics = reader.metrics()
+    assert metrics.x_name == "step" and set(metrics.names) == {"train_loss", "val_loss", "lr"}
+    train, val = metrics.get("train_loss"), metrics.get("val_loss")
+    assert train is not None and val is not None
+    assert train.x == [4.0, 9.0, 14.0, 19.0, 24.0, 29.0, 34.0, 39.0, 44.0]
+    assert train.y[0] == 3.8264408111572266 and train.y[-1] == 0.0012511077802628279
+    assert val.x == [15.0, 31.0, 47.0] and val.y[-1] == 0.0007732412777841091
+    empty = MetricReader()
+    assert not empty.feed_csv("epoch,step,run\n") and not empty.feed_csv("")
+
+
 def test_the_submit_forms_preview_shows_the_launcher_auto_chooses(tmp_path: Path, monkeypatch):
     from hpcui.clusters.api import connect
     from hpcui.tui.screens.submit import SubmitForm, preview_plan
