@@ -116,6 +116,11 @@ def stop_name(job: str) -> str:
     return f"{job}.stop"
 
 
+def track_name(job: str) -> str:
+    """The folder a job's trackers write in (hpcui.trackers relays it to the client)."""
+    return f"track/{job}"
+
+
 @dataclass(frozen=True)
 class JobPaths:
     """The files of one job (or one array element ``123_4``) in its folder."""
@@ -143,3 +148,7 @@ class JobPaths:
     @property
     def stop(self) -> str:
         return self._in(stop_name(self.job_id))
+
+    @property
+    def track(self) -> str:
+        return self._in(track_name(self.job_id))

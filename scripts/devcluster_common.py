@@ -22,6 +22,9 @@ TENSORBOARD = "tensorboard==2.21.0"
 #: all four), so jobs of tests/integration/test_frameworks.py train with them for real.
 #: transformers 5.24: 5.25 needs `kernels>=0.19.1`, which PyPI's mirror here lacks.
 FRAMEWORKS = ("lightning==2.6.6", "accelerate==1.16.0", "transformers==5.24.0")
+#: the experiment trackers a job writes offline (issue 60: hpcui.trackers relays them):
+#: MLflow's client (its file store) and W&B, as a user's venv or a site module has them
+TRACKERS = ("mlflow-skinny==3.17.2", "wandb==0.31.0")
 #: Hydra where its jobs run (hpcui's launcher runs Hydra's run_job on the node), as a
 #: user's `pip install hydra-core` into their venv would put it: tests/integration/test_hydra_dev.py
 HYDRA = "hydra-core==1.3.8"

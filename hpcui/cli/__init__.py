@@ -74,6 +74,7 @@ _COMMANDS = {
     "init": "hpcui.cli.cmd_add",
     "add": "hpcui.cli.cmd_add",
     "sweep": "hpcui.cli.cmd_sweep",
+    "track": "hpcui.cli.cmd_track",
 }
 
 

@@ -118,6 +118,8 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     """TensorBoard in a small job over a job's folder (`JOB`) or `--logdir`."""
     if args.stop:
         return _serve(args, "tensorboard", None)
+    if args.mirror:
+        return _board_on_mirror(args)
     if (args.job is None) == (args.logdir is None):
         raise UsageError("Name a job or a folder: `hpcui tensorboard JOB` or `--logdir PATH`.")
     logdir = args.logdir
@@ -125,6 +127,36 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
         name, job_id = split_job_ref(args.job, cluster_name(args))
         logdir = connect(name).files.folder(job_id)  # hpcui's job folder, else its workdir
     return _serve(args, "tensorboard", logdir)
+
+
+def _board_on_mirror(args: argparse.Namespace) -> int:
+    """TensorBoard here over a track= job's mirror, relayed every interval while it serves."""
+    from hpcui.trackers import local_board, relay
+
+    if args.job is None or args.logdir:
+        raise UsageError(
+            "--mirror reads one track= job's mirror: `hpcui tensorboard --mirror JOB`."
+        )
+    name, job_id = split_job_ref(args.job, cluster_name(args))
+    cluster = connect(name)
+    if job_id not in {r.job_id for r in cluster.relay.tracked()}:
+        raise UsageError(f"{job_id} is not a track= job of {name}: submit with --track auto.")
+    tracker = relay.Relay(cluster)
+    tracker.run_once()
+    proc, url = local_board.start(relay.mirror_dir(cluster, job_id), args.local or 0)
+    tracker.start()
+    print(url, flush=True)
+    if not args.no_browser:
+        import webbrowser  # only where a browser opens
+
+        webbrowser.open(url)
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+    finally:
+        tracker.stop()
+    return EXIT_OK
 
 
 def _serve(args: argparse.Namespace, kind_name: str, argument: str | None) -> int:

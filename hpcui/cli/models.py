@@ -278,6 +278,22 @@ class SweepRow(Model):
     elements: int
 
 
+class TrackedJob(Model):
+    """One track= job as `hpcui track list --json` gives it."""
+
+    cluster: str
+    job_id: str
+    name: str
+    track: str
+    mirror: str
+    files: int
+    bytes: int
+    final: bool
+    mlflow: list[str]
+    wandb_runs: list[str]
+    wandb_synced: list[str]
+
+
 def cluster_row_type(args: argparse.Namespace) -> type[ClusterQueueJob | ClusterHistoryJob]:
     """One row of `hpcui jobs --json` over several clusters."""
     return ClusterHistoryJob if getattr(args, "history", None) else ClusterQueueJob
@@ -346,6 +362,7 @@ def output_type(args: argparse.Namespace) -> Any:
         "jupyter": list[ForwardOutput],
         "tensorboard": list[ForwardOutput],
         "ssh-config": list[SshHostOutput],
+        "track": list[TrackedJob],
     }[cmd]
 
 

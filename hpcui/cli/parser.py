@@ -19,6 +19,7 @@ from hpcui.version import __version__
 RESOURCE_PREFIX = "res_"
 JSON_COMMANDS = (
     "env",
+    "track",
     "submit",
     "run",
     "jobs",
@@ -583,6 +584,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "or a requirements file (build)")  # fmt: skip
     _json(s)
 
+    s = add(
+        "track",
+        "the experiment trackers of track= jobs, mirrored here: list, run (relay until they "
+        "end), sync (a pass now, and W&B's upload), stop (relay a job no more)",
+    )
+    s.add_argument("action", choices=("list", "run", "sync", "stop"), nargs="?", default="list")
+    s.add_argument("jobs", nargs="*", metavar="JOB", help="the jobs (sync, stop; default: all)")
+    s.add_argument("--interval", type=_positive(float), metavar="S",
+                   help="run: seconds between passes (default 15)")  # fmt: skip
+    _json(s)
+
     s = add("init", "add your first (or another) cluster: asks, connects, detects, tests")
     _new_cluster(s, named=False)
     s = add(
@@ -639,6 +651,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("job", nargs="?", metavar="JOB", help="the job whose folder it reads")
     s.add_argument("--logdir", metavar="PATH", help="the folder it reads (instead of JOB)")
+    s.add_argument("--mirror", action="store_true", help="TensorBoard on this machine over a "
+                   "track= job's mirror, relayed as it grows (no job, no forward)")  # fmt: skip
     _service(s, "TensorBoard")
 
     s = add(

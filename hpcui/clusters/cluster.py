@@ -50,6 +50,7 @@ from hpcui.submission.estimate import estimate_start as submitter_estimate
 from hpcui.submission.submitter import ScriptPreview, Submitted, Submitter
 from hpcui.submission.submitter import plan as submitter_plan
 from hpcui.submission.submitter import preview_script as submitter_preview
+from hpcui.trackers.relay import Relay
 from hpcui.transport.base import Command, CommandResult, Transport
 
 log = logging.getLogger(__name__)
@@ -197,8 +198,16 @@ class Cluster:
         """Run a command on the login node (a list is quoted word by word)."""
         return self.transport.run(cmd, timeout=timeout)
 
+    @cached_property
+    def relay(self) -> Relay:
+        """The tracker relay of this cluster's track= jobs (hpcui.trackers.relay): a submit
+        with track= starts it in this process; `hpcui track run` from a terminal."""
+        return Relay(self)
+
     def close(self) -> None:
         """Stop its threads and links; a later use makes new ones (connect() caches it)."""
+        if "relay" in self.__dict__:
+            self.__dict__.pop("relay").stop()
         if "status" in self.__dict__:
             self.__dict__.pop("status").close()
         if "site" in self.__dict__:
@@ -323,6 +332,8 @@ class Cluster:
             )
             for jid in done.ids
         ]
+        if done.track:
+            self.relay.start()  # the trackers' files reach this machine while they run
         return [ChainJob(jobs)] if done.chain else jobs
 
     def _submitted(self) -> None:

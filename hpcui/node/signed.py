@@ -153,6 +153,9 @@ def run(folder: str) -> None:
     except Exception as exc:  # a call that is not distributed still runs
         # (in an image on PBS, $PBS_NODEFILE is not inside: hd.setup() would say so itself)
         print(f"hpcui: no rank variables exported: {exc}", file=sys.stderr, flush=True)
+    from hpcui.node.track_env import point_trackers
+
+    point_trackers(job_id=distributed.job_id_from_env(os.environ))  # track=: write offline here
     try:
         process_job(folder)
     finally:

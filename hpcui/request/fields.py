@@ -82,6 +82,15 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "chain segments",
     ),
     RequestField(
+        "track",
+        str,
+        "TRACKER",
+        "experiment trackers written offline on the node and relayed here while the job runs "
+        "(`hpcui track`): auto, wandb, mlflow or tensorboard",
+        "trackers",
+        choices=("auto", "wandb", "mlflow", "tensorboard"),
+    ),
+    RequestField(
         "env",
         str,
         "ENV",
@@ -161,6 +170,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
 #: Resources fields no face offers as an option, and why (the table test reads this).
 API_ONLY: dict[str, str] = {
     "array_parallelism": "only map() makes arrays; `hpcui submit` sends one job",
+    "track_group": "a sweep sets it to its name: its runs' W&B group and MLflow experiment",
 }
 
 #: Resources field -> the keyword users write for it

@@ -183,6 +183,10 @@ def resolve(req: Resources, profile: Profile, *, default_name: str = "hpcui") ->
     env = dict(profile.env)
     if profile.interconnect_suffix:
         env["HPCUI_INTERCONNECT_SUFFIX"] = profile.interconnect_suffix
+    if req.track:  # the node points the trackers at the job folder (hpcui.node.track_env)
+        env["HPCUI_TRACK"] = req.track
+        if req.track_group:
+            env["HPCUI_SWEEP"] = req.track_group
     fields: dict[str, Any] = dict(
         nodes=nodes,
         tasks_per_node=tasks,

@@ -69,6 +69,11 @@ class Resources(Model):
     #: the job's packages on the cluster (hpcui.submission.environments): "auto",
     #: requirements, a requirements file here, or the path of an environment there
     env: tuple[str, ...] = ()
+    #: the experiment trackers the job writes offline and hpcui relays to this machine
+    #: while it runs (hpcui.trackers; "auto": W&B, MLflow and TensorBoard alike)
+    track: Literal["", "auto", "wandb", "mlflow", "tensorboard"] = ""
+    #: what the trackers group these runs under (a sweep's name: W&B group, MLflow experiment)
+    track_group: str = Field("", pattern=r"^[A-Za-z0-9_.:+-]*$", max_length=128)
     #: run as up to this many jobs in a row past the site's time limit (backends/chain.py)
     chain: int = Field(1, ge=1, le=MAX_SEGMENTS, description="segments of a chain (1: none)")
 

@@ -303,6 +303,14 @@ class Registry:
             (cluster, key, value),
         )
 
+    def tracked(self, cluster: str, limit: int = 200) -> builtins.list[JobRecord]:
+        """The jobs submitted with track= (hpcui.trackers.relay), newest first."""
+        return self._query(
+            "WHERE cluster=? AND job_id IS NOT NULL AND json_extract(meta, '$.track') IS NOT NULL"
+            " ORDER BY submitted_at DESC LIMIT ?",
+            (cluster, limit),
+        )
+
     def list(self, cluster: str | None = None, limit: int = 1000) -> builtins.list[JobRecord]:
         if cluster is None:
             return self._query("ORDER BY submitted_at DESC LIMIT ?", (limit,))

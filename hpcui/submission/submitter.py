@@ -73,8 +73,9 @@ class Submitted:
     num_tasks: int
     name: str
     result_key: bytes
-    #: the ids are a chain's segments, in order (hpcui.jobs.chain)
+    #: the ids are a chain's segments, in order (hpcui.jobs.chain); the trackers relayed
     chain: bool = False
+    track: str = ""
 
 
 def plan(config: ClusterConfig, profile: Profile, req: Resources, default_name: str) -> Allocation:
@@ -174,12 +175,10 @@ class Submitter:
         python: str | None = None,
         needs: Sequence[Need] = (),
     ) -> remote_side.RemoteInfo:
-        """Home, job base and Python of the cluster, probed once in one round trip.
-
-        Refuses when the remote Python's minor version differs from ours: cloudpickle
-        cannot carry a function across it. (A job in a container image runs the image's
-        Python instead: `check_python=False`, and `containers.prepare` checks that one.)
-        """
+        """Home, job base and Python of the cluster, probed once in one round trip. Refuses
+        when the remote Python's minor version differs from ours: cloudpickle cannot carry
+        a function across it. (A job in a container image runs the image's Python instead:
+        `check_python=False`, and `containers.prepare` checks that one.)"""
         python = python or self.python  # a submit's own python= is probed once too
         modules = {n.module: n.dist for n in needs}  # asked in the same round trip
         with self._lock:
@@ -371,6 +370,7 @@ class Submitter:
                     "function": function_name(fn),
                     # the image the job runs in, as asked (the Job screen and `hpcui show` say it)
                     **({"container": f"{image.runtime} {image.asked}"} if image else {}),
+                    **({"track": merged.track} if merged.track else {}),  # relayed here
                     **({"env": in_env} if in_env else {}),  # env_store: in use, used at
                     # segment i of a chain of `segments` (hpcui.jobs.chain)
                     **({"chain": [i, segments]} if segments > 1 else {}),
@@ -400,7 +400,7 @@ class Submitter:
             ids = [f"{base_id}_{i}" for i in range(len(calls))] if is_array else [base_id]
         self._track(ids)
         self._on_submitted()
-        return Submitted(ids, folder, alloc.num_tasks, alloc.name, key, chain=segments > 1)
+        return Submitted(ids, folder, alloc.num_tasks, alloc.name, key, segments > 1, merged.track)
 
     def _submit_idempotent(
         self, folder: str, token: str, files: dict[str, bytes], segments: int, after: tuple

@@ -180,7 +180,7 @@ class Sweep:
         resources: dict[str, Any],
         els: Sequence[ElementState],
     ) -> JobList:
-        req = Resources.from_kwargs(**{"name": self.name, **resources})
+        req = Resources.from_kwargs(**{"name": self.name, "track_group": self.name, **resources})
         calls = [self._call(base_args, e) for e in els]
         per_task = self.spec.calls_per_task
         gpus = side_by_side_gpus(req.merged(self.cluster.config.defaults), self.spec.tasks_per_gpu)

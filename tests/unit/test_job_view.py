@@ -108,7 +108,7 @@ def test_the_protocol_check_sees_a_handle_that_is_not_one() -> None:
 #: scheduler, registry); the faces' plumbing is behind `faces` (hpcui.clusters.face_support)
 CLUSTER_API = {
     "submit", "map", "map_calls", "plan", "preview_script", "estimate_start", "job", "get_job",
-    "view",
+    "view", "relay",
     "will_finish", "running_finishes", "logs", "records",
     "site", "control", "files", "usage", "clean", "environments", "run", "close", "capabilities",
     "profile", "right_size", "cost",

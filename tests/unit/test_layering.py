@@ -469,7 +469,8 @@ FOLDERS = (
     # the core, bottom up: what a job asks for, what jobs/ and submit/ share (store), jobs
     "hpcui.profiles", "hpcui.config", "hpcui.request", "hpcui.schedulers", "hpcui.store",
     "hpcui.logs", "hpcui.live", "hpcui.jobs", "hpcui.submission", "hpcui.services",
-    "hpcui.sitestate", "hpcui.clusters", "hpcui.metrics", "hpcui.sweeps", "hpcui",
+    "hpcui.sitestate", "hpcui.trackers", "hpcui.clusters", "hpcui.metrics", "hpcui.sweeps",
+    "hpcui",
     # the faces, then the agent that hosts the CLI
     "hpcui.tui", "hpcui.cli", "hpcui.agent",
 )  # fmt: skip
