@@ -444,6 +444,7 @@ class Cluster:
             details=details,
             gpu_usage=self.usage.report(job_id).summary if record is not None else [],
             status_reason=status_reason,
+            track=self.relay.summary(record) if record is not None else None,
         )
         finish = (
             self._finish_watch.running(handle, details) if view.state is JobState.RUNNING else None

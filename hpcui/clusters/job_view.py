@@ -39,6 +39,9 @@ class JobView(Model):
         None, description="when a cancel of this hpcui job was accepted (it may still be ending)"
     )
     container: str | None = Field(None, description="the runtime and image the job ran in")
+    track: str | None = Field(
+        None, description="track= jobs: where its trackers are mirrored here, their links"
+    )
     queue: QueueJob | None = Field(None, description="the queue's row while the job is listed")
     accounting: HistoryJob | None = Field(
         None, description="the scheduler's record: exit code, elapsed, usage, efficiency"
@@ -99,6 +102,7 @@ class JobView(Model):
             ("tasks", str(self.num_tasks) if self.hpcui_job else None),
             ("folder", self.folder if self.hpcui_job else None),
             ("container", self.container),
+            ("trackers", self.track),
             ("submitted", when(self.submitted_at) if self.submitted_at else None),
             ("partition", (a.partition if a else "") or (q.partition if q else "") or (d.partition if d else "")),
             ("qos", q.qos if q else None),
@@ -164,6 +168,7 @@ def assemble(
     details: JobDetails | None = None,
     gpu_usage: list[GpuSummary] | None = None,
     status_reason: str = "",
+    track: str | None = None,
 ) -> JobView:
     """What is known of a job, newest word first: accounting once it ended, else the
     queue's row, else the scheduler's description, else hpcui's record (which the caller
@@ -193,6 +198,7 @@ def assemble(
             else None
         ),
         container=record.meta.get("container") if record else None,
+        track=track,
         queue=queue,
         accounting=accounting,
         gpu_usage=gpu_usage or [],

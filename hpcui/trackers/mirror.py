@@ -11,8 +11,6 @@ interrupted write is at worst fetched again: appends land at the local file's si
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,15 +22,23 @@ TAIL = 64
 FILE_CHUNK = 8 << 20
 PASS_BYTES = 64 << 20
 
-#: run by the login node's python3 (-S -I: no site packages, a few ms): the request on
-#: stdin, framed chunks on stdout: `F root kind offset length mtime_ns size path\n` + bytes
+#: run by the login node's python3 -S -I with nothing imported beyond os and stat (a pass
+#: costs that interpreter's start and one walk; json or hashlib would double it). Its
+#: stdin: NUL-separated `budget, roots, then per root: path, n, then per file: relative
+#: path, size, mtime_ns, its last bytes in hex`; its stdout per chunk:
+#: `F root kind offset length mtime_ns size pathlen\n` + path + bytes, and `L root files\n`
 REMOTE = r"""
-import hashlib, json, os, stat, sys
-req = json.loads(sys.stdin.buffer.read())
+import os, stat, sys
+f = sys.stdin.buffer.read().split(b"\0")
+budget, nroots, k = int(f[0]), int(f[1]), 2
 out = sys.stdout.buffer
-budget = req["pass"]
-for i, root in enumerate(req["roots"]):
-    known = req["known"][i]
+for i in range(nroots):
+    root, n = f[k], int(f[k + 1])
+    k += 2
+    known = {}
+    for _ in range(n):
+        known[f[k]] = (int(f[k + 1]), int(f[k + 2]), bytes.fromhex(f[k + 3].decode()))
+        k += 4
     files = 0
     for top, dirs, names in os.walk(root):
         dirs.sort()
@@ -50,8 +56,8 @@ for i, root in enumerate(req["roots"]):
                 offset = 0
                 with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
                     if have and 0 < have[0] <= st.st_size:
-                        fh.seek(max(0, have[0] - @TAIL@))
-                        if hashlib.sha1(fh.read(min(have[0], @TAIL@))).hexdigest() == have[2]:
+                        fh.seek(max(0, have[0] - len(have[2])))
+                        if fh.read(len(have[2])) == have[2]:
                             offset = have[0]
                     if offset == st.st_size and have and have[0] == st.st_size:
                         offset = 0  # same size and end, another mtime: rewritten in place
@@ -63,40 +69,41 @@ for i, root in enumerate(req["roots"]):
             except OSError:
                 continue
             budget -= len(data)
-            head = ["F", str(i), "A" if offset else "W", str(offset), str(len(data)),
-                    str(st.st_mtime_ns), str(st.st_size), json.dumps(rel)]
-            out.write((" ".join(head) + "\n").encode())
-            out.write(data)
-    out.write(("L " + str(i) + " " + str(files) + "\n").encode())
-""".replace("@TAIL@", str(TAIL)).replace("@CHUNK@", str(FILE_CHUNK))
+            head = "F %d %s %d %d %d %d %d\n" % (i, "A" if offset else "W", offset, len(data),
+                                                st.st_mtime_ns, st.st_size, len(rel))
+            out.write(head.encode() + rel + data)
+    out.write(b"L %d %d\n" % (i, files))
+""".replace("@CHUNK@", str(FILE_CHUNK))
 
 
-def _tail_hash(path: Path, size: int) -> str:
+def _tail(path: Path, size: int) -> bytes:
     with path.open("rb") as fh:
         fh.seek(max(0, size - TAIL))
-        return hashlib.sha1(fh.read(min(size, TAIL))).hexdigest()
+        return fh.read(min(size, TAIL))
 
 
-def known_files(local: Path) -> dict[str, list[object]]:
-    """What this mirror holds: {relative path: [size, mtime_ns, tail hash]}."""
-    out: dict[str, list[object]] = {}
+def known_files(local: Path) -> list[tuple[bytes, int, int, bytes]]:
+    """What this mirror holds: (relative path, size, mtime_ns, its last bytes) per file."""
+    out: list[tuple[bytes, int, int, bytes]] = []
     if not local.is_dir():
         return out
     for path in local.rglob("*"):
         if path.is_file() and not path.name.startswith(".hpcui-"):
             st = path.stat()
-            out[path.relative_to(local).as_posix()] = [
-                st.st_size,
-                st.st_mtime_ns,
-                _tail_hash(path, st.st_size),
-            ]
+            rel = os.fsencode(path.relative_to(local).as_posix())
+            out.append((rel, st.st_size, st.st_mtime_ns, _tail(path, st.st_size)))
     return out
 
 
 def request(roots: Sequence[str], locals_: Sequence[Path]) -> bytes:
     """The login node's input for one pass over these folders."""
-    known = [known_files(p) for p in locals_]
-    return json.dumps({"roots": list(roots), "known": known, "pass": PASS_BYTES}).encode()
+    fields: list[bytes] = [str(PASS_BYTES).encode(), str(len(roots)).encode()]
+    for root, local in zip(roots, locals_):
+        known = known_files(local)
+        fields += [os.fsencode(root), str(len(known)).encode()]
+        for rel, size, mtime, tail in known:
+            fields += [rel, str(size).encode(), str(mtime).encode(), tail.hex().encode()]
+    return b"\0".join(fields)
 
 
 @dataclass
@@ -121,17 +128,19 @@ def apply(answer: bytes, locals_: Sequence[Path]) -> Applied:
     pos = 0
     while pos < len(answer):
         end = answer.index(b"\n", pos)
-        head = answer[pos:end].decode().split(" ", 7)
+        head = answer[pos:end].decode().split(" ")
         pos = end + 1
         if head[0] == "L":
             done.listed[int(head[1])] = int(head[2])  # type: ignore[index]  # set above
             continue
-        root, kind, offset, length, mtime, size = (
-            int(head[1]), head[2], int(head[3]), int(head[4]), int(head[5]), int(head[6])
+        root, kind, offset, length, mtime, size, plen = (
+            int(head[1]), head[2], int(head[3]), int(head[4]), int(head[5]), int(head[6]),
+            int(head[7]),
         )  # fmt: skip
-        data = answer[pos : pos + length]
-        pos += length
-        target = _safe(locals_[root], json.loads(head[7]))
+        rel = os.fsdecode(answer[pos : pos + plen])
+        data = answer[pos + plen : pos + plen + length]
+        pos += plen + length
+        target = _safe(locals_[root], rel)
         if target is None:  # a name that leaves the mirror: never written
             continue
         target.parent.mkdir(parents=True, exist_ok=True)

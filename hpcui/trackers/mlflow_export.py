@@ -209,7 +209,11 @@ def _import_run(base: str, experiment: str, run_dir: Path, job: str, local: Path
         points = _points(path)[_posted[(base, run_id, key)] :]
         for i in range(0, len(points), BATCH):
             batch = [{"key": key, **p} for p in points[i : i + BATCH]]
-            _call(base, "POST", "runs/log-batch", {"run_id": run_id, "metrics": batch})
+            try:
+                _call(base, "POST", "runs/log-batch", {"run_id": run_id, "metrics": batch})
+            except HpcuiError:  # it may have landed: the server is asked again next pass
+                del _posted[(base, run_id, key)]
+                raise
             _posted[(base, run_id, key)] += len(batch)
     status = STATUS.get(int(meta.get("status") or 1), "RUNNING")
     if status not in ("RUNNING", "SCHEDULED") and (base, run_id) not in _ended:

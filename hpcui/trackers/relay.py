@@ -21,13 +21,15 @@ from pathlib import Path
 from hpcui.backends.job_paths import JobPaths
 from hpcui.errors import HpcuiError
 from hpcui.store.registry import JobRecord
-from hpcui.trackers import mirror, mlflow_export
+from hpcui.trackers import mirror, mlflow_export, wandb_sync
 from hpcui.trackers.site import Site
 
 log = logging.getLogger(__name__)
 
-#: seconds between passes: a running job's metrics reach this machine within it
-INTERVAL_S = 15.0
+#: seconds between passes: a running job's metrics reach this machine within it. A pass
+#: costs the login node one python3 start and one walk (~20 ms on a 2-core VM for 20
+#: jobs: benchmarks/track_bench.py), so 30 s keeps it under 0.1 % of a core
+INTERVAL_S = 30.0
 #: in a mirror: its last pass after the job's end is done
 FINAL = ".hpcui-final"
 
@@ -83,6 +85,25 @@ class Relay:
             for r in self.tracked()
             if r.job_id and not (mirror_dir(self.cluster, r.job_id) / FINAL).exists()
         ]
+
+    def summary(self, record: JobRecord) -> str | None:
+        """A track= job's line for `hpcui show` and the Job screen: what it relays, where
+        the mirror is, and its runs' links once imported (None for any other job)."""
+        kind = record.meta.get("track")
+        if not kind or not record.job_id:
+            return None
+        local = mirror_dir(self.cluster, record.job_id)
+        files = [p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".hpcui-")]
+        said = f"{kind}: {len(files)} file(s) mirrored to {local}"
+        said += " (relayed to the end)" if (local / FINAL).exists() else ""
+        links = mlflow_export.links(local)
+        runs = wandb_sync.offline_runs(local)
+        if links:
+            said += f"; MLflow {' '.join(links)}"
+        if runs:
+            done = sum(wandb_sync.is_synced(r) for r in runs)
+            said += f"; W&B {done}/{len(runs)} run(s) synced (`hpcui track sync {record.job_id}`)"
+        return said
 
     def run_once(self) -> Pass:
         """One pass over every tracked job not final: ended jobs get this last pass."""

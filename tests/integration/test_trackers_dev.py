@@ -195,9 +195,10 @@ def test_mlflow_gets_the_metrics_while_the_job_runs_and_each_once_after_a_cut(
         env=_cli_env({}), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     row = next(r for r in json.loads(listed.stdout) if r["job_id"] == job.job_id)
-    assert row["final"] and row["mlflow"] == [
-        f"{mlflow_server}/#/experiments/{info['info']['experiment_id']}/runs/{run_id}"
-    ]
+    link = f"{mlflow_server}/#/experiments/{info['info']['experiment_id']}/runs/{run_id}"
+    assert row["final"] and row["mlflow"] == [link]
+    shown = slurm.view(job.job_id).track  # `hpcui show` and the Job screen say it
+    assert shown and shown.startswith("mlflow: ") and f"MLflow {link}" in shown, shown
 
 
 # -- W&B ------------------------------------------------------------------------------------
@@ -258,6 +259,8 @@ def test_a_wandb_offline_run_is_mirrored_byte_for_byte_for_wandb_sync(slurm: Any
         env={**os.environ, "WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_ERROR_REPORTING": "false"},
     )  # fmt: skip
     assert "Would sync 1 run(s)" in dry.stdout + dry.stderr, dry.stdout + dry.stderr
+    shown = slurm.view(job.job_id).track or ""
+    assert "(relayed to the end)" in shown and "W&B 0/1 run(s) synced" in shown, shown
 
 
 # -- TensorBoard ----------------------------------------------------------------------------

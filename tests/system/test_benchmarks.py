@@ -23,6 +23,7 @@ NO_CLUSTER = {
     "pickle_bench": r"hpcui +\d+ bytes/call +\d+\.\d us/call",
     "tui_bench": r"first paint: .* \d+\.\d",
     "watch_cost_bench": r"10 idle job folders +now +\d+\.\d+ % .* before +\d+\.\d+ %",
+    "track_bench": r"hpcui relay +\d+\.\dms +\d+\.\d{3}% +1\n",
 }
 
 

@@ -82,6 +82,21 @@ def test_a_pass_is_bounded_and_the_next_takes_the_rest(tmp_path: Path, monkeypat
 def test_a_name_that_leaves_the_mirror_is_never_written(tmp_path: Path) -> None:
     local = tmp_path / "local"
     local.mkdir()
-    answer = b'F 0 W 0 3 1 3 "../escaped"\nabcL 0 1\n'
+    answer = b"F 0 W 0 3 1 3 10\n../escapedabcL 0 1\n"
     assert mirror.apply(answer, [local]).files == 0
     assert not (tmp_path / "escaped").exists()
+
+
+def test_a_relay_killed_mid_write_goes_on_from_what_reached_the_disk(tmp_path: Path) -> None:
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    remote.mkdir()
+    (remote / "run.wandb").write_bytes(b"a" * 500)
+    _pass(remote, local)
+    with (remote / "run.wandb").open("ab") as fh:
+        fh.write(b"b" * 500)
+    with (local / "run.wandb").open("ab") as fh:  # killed after half its append, no mtime
+        fh.write(b"b" * 200)
+    os.utime(local / "run.wandb", ns=(0, 0))
+    resumed = _pass(remote, local)
+    assert resumed.bytes == 300  # only what did not reach the disk here
+    _same(remote, local)
