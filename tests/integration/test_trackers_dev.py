@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import session_sshd_pids
 from tests.integration.ranks import VENV_PYTHON
 
 pytestmark = [pytest.mark.devcluster, pytest.mark.xdist_group("trackers")]
@@ -172,6 +174,9 @@ def test_mlflow_gets_the_metrics_while_the_job_runs_and_each_once_after_a_cut(
         n = len(_points(mlflow_server, run_id)) if run_id else 0
         if n and (not seen or n > seen[-1]) and job.state.name == "RUNNING":
             seen.append(n)
+            if len(seen) == 1:  # the link cut under the relay: its next pass reconnects
+                for pid in session_sshd_pids(slurm.run):
+                    os.kill(pid, signal.SIGKILL)
         time.sleep(1)
     assert 0 < seen[0] < seen[1] < 60
     slurm.relay.stop()  # the relay cut mid-run: this process's relay ends here
@@ -261,6 +266,18 @@ def test_a_wandb_offline_run_is_mirrored_byte_for_byte_for_wandb_sync(slurm: Any
     assert "Would sync 1 run(s)" in dry.stdout + dry.stderr, dry.stdout + dry.stderr
     shown = slurm.view(job.job_id).track or ""
     assert "(relayed to the end)" in shown and "W&B 0/1 run(s) synced" in shown, shown
+    synced = subprocess.run(  # not logged in here: W&B's words, the mirror kept
+        [sys.executable, "-m", "hpcui.cli", "-c", "dev", "track", "sync", job.job_id],
+        env=_cli_env({"PATH": f"{TOOLS}:{os.environ['PATH']}", "WANDB_BASE_URL":
+                      "http://127.0.0.1:9", "WANDB_ERROR_REPORTING": "false",
+                      "WANDB_CONFIG_DIR": str(local.parent / "wandb-config")}),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert synced.returncode == 2, synced.stdout + synced.stderr
+    assert f"{argv[0]} sync --skip-synced {mirrored}" in synced.stderr, synced.stderr
+    assert "W&B said:" in synced.stderr and "No API key configured" in synced.stderr
+    assert "stay mirrored" in synced.stderr and "wandb login" in synced.stderr, synced.stderr
+    assert hashlib.sha256(log.read_bytes()).hexdigest() == there
 
 
 # -- TensorBoard ----------------------------------------------------------------------------

@@ -32,3 +32,21 @@ def test_the_users_own_settings_win_and_one_tracker_is_only_that_one(tmp_path: P
 def test_without_track_nothing_is_set(tmp_path: Path) -> None:
     env = {"HPCUI_JOB_FOLDER": str(tmp_path)}
     assert point_trackers(env, job_id="1") == "" and set(env) == {"HPCUI_JOB_FOLDER"}
+
+
+def test_track_reaches_the_job_and_a_sweep_names_its_group() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from hpcui.profiles import load_profile
+    from hpcui.request.plan import resolve
+    from hpcui.request.resources import Resources
+
+    dev = load_profile("dev")
+    env = resolve(Resources(track="wandb", track_group="lr-scan"), dev).env
+    assert env["HPCUI_TRACK"] == "wandb" and env["HPCUI_SWEEP"] == "lr-scan"
+    assert "HPCUI_TRACK" not in resolve(Resources(track_group="lr-scan"), dev).env
+    with pytest.raises(ValidationError):
+        Resources(track="comet")
+    with pytest.raises(ValidationError):  # it reaches the job's environment: a name only
+        Resources(track="auto", track_group="x; rm -rf ~")
