@@ -144,17 +144,19 @@ def _board_on_mirror(args: argparse.Namespace) -> int:
     tracker = relay.Relay(cluster)
     tracker.run_once()
     proc, url = local_board.start(relay.mirror_dir(cluster, job_id), args.local or 0)
-    tracker.start()
-    print(url, flush=True)
-    if not args.no_browser:
-        import webbrowser  # only where a browser opens
-
-        webbrowser.open(url)
     try:
-        proc.wait()
+        with local_board.ended_by_term():  # a TERM ends TensorBoard too, not only this
+            tracker.start()
+            print(url, flush=True)
+            if not args.no_browser:
+                import webbrowser  # only where a browser opens
+
+                webbrowser.open(url)
+            proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()
+        pass
     finally:
+        local_board.end(proc)
         tracker.stop()
     return EXIT_OK
 

@@ -7,9 +7,14 @@ running job writes appear within one interval (TensorBoard rereads its folder it
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from hpcui.errors import UsageError
@@ -39,3 +44,28 @@ def start(logdir: Path, port: int = 0, reload_s: int = 5) -> tuple[subprocess.Po
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     return proc, f"http://127.0.0.1:{port}/"
+
+
+def end(proc: subprocess.Popen[bytes]) -> None:
+    """TensorBoard ended and waited for (killed if it will not go)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def ended_by_term() -> Iterator[None]:
+    """Inside, SIGTERM ends this process through its `finally`s (Python's default would
+    end it at once and leave TensorBoard running); only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

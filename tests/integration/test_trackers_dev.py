@@ -319,4 +319,8 @@ def test_tensorboard_on_the_mirror_shows_new_scalars_within_an_interval(slurm: A
     finally:
         board.terminate()
         board.wait(timeout=30)
+    mirror = relay.mirror_dir(slurm, job.job_id)
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-f", f"--logdir {mirror} "], capture_output=True, text=True)
+    assert left.stdout == "", f"TensorBoard outlived hpcui: {left.stdout}"  # ended with it
     job.cancel()
