@@ -84,13 +84,19 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+#: commands the login node ran, and folders they listed (counted as they run)
+COUNTS = {"commands": 0, "listed": 0}
+
+
 def hpcui_pass(roots: list[str], locals_: list[Path]) -> tuple[float, int]:
     """One relay pass: the login node's command, its CPU, the bytes it sent back."""
     before = children_cpu()
     res = subprocess.run([LOGIN_PYTHON, "-S", "-I", "-c", mirror.REMOTE],
                          input=mirror.request(roots, locals_), capture_output=True, check=True)  # fmt: skip
+    COUNTS["commands"] += 1
     cpu = children_cpu() - before
-    mirror.apply(res.stdout, locals_)
+    got = mirror.apply(res.stdout, locals_)
+    COUNTS["listed"] += sum(1 for n in got.listed or [] if n)
     return cpu, len(res.stdout)
 
 
@@ -116,23 +122,29 @@ def main() -> None:
         rsh = root / "rsh.py"
         rsh.write_text(RSH)
         ours, theirs, sent = [], [], []
+        rsyncs = 0
         while hpcui_pass(roots, locals_)[1] >= 1 << 20:  # the first copy: not what is measured
             pass
         rsync_pass(remote, naive, rsh, root / "cpu")
+        COUNTS.update(commands=0, listed=0)
         for _ in range(PASSES):
             time.sleep(PACE_S)
             cpu, size = hpcui_pass(roots, locals_)
             ours.append(cpu)
             sent.append(size)
             theirs.append(rsync_pass(remote, naive, rsh, root / "cpu"))
+            rsyncs += 1
         stop.set()
     a, b = sum(ours) / len(ours), sum(theirs) / len(theirs)
     print(f"{JOBS} running jobs' trackers ({GROWN / 2**20:g} MiB W&B log and {GROWN / 2**21:g} MiB "
           f"event file each, growing), one pass every {INTERVAL_S:g} s (the default), "
           f"{PASSES} passes measured")  # fmt: skip
+    per = COUNTS["commands"] / PASSES
     print(f"{'':24} {'CPU/pass':>10} {'share of a core':>16} {'commands/pass':>14}")
-    print(f"{'hpcui relay':24} {a * 1000:8.1f}ms {a / INTERVAL_S * 100:15.3f}% {1:>14}")
-    print(f"{'rsync -a loop (server)':24} {b * 1000:8.1f}ms {b / INTERVAL_S * 100:15.3f}% {1:>14}")
+    print(f"{'hpcui relay':24} {a * 1000:8.1f}ms {a / INTERVAL_S * 100:15.3f}% {per:>14g}")
+    print(f"{'rsync -a loop (server)':24} {b * 1000:8.1f}ms {b / INTERVAL_S * 100:15.3f}% "
+          f"{rsyncs / PASSES:>14g}")  # fmt: skip
+    print(f"hpcui listed {COUNTS['listed'] / PASSES:g} job folders per pass, in those commands")
     print(f"hpcui sent {sum(sent) / len(sent) / 1024:.1f} KiB per pass (only what grew)")
 
 

@@ -164,8 +164,9 @@ def _points(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def export(cluster: Site, record: JobRecord, local: Path) -> None:
-    """Import what is new in this job's mirrored store (nothing where no server is named)."""
+def export(cluster: Site, record: JobRecord, local: Path, ended: bool = False) -> None:
+    """Import what is new in this job's mirrored store (nothing where no server is named);
+    a run's end is its own meta.yaml's, so `ended` changes nothing here."""
     base, store = server(), local / "mlruns"
     if not base or not store.is_dir():
         return

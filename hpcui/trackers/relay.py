@@ -54,7 +54,8 @@ class Pass:
     finished: list[str] = field(default_factory=list)
 
 
-Exporter = Callable[[Site, JobRecord, Path], None]
+#: hands a mirror to a tracker here: (cluster, record, mirror, the job ended)
+Exporter = Callable[[Site, JobRecord, Path, bool], None]
 
 
 class Relay:
@@ -103,6 +104,7 @@ class Relay:
         if runs:
             done = sum(wandb_sync.is_synced(r) for r in runs)
             said += f"; W&B {done}/{len(runs)} run(s) synced (`hpcui track sync {record.job_id}`)"
+            said += ", uploading live" if any(wandb_sync.live(r) for r in runs) else ""
         return said
 
     def run_once(self) -> Pass:
@@ -137,10 +139,11 @@ class Relay:
         for record, local in zip(records, locals_):
             for export in self.exporters:
                 try:
-                    export(self.cluster, record, local)
+                    export(self.cluster, record, local, record.job_id in ended)
                 except HpcuiError as exc:  # the tracker's words; the mirror stays
                     log.warning("%s", exc)
-            if record.job_id in ended:
+            live = any(wandb_sync.live(r) for r in wandb_sync.offline_runs(local))
+            if record.job_id in ended and not live:  # a live upload ends first
                 (local / FINAL).touch()
                 done.finished.append(record.job_id or "")
         self.passes += 1
@@ -181,5 +184,5 @@ class Relay:
 
 def default_exporters() -> list[Exporter]:
     """What this machine hands the mirrors to: MLflow's server where MLFLOW_TRACKING_URI
-    names one (http/https)."""
-    return [mlflow_export.export]
+    names one (http/https); W&B's live upload where W&B is logged in here."""
+    return [mlflow_export.export, wandb_sync.export_live]

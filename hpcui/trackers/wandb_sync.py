@@ -1,20 +1,30 @@
-"""W&B's offline runs, mirrored here, uploaded by W&B's own `wandb sync` on this machine.
+"""W&B's offline runs, mirrored here, uploaded by W&B's own programs on this machine.
 
 The node writes `offline-run-*/run-*.wandb` (W&B's transaction log) into the job's track
 folder; the relay mirrors it byte for byte. `wandb sync` here reads the mirror and marks
 what it uploaded (`run-*.wandb.synced` beside it), so a second sync uploads nothing: a run
 is never uploaded twice. hpcui runs the program, in W&B's words when it fails (not logged
-in: `wandb login`), and keeps the mirror either way.
+in: `wandb login`), and keeps the mirror either way. While the job runs, where W&B is
+logged in here, W&B's `wandb beta sync --live` uploads each run as the mirror grows, so
+the run's page updates live (`export_live`, a relay exporter).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpcui.errors import UsageError
+from hpcui.store.registry import JobRecord
+
+if TYPE_CHECKING:
+    from hpcui.trackers.site import Site
 
 #: W&B's marker of an uploaded transaction log (its `wandb sync` writes and honours it)
 SYNCED = ".synced"
@@ -63,3 +73,70 @@ def sync(local: Path, *, timeout: float = 1800) -> Synced | None:
             f"runs stay mirrored in {local}; `wandb login` if it asks, then `hpcui track sync`."
         )
     return Synced(argv, runs, said)
+
+
+#: how long a live upload may go on after its job's last pass (its log complete, W&B's
+#: own process should end by itself; `--live` may hang on a log a crash left unfinished)
+GRACE_S = 120.0
+#: W&B's live uploads this process started: run folder -> (process, when its job ended)
+_live: dict[Path, list[Any]] = {}
+
+
+def logged_in() -> bool:
+    """W&B can upload from here: an API key in the environment or W&B's own netrc entry
+    (`wandb login` writes it) for the host it talks to."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urllib.parse.urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return f"machine {host}" in (Path.home() / ".netrc").read_text()
+    except OSError:
+        return False
+
+
+def live_command(run: Path, wandb: str = "wandb") -> list[str]:
+    """W&B's own upload of a run still being written: it tails the mirror as it grows."""
+    return [wandb, "beta", "sync", "--live", "--skip-synced", str(run)]
+
+
+def live_log(run: Path) -> Path:
+    return run.parent.parent / f".hpcui-wandb-live-{run.name}.log"
+
+
+def export_live(cluster: Site, record: JobRecord, local: Path, ended: bool) -> None:
+    """While the job runs, each mirrored offline run is uploaded live by W&B's own
+    `wandb beta sync --live` (where W&B is logged in here and installed); once the job had
+    its last pass, each gets GRACE_S to finish, then is ended (`hpcui track sync` then
+    uploads what is left). Its words go to a log beside the mirror."""
+    wandb = shutil.which("wandb")
+    if wandb is None or not logged_in():
+        return
+    now = time.monotonic()
+    for run in offline_runs(local):
+        if is_synced(run) and run not in _live:
+            continue
+        if run not in _live:
+            argv = live_command(run, wandb)
+            log = live_log(run).open("w")
+            log.write(" ".join(argv) + "\n")
+            log.flush()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    cwd=run.parent)  # fmt: skip
+            _live[run] = [proc, None]
+        proc, since = _live[run]
+        if ended and since is None:
+            _live[run][1] = since = now
+        if proc.poll() is None and since is not None and now - since > GRACE_S:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if proc.poll() is not None and ended:
+            del _live[run]
+
+
+def live(run: Path) -> bool:
+    """A live upload of this run is going on in this process."""
+    entry = _live.get(run)
+    return entry is not None and entry[0].poll() is None

@@ -696,29 +696,6 @@ def test_a_chain_of_three_one_minute_segments_finishes_a_lightning_run(slurm: An
     slurm.run(f"rm -rf {root}")
 
 
-@pytest.mark.xdist_group(LONG)
-def test_a_chain_of_two_minute_segments_finishes_a_deepspeed_script(slurm: Any) -> None:
-    """The time limit's early signal makes stop_requested() true: a segment saves
-    DeepSpeed's checkpoint and returns after the signal (the chain goes on), the next
-    resumes from it, and the one that finishes before its signal ends the chain. Slurm
-    sends the signal up to a minute early: 120 s of steps never fit one 2-minute segment,
-    and what is left always fits the next."""
-    home = slurm.run("echo $HOME").stdout.strip()
-    ckpt = f"{home}/.hpcui-test-ds-chain-{int(time.time())}"
-    script = script_call(
-        EXAMPLES / "deepspeed_train.py",
-        ["--backend", "gloo", "--steps", "1200", "--sleep", "0.1", "--checkpoint", ckpt],
-    )
-    chain = slurm.submit(script.fn, *script.args, launcher="deepspeed", nodes=2,
-                         tasks_per_node=1, chain=3, time="2m", cpus_per_task=1, mem="4G")  # fmt: skip
-    assert chain.results(timeout=900) == [0, 0]
-    out = chain.stdout(0)  # the finishing segment's
-    resumed = int(out.split(f"resumed from {ckpt} at step ")[1].split()[0])
-    assert 0 < resumed < 1200 and "rank=0 done step=1200 " in out, out[-1500:]
-    assert slurm.run(f"cat {ckpt}/latest").stdout.strip() == "global_step1200"
-    slurm.run(f"rm -rf {ckpt}")
-
-
 def test_hpcui_run_launcher_auto_picks_accelerate_and_runs_it_per_node(dev_env: Path) -> None:
     """The CLI as the guides' users type it: `hpcui run --launcher auto` of an Accelerate
     script with its config, on 2 nodes, waited for."""

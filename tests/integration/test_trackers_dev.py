@@ -8,6 +8,7 @@ on loopback, W&B runs offline and its CLI only dry-runs (its upload needs W&B's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -55,7 +56,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc = subprocess.Popen(
         [str(TOOLS / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{root}/db.sqlite",
-         "--default-artifact-root", str(root / "artifacts")],
+         "--default-artifact-root", str(root / "artifacts"), "--workers", "1"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=(root / "log").open("wb"),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -101,12 +102,15 @@ def mlflow_steps(steps: int, sleep: float) -> str:
     return run.info.run_id
 
 
-def wandb_rows(rows: int) -> str:
+def wandb_rows(rows: int, sleep: float) -> str:
+    import time
+
     import wandb
 
     run = wandb.init(project="hpcui-relay")
     for step in range(rows):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
+        time.sleep(sleep)
     run.finish()
     return run.id
 
@@ -176,7 +180,8 @@ def test_mlflow_gets_the_metrics_while_the_job_runs_and_each_once_after_a_cut(
             seen.append(n)
             if len(seen) == 1:  # the link cut under the relay: its next pass reconnects
                 for pid in session_sshd_pids(slurm.run):
-                    os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):  # gone with the first
+                        os.kill(pid, signal.SIGKILL)
         time.sleep(1)
     assert 0 < seen[0] < seen[1] < 60
     slurm.relay.stop()  # the relay cut mid-run: this process's relay ends here
@@ -240,15 +245,34 @@ def _wandb_records(path: Path) -> dict[str, int]:
     return kinds
 
 
-def test_a_wandb_offline_run_is_mirrored_byte_for_byte_for_wandb_sync(slurm: Any) -> None:
+def test_a_wandb_offline_run_is_uploaded_live_and_mirrored_byte_for_byte(
+    slurm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logged in here (a key W&B accepts the form of; its server is a closed port on
+    127.0.0.1, so nothing leaves the machine), W&B's own live upload runs while the job
+    does and is ended a grace after it; the mirror is W&B's log byte for byte."""
     from hpcui.trackers import relay, wandb_sync
 
-    job = slurm.submit(wandb_rows, 20, track="wandb", **TINY)
-    run = job.result(timeout=WAIT)
-    while slurm.relay.jobs():  # until its pass after the end
-        time.sleep(1)
+    for key, value in {"WANDB_API_KEY": "x" * 40, "WANDB_BASE_URL": "http://127.0.0.1:9",
+                       "WANDB_ERROR_REPORTING": "false", "WANDB_CONFIG_DIR": str(tmp_path / "w"),
+                       "PATH": f"{TOOLS}:{os.environ['PATH']}"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(wandb_sync, "GRACE_S", 3.0)
+    job = slurm.submit(wandb_rows, 40, 0.5, track="wandb", **TINY)
     local = relay.mirror_dir(slurm, job.job_id)
+    deadline = time.monotonic() + WAIT
+    while not any(wandb_sync.live(r) for r in wandb_sync.offline_runs(local)):
+        assert time.monotonic() < deadline and not job.state.is_final, job.state
+        time.sleep(0.5)
+    assert job.state.name == "RUNNING"  # uploading live while the job runs
+    run = job.result(timeout=WAIT)
+    while slurm.relay.jobs():  # until its pass after the end, and the grace
+        assert time.monotonic() < deadline
+        time.sleep(1)
     (mirrored,) = wandb_sync.offline_runs(local)
+    said = wandb_sync.live_log(mirrored).read_text()
+    assert said.splitlines()[0] == " ".join(wandb_sync.live_command(mirrored, str(TOOLS / "wandb")))
+    assert "Syncing 1 run(s)" in said and not wandb_sync.live(mirrored), said[-2000:]
     assert mirrored.name.endswith(f"-{run}")
     log = mirrored / f"run-{run}.wandb"
     there = slurm.run(["sh", "-c", f"sha256sum {job.folder}/track/{job.job_id}/wandb/"
@@ -256,7 +280,7 @@ def test_a_wandb_offline_run_is_mirrored_byte_for_byte_for_wandb_sync(slurm: Any
     import hashlib
 
     assert hashlib.sha256(log.read_bytes()).hexdigest() == there  # byte for byte
-    assert _wandb_records(log).get("history") == 20
+    assert _wandb_records(log).get("history") == 40
     argv = wandb_sync.command([mirrored], str(TOOLS / "wandb"))
     assert argv == [str(TOOLS / "wandb"), "sync", "--skip-synced", str(mirrored)]
     dry = subprocess.run(  # W&B's own CLI reads the mirror; --dry-run uploads nothing
@@ -286,7 +310,7 @@ def test_a_wandb_offline_run_is_mirrored_byte_for_byte_for_wandb_sync(slurm: Any
 def test_tensorboard_on_the_mirror_shows_new_scalars_within_an_interval(slurm: Any) -> None:
     from hpcui.trackers import relay
 
-    job = slurm.submit(tensorboard_scalars, 120, 0.5, track="tensorboard", **TINY)
+    job = slurm.submit(tensorboard_scalars, 300, 0.5, track="tensorboard", **TINY)
     while job.state.name != "RUNNING":
         assert not job.state.is_final, job.state
         time.sleep(1)
