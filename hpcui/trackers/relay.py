@@ -177,9 +177,11 @@ class Relay:
         return self
 
     def stop(self) -> None:
+        """No more passes; the live uploads this process started end with it."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.interval_s + 60)
+        wandb_sync.end_live(mirror_root(self.cluster))
 
 
 def default_exporters() -> list[Exporter]:

@@ -136,6 +136,20 @@ def export_live(cluster: Site, record: JobRecord, local: Path, ended: bool) -> N
             del _live[run]
 
 
+def end_live(local: Path) -> None:
+    """End the live uploads of this mirror that this process started (the relay stops:
+    `hpcui track sync` or the next relay uploads what is left, W&B skipping what it has)."""
+    for run in [r for r in _live if r.is_relative_to(local)]:
+        proc = _live.pop(run)[0]
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
 def live(run: Path) -> bool:
     """A live upload of this run is going on in this process."""
     entry = _live.get(run)

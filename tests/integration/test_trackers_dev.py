@@ -264,7 +264,7 @@ def test_a_wandb_offline_run_is_uploaded_live_and_mirrored_byte_for_byte(
     while not any(wandb_sync.live(r) for r in wandb_sync.offline_runs(local)):
         assert time.monotonic() < deadline and not job.state.is_final, job.state
         time.sleep(0.5)
-    assert job.state.name == "RUNNING"  # uploading live while the job runs
+    assert not job.state.is_final  # uploading live while the job runs
     run = job.result(timeout=WAIT)
     while slurm.relay.jobs():  # until its pass after the end, and the grace
         assert time.monotonic() < deadline
@@ -273,6 +273,9 @@ def test_a_wandb_offline_run_is_uploaded_live_and_mirrored_byte_for_byte(
     said = wandb_sync.live_log(mirrored).read_text()
     assert said.splitlines()[0] == " ".join(wandb_sync.live_command(mirrored, str(TOOLS / "wandb")))
     assert "Syncing 1 run(s)" in said and not wandb_sync.live(mirrored), said[-2000:]
+    slurm.relay.stop()
+    left = subprocess.run(["pgrep", "-f", f"sync --live .*{mirrored}"], capture_output=True)
+    assert left.stdout == b"", "W&B's live upload outlived the relay"
     assert mirrored.name.endswith(f"-{run}")
     log = mirrored / f"run-{run}.wandb"
     there = slurm.run(["sh", "-c", f"sha256sum {job.folder}/track/{job.job_id}/wandb/"
