@@ -47,7 +47,8 @@ def start(logdir: Path, port: int = 0, reload_s: int = 5) -> tuple[subprocess.Po
 
 
 def end(proc: subprocess.Popen[bytes]) -> None:
-    """TensorBoard ended and waited for (killed if it will not go)."""
+    """A program this machine started for a tracker (TensorBoard, W&B's live upload)
+    ended and waited for (killed if it will not go)."""
     if proc.poll() is None:
         proc.terminate()
         try:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcui.errors import UsageError
 from hpcui.store.registry import JobRecord
+from hpcui.trackers.local_board import end
 
 if TYPE_CHECKING:
     from hpcui.trackers.site import Site
@@ -127,11 +128,7 @@ def export_live(cluster: Site, record: JobRecord, local: Path, ended: bool) -> N
         if ended and since is None:
             _live[run][1] = since = now
         if proc.poll() is None and since is not None and now - since > GRACE_S:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            end(proc)
         if proc.poll() is not None and ended:
             del _live[run]
 
@@ -140,14 +137,7 @@ def end_live(local: Path) -> None:
     """End the live uploads of this mirror that this process started (the relay stops:
     `hpcui track sync` or the next relay uploads what is left, W&B skipping what it has)."""
     for run in [r for r in _live if r.is_relative_to(local)]:
-        proc = _live.pop(run)[0]
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        end(_live.pop(run)[0])
 
 
 def live(run: Path) -> bool:
