@@ -185,12 +185,17 @@ class MetricReader:
                         record[self._regex_name] = float(m.group(1))
                     except (ValueError, IndexError, TypeError):
                         pass
-            if record:
-                self._records.append(record)
-                added = True
+            added = self._keep(record) or added
+        return added
+
+    def _keep(self, record: dict[str, float]) -> bool:
+        """One record with values kept (the oldest go past MAX_POINTS); False if empty."""
+        if not record:
+            return False
+        self._records.append(record)
         if len(self._records) > MAX_POINTS:
             del self._records[:-MAX_POINTS]
-        return added
+        return True
 
     def feed_csv(self, text: str) -> bool:
         """A CSV with a header row (Lightning's CSVLogger: `epoch,step,train_loss,...`, a
@@ -207,11 +212,7 @@ class MetricReader:
                     record[name] = float(cell)
                 except ValueError:  # a text column (a run name): not a series
                     continue
-            if record:
-                self._records.append(record)
-                added = True
-        if len(self._records) > MAX_POINTS:
-            del self._records[:-MAX_POINTS]
+            added = self._keep(record) or added
         return added
 
     def metrics(self, job: str = "") -> Metrics:

@@ -141,7 +141,7 @@ def _board_on_mirror(args: argparse.Namespace) -> int:
     cluster = connect(name)
     if job_id not in {r.job_id for r in cluster.relay.tracked()}:
         raise UsageError(f"{job_id} is not a track= job of {name}: submit with --track auto.")
-    tracker = relay.Relay(cluster)
+    tracker = cluster.relay  # this process's one relay of the cluster
     tracker.run_once()
     proc, url = local_board.start(relay.mirror_dir(cluster, job_id), args.local or 0)
     try:

@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 
 def _rows(cluster: Cluster, records: list[JobRecord]) -> list[TrackedJob]:
     from hpcui.cli.models import TrackedJob
-    from hpcui.trackers import mlflow_export, relay, wandb_sync
+    from hpcui.trackers import mirror, mlflow_export, relay, wandb_sync
 
     rows = []
     for r in records:
         local = relay.mirror_dir(cluster, r.job_id or "")
-        files = [p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".hpcui-")]
+        files = mirror.mirrored(local)
         runs = wandb_sync.offline_runs(local)
         rows.append(TrackedJob(
             cluster=r.cluster, job_id=r.job_id or "", name=r.name, track=r.meta.get("track", ""),
@@ -53,16 +53,14 @@ def cmd_track(args: argparse.Namespace) -> int:
             )
     if args.action == "stop":
         for r in records:
-            local = relay.mirror_dir(cluster, r.job_id or "")
-            local.mkdir(parents=True, exist_ok=True)
-            (local / relay.FINAL).touch()
+            cluster.relay.finish(r.job_id or "")
     elif args.action == "run":
         tracker = relay.Relay(cluster, interval_s=args.interval or relay.INTERVAL_S)
         print(f"relaying {len(tracker.jobs())} job(s) of {cluster.name} every "
               f"{tracker.interval_s:g} s until they end (Ctrl-C stops)", file=sys.stderr)  # fmt: skip
         tracker.run(until_idle=True)
     elif args.action == "sync":
-        done = relay.Relay(cluster).run_once()
+        done = cluster.relay.run_once()
         print(f"pass: {done.files} file(s), {done.bytes} bytes from {done.jobs} job(s)",
               file=sys.stderr)  # fmt: skip
         for r in records:

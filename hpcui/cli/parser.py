@@ -592,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=("list", "run", "sync", "stop"), nargs="?", default="list")
     s.add_argument("jobs", nargs="*", metavar="JOB", help="the jobs (sync, stop; default: all)")
     s.add_argument("--interval", type=_positive(float), metavar="S",
-                   help="run: seconds between passes (default 15)")  # fmt: skip
+                   help="run: seconds between passes (default 30)")  # fmt: skip
     _json(s)
 
     s = add("init", "add your first (or another) cluster: asks, connects, detects, tests")

@@ -3,7 +3,7 @@
 The trackers' files only grow (W&B's transaction log, MLflow's metric files, TensorBoard's
 event files, a CSV), a few are rewritten (MLflow's meta.yaml). The local copy is the state:
 for each file the client sends its size, its mtime (set to the remote one after a whole
-copy) and a hash of its last bytes; the login node's script answers, per file, only the
+copy) and its last bytes; the login node's script answers, per file, only the
 bytes past that size when its own file still ends with those bytes, else the whole file.
 Nothing is fetched twice and a cut relay resumes from what reached the disk here (an
 interrupted write is at worst fetched again: appends land at the local file's size).
@@ -82,16 +82,20 @@ def _tail(path: Path, size: int) -> bytes:
         return fh.read(min(size, TAIL))
 
 
+def mirrored(local: Path) -> list[Path]:
+    """The files this mirror holds (hpcui's own `.hpcui-*` notes beside them left out)."""
+    if not local.is_dir():
+        return []
+    return [p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".hpcui-")]
+
+
 def known_files(local: Path) -> list[tuple[bytes, int, int, bytes]]:
     """What this mirror holds: (relative path, size, mtime_ns, its last bytes) per file."""
     out: list[tuple[bytes, int, int, bytes]] = []
-    if not local.is_dir():
-        return out
-    for path in local.rglob("*"):
-        if path.is_file() and not path.name.startswith(".hpcui-"):
-            st = path.stat()
-            rel = os.fsencode(path.relative_to(local).as_posix())
-            out.append((rel, st.st_size, st.st_mtime_ns, _tail(path, st.st_size)))
+    for path in mirrored(local):
+        st = path.stat()
+        rel = os.fsencode(path.relative_to(local).as_posix())
+        out.append((rel, st.st_size, st.st_mtime_ns, _tail(path, st.st_size)))
     return out
 
 

@@ -94,8 +94,7 @@ class Relay:
         if not kind or not record.job_id:
             return None
         local = mirror_dir(self.cluster, record.job_id)
-        files = [p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".hpcui-")]
-        said = f"{kind}: {len(files)} file(s) mirrored to {local}"
+        said = f"{kind}: {len(mirror.mirrored(local))} file(s) mirrored to {local}"
         said += " (relayed to the end)" if (local / FINAL).exists() else ""
         links = mlflow_export.links(local)
         runs = wandb_sync.offline_runs(local)
@@ -106,6 +105,12 @@ class Relay:
             said += f"; W&B {done}/{len(runs)} run(s) synced (`hpcui track sync {record.job_id}`)"
             said += ", uploading live" if any(wandb_sync.live(r) for r in runs) else ""
         return said
+
+    def finish(self, job_id: str) -> None:
+        """Relay this job no more (`hpcui track stop`), as after its last pass."""
+        local = mirror_dir(self.cluster, job_id)
+        local.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (local / FINAL).touch()
 
     def run_once(self) -> Pass:
         """One pass over every tracked job not final: ended jobs get this last pass."""
@@ -144,7 +149,7 @@ class Relay:
                     log.warning("%s", exc)
             live = any(wandb_sync.live(r) for r in wandb_sync.offline_runs(local))
             if record.job_id in ended and not live:  # a live upload ends first
-                (local / FINAL).touch()
+                self.finish(record.job_id or "")
                 done.finished.append(record.job_id or "")
         self.passes += 1
         return done
