@@ -50,25 +50,28 @@ _TREE_FORMAT = r"%y\t%s\t%T@\t%m\t%P\0"
 
 
 def tree_command(path: str) -> str:
-    """Shell code: every entry under `path` (recursive, links not followed), or exit 3 for
-    a file and 2 for nothing there. One round trip for a whole checkpoint folder."""
+    """Shell code: the top folder itself (its name empty) and every entry under `path`
+    (recursive, links not followed; the top followed only as the path the user typed),
+    or exit 3 for a file and 2 for nothing there. One round trip for a whole folder."""
     q = quote(path)
     return (
-        f"if [ -d {q} ]; then find {q} -mindepth 1 -printf '{_TREE_FORMAT}'; "
+        f"if [ -d {q} ]; then find -H {q} -printf '{_TREE_FORMAT}'; "
         f"elif [ -e {q} ]; then exit 3; "
         f"else echo 'hpcui: no such folder' >&2; exit 2; fi"
     )
 
 
-def parse_tree(text: str) -> list[tuple[str, str, int, float, int]]:
+def parse_tree(raw: bytes) -> list[tuple[str, str, int, float, int]]:
     """`tree_command`'s output as (kind, relative path, size, mtime, mode); kind is find's
-    %y letter (d folder, f file, l link, ...), folders before what they hold."""
+    %y letter (d folder, f file, l link, ...), folders before what they hold; the top
+    folder is the entry with the empty path. Names are bytes (surrogate-escaped here):
+    a file system allows any name without NUL or slash, UTF-8 or not."""
     out = []
-    for entry in text.split("\0"):
-        parts = entry.split("\t", 4)
-        if len(parts) != 5 or not parts[1].isdigit() or not parts[4]:
+    for entry in raw.split(b"\0"):
+        parts = entry.split(b"\t", 4)
+        if len(parts) != 5 or not parts[1].isdigit():
             continue
-        kind, size, mtime, mode, rel = parts
+        kind, size, mtime, mode, rel = (p.decode("utf-8", "surrogateescape") for p in parts)
         try:
             when = float(mtime)
         except ValueError:

@@ -9,20 +9,22 @@ no round trip of its own. Big files go in resumable chunks."""
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hashlib
 import io
 import os
 import stat
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from hpcui.backends.files import parse_tree, tree_command
 from hpcui.backends.shell import quote
+from hpcui.common import beneath
 from hpcui.errors import UsageError
-from hpcui.jobs.file_download import _open_own, download
+from hpcui.jobs.beneath_remote import call, full_disk, hex_name, link_at_top, text_name
+from hpcui.jobs.file_download import Origin, download, resume_into
 from hpcui.transport.base import Transport
 
 #: files up to this size travel in a batch (one tar), bigger ones alone, resumably
@@ -62,6 +64,21 @@ class Transfer:
     total: int = 0
     links: list[str] = field(default_factory=list)
     verified: int = 0
+    #: relative path -> why it was not copied (a link met on its way, a name the other
+    #: side cannot take, ...): each refused alone, the rest copied
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def refuse(self, found: Iterable[tuple[str | bytes, str]]) -> None:
+        for rel, why in found:
+            name = rel if isinstance(rel, str) else rel.decode("utf-8", "surrogateescape")
+            self.refused.setdefault(name, why)
+
+    def was_refused(self, rel: str) -> bool:
+        """Whether `rel` was not copied: refused itself, or a folder on its way was."""
+        return rel in self.refused or any(rel.startswith(r + "/") for r in self.refused)
+
+    def count(self, todo: list[Entry]) -> None:
+        self.copied = sum(1 for e in todo if not self.was_refused(e.rel))
 
     def summary(self) -> str:
         said = f"{self.copied} file(s) copied, {self.skipped} already there"
@@ -69,7 +86,15 @@ class Transfer:
             said += f", {self.verified} checked by SHA-256"
         if self.links:
             said += f"; {len(self.links)} symbolic link(s) not copied ({self.links[0]}, ...)"
+        if self.refused:
+            rel, why = next(iter(self.refused.items()))
+            said += f"; {len(self.refused)} refused ({ascii_name(rel)} {why}, ...)"
         return said
+
+
+def ascii_name(rel: str) -> str:
+    """A name as it can be printed: bytes that are not UTF-8 shown as \\xNN."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def same(a: Entry, b: Entry) -> bool:
@@ -100,23 +125,24 @@ class _Meter:
 
 def remote_tree(
     transport: Transport, path: str
-) -> tuple[str, dict[str, Entry], set[str], list[str]]:
-    """What is at `path`: ("dir", files, folders, links), ("file", ...) or ("none", ...)."""
+) -> tuple[str, dict[str, Entry], dict[str, int], list[str]]:
+    """What is at `path`: ("dir", files, folders with their modes (the top as ""), links),
+    ("file", ...) or ("none", ...)."""
     res = transport.run(tree_command(path))
     if res.exit_status == 3:
-        return "file", {}, set(), []
+        return "file", {}, {}, []
     if res.exit_status == 2:
-        return "none", {}, set(), []
+        return "none", {}, {}, []
     res.check(f"listing {path}")
     files: dict[str, Entry] = {}
-    dirs: set[str] = set()
+    dirs: dict[str, int] = {}
     links: list[str] = []
-    for kind, rel, size, mtime, mode in parse_tree(res.stdout):
+    for kind, rel, size, mtime, mode in parse_tree(res.stdout_bytes):
         if kind == "d":
-            dirs.add(rel)
+            dirs[rel] = mode
         elif kind == "f":
             files[rel] = Entry(rel, size, mtime, mode)
-        else:
+        elif rel:
             links.append(rel)
     return "dir", files, dirs, links
 
@@ -127,13 +153,13 @@ def remote_sums(transport: Transport, root: str, rels: list[str]) -> dict[str, s
         return {}
     res = transport.run(
         f"cd {quote(root)} && xargs -0 -r sha256sum -z --",
-        stdin=b"\0".join(os.fsencode(r) for r in rels) + b"\0",
+        stdin=b"\0".join(_raw(r) for r in rels) + b"\0",
     ).check(f"checksumming files under {root}")
     sums = {}
-    for line in res.stdout.split("\0"):
-        digest, sep, name = line.partition("  ")
+    for line in res.stdout_bytes.split(b"\0"):
+        digest, sep, name = line.partition(b"  ")
         if sep:
-            sums[name] = digest
+            sums[name.decode("utf-8", "surrogateescape")] = digest.decode()
     return sums
 
 
@@ -159,7 +185,9 @@ def download_tree(
     checksum: bool = False,
 ) -> Transfer:
     """Copy the remote folder `remote` here: into `local/<its name>` (`into`, as `scp -r`
-    does into a folder), else into `local` itself (`sync`, as `rsync -a SRC/ DEST/`)."""
+    does into a folder), else into `local` itself (`sync`, as `rsync -a SRC/ DEST/`).
+    Both sides are read and written beneath their top folder (`hpcui.common.beneath`):
+    a folder swapped for a link meanwhile is refused and named, never followed."""
     kind, files, dirs, links = remote_tree(transport, remote)
     if kind == "none":
         raise UsageError(f"There is no file or folder {remote} on the cluster.")
@@ -168,33 +196,30 @@ def download_tree(
         return Transfer(remote, str(where), copied=1, moved=moved, total=moved)
     top = local / PurePosixPath(remote.rstrip("/")).name if into else local
     result = Transfer(remote, str(top), links=links)
-    _local_folder(top)
-    for rel in sorted(dirs, key=lambda r: r.split("/")):
-        _local_folder(top / rel)
-    have = _local_files(top)
-    todo = [e for rel, e in files.items() if rel not in have or not same(e, have[rel])]
-    sums: dict[str, str] = {}
-    if checksum:  # same size and mtime is not enough: compare contents too
-        sums = remote_sums(transport, remote, sorted(files))
-        todo += [
-            e
-            for rel, e in files.items()
-            if rel in have and same(e, have[rel]) and local_sum(top / rel) != sums.get(rel)
-        ]
-    result.skipped = len(files) - len(todo)
-
-    def big(e: Entry, shown: Progress | None) -> int:
-        moved, where = download(
-            transport, f"{remote.rstrip('/')}/{e.rel}", top / e.rel, progress=shown, note=note
-        )
-        _keep_times(where, e)
-        return moved
-
-    _copy_all(
-        todo, result, progress, lambda batch: _download_batch(transport, remote, top, batch), big
-    )
+    with local_top(top) as at:
+        folders = [(_raw(rel), mode) for rel, mode in sorted(dirs.items())]
+        result.refuse(beneath.folders(at, folders, modes=False))
+        have = _local_files(top)
+        todo = [e for rel, e in files.items() if rel not in have or not same(e, have[rel])]
+        sums: dict[str, str] = {}
+        if checksum:  # same size and mtime is not enough: compare contents too
+            sums = remote_sums(transport, remote, sorted(files))
+            todo += [
+                e
+                for rel, e in files.items()
+                if rel in have and same(e, have[rel]) and local_sum(top / rel) != sums.get(rel)
+            ]
+        result.skipped = len(files) - len(todo)
+        _copy_all(
+            todo, result, progress,
+            lambda batch: _download_batch(transport, remote, at, top, batch, result),
+            lambda e, shown: _download_big(transport, remote, at, top, e, result, shown, note),
+        )  # fmt: skip
+        result.refuse(beneath.folders(at, folders, modes=True))  # last: a 0500 folder
+    result.count(todo)
     if checksum:
-        bad = [e.rel for e in todo if local_sum(top / e.rel) != sums.get(e.rel)]
+        done = [e.rel for e in todo if not result.was_refused(e.rel)]
+        bad = [rel for rel in done if local_sum(top / rel) != sums.get(rel)]
         if bad:
             for rel in bad:
                 (top / rel).unlink(missing_ok=True)
@@ -202,7 +227,7 @@ def download_tree(
                 f"{len(bad)} file(s) differ from the cluster's after the copy ({bad[0]}, ...): "
                 "they were removed here. Download again (a file still being written?)."
             )
-        result.verified = len(files)
+        result.verified = sum(1 for rel in files if not result.was_refused(rel))
     return result
 
 
@@ -242,56 +267,80 @@ def _batches(entries: list[Entry]) -> Iterator[list[Entry]]:
         yield batch
 
 
-def _download_batch(transport: Transport, remote: str, top: Path, batch: list[Entry]) -> int:
-    """Small files as one tar from the cluster; each lands as `.part` and is renamed."""
-    res = transport.run(
-        f"cd {quote(remote)} && tar --null --no-recursion -T - -cf -",
-        stdin=b"\0".join(os.fsencode(e.rel) for e in batch) + b"\0",
+def _download_batch(
+    transport: Transport, remote: str, at: int | bytes, top: Path, batch: list[Entry],
+    result: Transfer,
+) -> int:  # fmt: skip
+    """Small files as one tar read beneath `remote` there, placed beneath `top` here."""
+    answer = call(
+        transport, "pack", remote, stdin=" ".join(hex_name(e.rel) for e in batch).encode()
     )
-    if not res.stdout_bytes:
+    result.refuse(answer.refused)
+    try:
+        moved, got, refused = beneath.unpack(at, io.BytesIO(answer.out))
+    except beneath.NoSpace as exc:
+        raise full_disk(str(top / text_name(exc.rel)), "here", exc.written, exc.free) from None
+    except tarfile.TarError as exc:
         raise UsageError(
-            f"Reading {len(batch)} file(s) under {remote} failed: "
-            f"{res.stderr.strip()[:200] or 'no output'}. Run the copy again: what arrived is kept."
-        )
-    wanted = {e.rel: e for e in batch}
-    moved = 0
-    got: set[str] = set()
-    with tarfile.open(fileobj=io.BytesIO(res.stdout_bytes), mode="r:") as tar:
-        for member in tar:
-            e = wanted.get(member.name)
-            if e is None or not member.isfile():
-                continue
-            src = tar.extractfile(member)
-            if src is None:
-                continue
-            dest = top / e.rel
-            part = dest.with_name(dest.name + ".part")
-            fd = _open_own(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            with os.fdopen(fd, "wb") as fh:
-                data = src.read()
-                fh.write(data)
-            part.replace(dest)
-            _keep_times(dest, Entry(e.rel, member.size, float(member.mtime), member.mode))
-            moved += len(data)
-            got.add(e.rel)
-    missing = [rel for rel in wanted if rel not in got]
-    if missing:
-        raise UsageError(
-            f"{len(missing)} file(s) could not be read on the cluster ({missing[0]}, ...: "
-            f"{res.stderr.strip()[:200] or 'removed meanwhile?'}). Run the copy again: what "
-            "arrived is kept."
-        )
+            f"Reading {len(batch)} file(s) under {remote} failed ({exc}). Run the copy "
+            "again: what arrived is kept."
+        ) from None
+    result.refuse(refused)
+    placed = {text_name(r) for r in got}
+    gone = [e.rel for e in batch if e.rel not in placed and e.rel not in result.refused]
+    result.refuse([(rel, "was removed on the cluster before it was copied") for rel in gone])
     return moved
 
 
-def _local_folder(path: Path) -> None:
-    """Make a folder of the copy; never follow a link someone planted there."""
-    if path.is_symlink():
-        raise UsageError(
-            f"{path} is a symbolic link: hpcui never copies through one. Remove it and "
-            "run the copy again."
+def _download_big(
+    transport: Transport, remote: str, at: int | bytes, top: Path, e: Entry,
+    result: Transfer, shown: Progress | None, note: Note | None,
+) -> int:  # fmt: skip
+    """One big file read beneath `remote` in chunks, resumably, into its part here."""
+    tree = beneath.Tree(at)
+    try:
+        folder, name = tree.parent(_raw(e.rel), create=True)
+
+        def read(offset: int, n: int) -> bytes:
+            answer = call(transport, "read", remote, hex_name(e.rel), str(offset), str(n))
+            if answer.refused:
+                raise beneath.Refused(_raw(e.rel), answer.refused[0][1])
+            size, mtime_ns = answer.stat or (-1, 0)
+            if size != e.size or abs(mtime_ns / 1e9 - e.mtime) > 1e-3:
+                raise UsageError(
+                    f"{remote}/{e.rel} changed while it was downloading (a job still writing "
+                    "it?): the copy was thrown away. Download it again once it is written."
+                )
+            return answer.out
+
+        origin = Origin(f"{remote.rstrip('/')}/{e.rel}", e.size, e.mtime, e.mode)
+        return resume_into(
+            folder, name, str(top / e.rel), origin, read, lambda: None, progress=shown, note=note
         )
-    path.mkdir(parents=True, exist_ok=True)
+    except beneath.Refused as exc:
+        result.refuse([(text_name(exc.rel), exc.why)])
+        return 0
+    finally:
+        tree.close()
+
+
+@contextlib.contextmanager
+def local_top(top: Path, *, create: bool = True) -> Iterator[int | bytes]:
+    """This machine's top folder of a copy, open (see beneath.open_top)."""
+    try:
+        at = beneath.open_top(os.fsencode(top), create=create)
+    except beneath.Refused:
+        raise link_at_top(str(top), "here") from None
+    except FileNotFoundError:
+        raise UsageError(f"There is no folder {top} here.") from None
+    try:
+        yield at
+    finally:
+        beneath._close(at)
+
+
+def _raw(rel: str) -> bytes:
+    return rel.encode("utf-8", "surrogateescape")
 
 
 def _local_files(top: Path) -> dict[str, Entry]:
@@ -307,24 +356,3 @@ def _local_files(top: Path) -> dict[str, Entry]:
                 rel = path.relative_to(top).as_posix()
                 out[rel] = Entry(rel, st.st_size, st.st_mtime, stat.S_IMODE(st.st_mode))
     return out
-
-
-def _keep_times(path: Path, e: Entry) -> None:
-    os.utime(path, (e.mtime, e.mtime))
-    os.chmod(path, e.mode & 0o777 & ~_umask())
-
-
-@functools.cache
-def _umask() -> int:
-    """This process's umask, read once: setting it to read it (os.umask has no getter)
-    leaves 0 in force for a moment, for every thread (the app copies in workers while
-    others write files). Linux says it in /proc/self/status without that."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o077)  # the safe side while it is away from its value
-    os.umask(mask)
-    return mask
