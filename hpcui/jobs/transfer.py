@@ -35,7 +35,7 @@ BATCH_FILES = 2000
 #: a file whose mtime differs by less than this is the same version (SFTP and some
 #: filesystems keep whole seconds; rsync's --modify-window)
 MTIME_WINDOW_S = 1.0
-PART_PREFIX = ".hpcui-part-"
+PART_PREFIX = beneath.PART.decode()
 
 Progress = Callable[[int, int], None]
 Note = Callable[[str], None]

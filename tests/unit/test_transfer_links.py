@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,24 @@ def plant(link: Path, target: Path) -> None:
     """A link made by another user (root gives it away: lchown is what makes it theirs)."""
     link.symlink_to(target)
     os.lchown(link, _peer_uid(), -1)
+
+
+def at_once(n: int, copy: Callable[[], object]) -> list[BaseException]:
+    """`copy` run by `n` threads at the same time; what each raised."""
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            copy()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    return errors
 
 
 @pytest.fixture
@@ -175,19 +194,9 @@ def test_two_downloads_of_one_file_at_once_never_mix(tmp_path):
     here.mkdir()
     t = LocalTransport()
     notes: list[str] = []
-    errors: list[BaseException] = []
-
-    def one() -> None:
-        try:
-            file_download.download(t, str(there / "ckpt.pt"), here, note=notes.append)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one) for _ in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
+    errors = at_once(
+        2, lambda: file_download.download(t, str(there / "ckpt.pt"), here, note=notes.append)
+    )
     assert not errors, errors
     assert (here / "ckpt.pt").read_bytes() == body
     assert sorted(p.name for p in here.iterdir()) == ["ckpt.pt"]
@@ -199,19 +208,9 @@ def test_three_uploads_of_one_big_file_at_once_all_succeed(tmp_path):
     wheel.parent.mkdir()
     wheel.write_bytes(os.urandom(2 * uploads.UP_CHUNK + 7))
     t = LocalTransport()
-    errors: list[BaseException] = []
-
-    def one() -> None:
-        try:
-            uploads.upload(t, wheel.parent, str(tmp_path / "there"), into=False)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one) for _ in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    errors = at_once(
+        3, lambda: uploads.upload(t, wheel.parent, str(tmp_path / "there"), into=False)
+    )
     assert not errors, errors
     assert (tmp_path / "there" / wheel.name).read_bytes() == wheel.read_bytes()
     assert [p.name for p in (tmp_path / "there").iterdir()] == [wheel.name]
